@@ -1,0 +1,46 @@
+"""Shared output helpers for commands: ``--json`` to stdout, tables to the terminal."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+#: Human output goes to stdout; diagnostics and progress go to stderr.
+stdout = Console(highlight=False, soft_wrap=False)
+stderr = Console(stderr=True, highlight=False)
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return _plain(obj.item())
+    return obj
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert dataclasses, enums, paths and numpy scalars into JSON-ready values."""
+    return _plain(obj)
+
+
+def print_json(obj: Any) -> None:
+    """Write ``obj`` as JSON to stdout and nothing else (the ``--json`` contract)."""
+    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
+    sys.stdout.flush()
