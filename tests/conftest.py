@@ -1,0 +1,39 @@
+"""Shared test fixtures.
+
+``shared_dir`` locates the read-only ``shared/`` folder that CI lays beside the clone (real
+traces and reference facts). A user's fresh clone has none: tests that need it skip with a
+reason instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def find_shared_dir() -> Path | None:
+    """``$KVSCOPE_SHARED`` if set, else ``../shared`` beside the repository."""
+    env = os.environ.get("KVSCOPE_SHARED")
+    candidates = [Path(env)] if env else []
+    candidates.append(REPO_ROOT.parent / "shared")
+    for c in candidates:
+        if (c / "traces").is_dir():
+            return c
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    d = find_shared_dir()
+    if d is None:
+        pytest.skip("../shared (real traces and reference data) is not beside this clone")
+    return d
+
+
+@pytest.fixture(scope="session")
+def traces_dir(shared_dir: Path) -> Path:
+    return shared_dir / "traces"
