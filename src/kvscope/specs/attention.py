@@ -1,0 +1,162 @@
+"""Attention layers: their weights and the KV state they keep.
+
+Kinds (``AttentionLayer.kind``):
+- ``full``: MHA/GQA/MQA over the whole history. K and V of ``num_kv_heads x head_dim`` each.
+- ``sliding``: the same, keeping only the last ``window`` tokens (Mistral, gpt-oss).
+- ``mla``: Multi-head Latent Attention (DeepSeek-V2 paper, arXiv 2405.04434 §2.1): one latent
+  of ``kv_lora_rank + qk_rope_head_dim`` per token, shared by all heads, not split over TP.
+- ``mla_sparse``: DeepSeek-V3.2 (DSA): MLA plus a lightning-indexer key cache.
+- ``dsv4_swa`` / ``dsv4_csa`` / ``dsv4_hca``: DeepSeek V4 hybrid attention
+  (``compress_ratios`` 0 / 4 / 128): a 128-token window on every layer, CSA keeps one
+  compressed entry per 4 tokens plus indexer keys, HCA one per 128 tokens.
+
+Cache entry sizes (bytes) and their sources:
+- V3.2 ``fp8_ds_mla`` record: 656 B = 512 fp8 NoPE + 4 fp32 scales (16 B) + 64 bf16 RoPE
+  (128 B) (vLLM ``vllm/v1/kv_cache_interface.py``, FlashMLA sparse layout).
+- V3.2/V4 indexer key: 128 fp8 + one fp32 scale = 132 B; V4 MXFP4 indexer: 64 + 4 = 68 B
+  (vLLM ``DeepseekV4IndexerCache``; shared/reference/deepseek_v4_memory.md §0).
+- V4 compressed/window entry: 584 B = 448 fp8 NoPE + 64 bf16 RoPE + 7 UE8M0 scales + 1 pad.
+- V4 compressor rings (fp32 kv+score): CSA 8 rows x 8192 B + indexer 8 rows x 2048 B, HCA
+  128 rows x 4096 B (same reference, §3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvscope.specs.dtypes import element_bytes, is_fp8
+from kvscope.specs.kv_state import KVCache
+
+DS_MLA_FP8_RECORD = 656
+INDEXER_FP8_ENTRY = 132
+INDEXER_FP4_ENTRY = 68
+DSV4_ENTRY = 584
+DSV4_CSA_STATE = 8 * 8192 + 8 * 2048
+DSV4_HCA_STATE = 128 * 4096
+
+
+@dataclass(frozen=True)
+class AttentionLayer:
+    """One layer's attention: shapes (parameters) and kind (KV state)."""
+
+    kind: str
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    window: int | None = None
+    qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: bool = False
+    sinks: bool = False
+    # MLA
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    # sparse-attention indexer (V3.2, V4 CSA)
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    # DeepSeek V4
+    compress_ratio: int = 0
+    o_groups: int = 0
+    o_lora_rank: int = 0
+
+    @property
+    def is_mla_family(self) -> bool:
+        return self.kind in ("mla", "mla_sparse", "dsv4_swa", "dsv4_csa", "dsv4_hca")
+
+    # ----------------------------------------------------------------- parameters
+    def num_params(self) -> int:
+        """Weights of this layer's attention block (norms inside it included)."""
+        h, nh = self.hidden_size, self.num_heads
+        if self.kind in ("full", "sliding"):
+            q = h * nh * self.head_dim
+            kv = 2 * h * self.num_kv_heads * self.head_dim
+            o = nh * self.v_head_dim * h
+            n = q + kv + o
+            if self.qkv_bias:
+                n += nh * self.head_dim + 2 * self.num_kv_heads * self.head_dim
+            if self.o_bias:
+                n += h
+            if self.qk_norm:
+                n += 2 * self.head_dim
+            if self.sinks:
+                n += nh
+            return n
+        if self.kind in ("mla", "mla_sparse"):
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            if self.q_lora_rank:
+                q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * nh * qk
+            else:
+                q = h * nh * qk
+            kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+            kv_b = self.kv_lora_rank * nh * (self.qk_nope_head_dim + self.v_head_dim)
+            o = nh * self.v_head_dim * h
+            n = q + kv_a + kv_b + o
+            if self.kind == "mla_sparse":
+                # V3.2 indexer: wq_b, wk, k_norm (LayerNorm weight+bias), weights_proj.
+                q_in = self.q_lora_rank or h
+                n += q_in * self.index_n_heads * self.index_head_dim
+                n += h * self.index_head_dim + 2 * self.index_head_dim
+                n += h * self.index_n_heads
+            return n
+        return self._dsv4_params()
+
+    def _dsv4_params(self) -> int:
+        # Shapes from the V4 reference modelling (transformers ``modeling_deepseek_v4``):
+        # q low-rank (q_a, q_norm, q_b), one shared K=V head (kv_proj, kv_norm), grouped
+        # low-rank output (o_a: o_lora x heads x head_dim in all, o_b), per-head sinks.
+        h, nh, hd = self.hidden_size, self.num_heads, self.head_dim
+        ql = self.q_lora_rank or h
+        n = h * ql + ql + ql * nh * hd + h * hd + hd
+        n += self.o_lora_rank * nh * hd + self.o_groups * self.o_lora_rank * h + nh
+        if self.kind == "dsv4_csa":
+            # Overlapping compressor (kv and gate to 2*head_dim), position bias, norm,
+            # plus the lightning indexer with its own compressor at index_head_dim.
+            n += 2 * h * 2 * hd + 4 * 2 * hd + hd
+            ihd, inh = self.index_head_dim, self.index_n_heads
+            n += 2 * h * 2 * ihd + 4 * 2 * ihd + ihd + ql * inh * ihd + h * inh
+        elif self.kind == "dsv4_hca":
+            n += 2 * h * hd + self.compress_ratio * hd + hd
+        return n
+
+    # ----------------------------------------------------------------- KV state
+    def kv_caches(
+        self, kv_dtype: str, tp: int = 1, indexer_dtype: str = "fp8"
+    ) -> tuple[KVCache, ...]:
+        """The caches one request keeps in this layer, on one tensor-parallel rank.
+
+        ``kv_dtype`` is a resolved KV-cache dtype (``bfloat16``, ``fp8``, ``fp8_ds_mla``...).
+        GQA heads are split over TP (``max(1, kv_heads // tp)``, vLLM
+        ``ModelConfig.get_num_kv_heads``); MLA and V4 latents are replicated on every rank.
+        """
+        if self.kind in ("full", "sliding"):
+            heads = max(1, self.num_kv_heads // tp)
+            entry = heads * (self.head_dim + self.v_head_dim) * element_bytes(kv_dtype)
+            window = self.window if self.kind == "sliding" else None
+            return (KVCache("kv", entry, 1, window),)
+        if self.kind in ("mla", "mla_sparse"):
+            latent_dim = self.kv_lora_rank + self.qk_rope_head_dim
+            # V3.2 with an fp8 cache uses the packed fp8_ds_mla record (FlashMLA sparse);
+            # V2/V3 with plain fp8 store the 576-element latent at 1 byte each.
+            if kv_dtype == "fp8_ds_mla" or (self.kind == "mla_sparse" and is_fp8(kv_dtype)):
+                latent = float(DS_MLA_FP8_RECORD)
+            else:
+                latent = latent_dim * element_bytes(kv_dtype)
+            caches = [KVCache("latent", latent)]
+            if self.kind == "mla_sparse":
+                caches.append(KVCache("indexer", float(INDEXER_FP8_ENTRY)))
+            return tuple(caches)
+        # DeepSeek V4: every layer keeps a 584-B record per token over the window.
+        caches = [KVCache("swa", float(DSV4_ENTRY), 1, self.window or 128)]
+        idx = INDEXER_FP4_ENTRY if indexer_dtype in ("fp4", "mxfp4") else INDEXER_FP8_ENTRY
+        if self.kind == "dsv4_csa":
+            caches.append(KVCache("csa", float(DSV4_ENTRY), self.compress_ratio))
+            caches.append(KVCache("indexer", float(idx), self.compress_ratio))
+            caches.append(KVCache("compressor_state", 0.0, 1, None, DSV4_CSA_STATE))
+        elif self.kind == "dsv4_hca":
+            caches.append(KVCache("hca", float(DSV4_ENTRY), self.compress_ratio))
+            caches.append(KVCache("compressor_state", 0.0, 1, None, DSV4_HCA_STATE))
+        return tuple(caches)

@@ -1,0 +1,115 @@
+"""GPU catalogue: memory as the driver reports it, bandwidths, compute, power.
+
+Data lives in ``specs/gpus.json`` (one entry per GPU, each figure with its datasheet source
+in the entry's ``sources``). Units in :class:`GPUSpec`: bytes, bytes/s, FLOP/s, watts.
+Memory is what CUDA reports as total (``cudaMemGetInfo``), which engines budget against
+(vLLM ``MemorySnapshot.total_memory``): an H100 80GB reports about 79.19 GiB, not 80 GB.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from kvscope.errors import UnknownNameError
+
+CATALOGUE = Path(__file__).with_name("gpus.json")
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One GPU model."""
+
+    name: str
+    aliases: tuple[str, ...]
+    vendor: str
+    architecture: str
+    memory_bytes: int  # total as CUDA/NVML reports it
+    memory_marketing_gb: float
+    hbm_bandwidth: float  # bytes/s
+    bf16_flops: float  # dense FLOP/s
+    fp8_flops: float | None
+    fp4_flops: float | None
+    nvlink_bandwidth: float  # bytes/s per direction, 0 if none
+    pcie_bandwidth: float  # bytes/s per direction
+    pcie_gen: int
+    tdp_w: float
+    memory_source: str = ""
+    sources: tuple[tuple[str, str], ...] = ()
+    confidence: str = "high"
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / GIB
+
+    @property
+    def interconnect_bandwidth(self) -> float:
+        """Per-direction bytes/s between GPUs of one node: NVLink if present, else PCIe."""
+        return self.nvlink_bandwidth or self.pcie_bandwidth
+
+    def flops(self, dtype: str) -> float:
+        """Dense tensor FLOP/s for a compute dtype; falls back to bf16 when unsupported."""
+        key = dtype.lower()
+        if key.startswith("fp8") and self.fp8_flops:
+            return self.fp8_flops
+        if key in ("fp4", "mxfp4", "nvfp4") and self.fp4_flops:
+            return self.fp4_flops
+        return self.bf16_flops
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_]+", "-", name.strip().lower())
+
+
+def _opt(entry: dict[str, Any], key: str, scale: float) -> float | None:
+    value = entry.get(key)
+    return None if value in (None, "") else float(value) * scale
+
+
+def _from_entry(e: dict[str, Any]) -> GPUSpec:
+    return GPUSpec(
+        name=e["name"],
+        aliases=tuple(_norm(a) for a in e.get("aliases", ())),
+        vendor=e.get("vendor", "nvidia"),
+        architecture=e.get("architecture", ""),
+        memory_bytes=int(e["memory_total_bytes"]),
+        memory_marketing_gb=float(e.get("memory_marketing_gb", 0)),
+        hbm_bandwidth=float(e["hbm_bandwidth_gbps"]) * 1e9,
+        bf16_flops=float(e["bf16_dense_tflops"]) * 1e12,
+        fp8_flops=_opt(e, "fp8_dense_tflops", 1e12),
+        fp4_flops=_opt(e, "fp4_dense_tflops", 1e12),
+        nvlink_bandwidth=float(e.get("nvlink_gbps_per_direction") or 0) * 1e9,
+        pcie_bandwidth=float(e.get("pcie_gbps_per_direction") or 0) * 1e9,
+        pcie_gen=int(e.get("pcie_gen") or 0),
+        tdp_w=float(e.get("tdp_w") or 0),
+        memory_source=e.get("memory_total_source", ""),
+        sources=tuple((str(k), str(v)) for k, v in (e.get("sources") or {}).items()),
+        confidence=e.get("confidence", "high"),
+    )
+
+
+@cache
+def list_gpus() -> tuple[GPUSpec, ...]:
+    """Every GPU in the catalogue, in file order."""
+    data = json.loads(CATALOGUE.read_text())
+    return tuple(_from_entry(e) for e in data["gpus"])
+
+
+def get_gpu(name: str) -> GPUSpec:
+    """Look a GPU up by canonical name, alias or the product name NVML reports.
+
+    ``H100``, ``h100-80gb`` and ``NVIDIA H100 80GB HBM3`` all resolve; an unknown name raises
+    :class:`UnknownNameError` listing the close matches.
+    """
+    key = _norm(name)
+    for gpu in list_gpus():
+        if key == _norm(gpu.name) or key in gpu.aliases:
+            return gpu
+    known = [g.name for g in list_gpus()] + [a for g in list_gpus() for a in g.aliases]
+    raise UnknownNameError("GPU", name, known)

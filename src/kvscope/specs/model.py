@@ -1,0 +1,205 @@
+"""Model architecture from a Hugging Face ``config.json``: :class:`ModelSpec`.
+
+A ``ModelSpec`` knows, per layer, the attention kind and KV state it keeps and the FFN kind,
+and derives parameter counts, weight bytes by component and KV bytes per token per layer
+group. Parsing is in :mod:`kvscope.specs.config_parse`; presets in :mod:`kvscope.specs.presets`.
+
+Units: parameters are counts, bytes are bytes, per-token figures are bytes per token.
+Multi-token-prediction (MTP) layers are excluded from totals, as the model cards do
+(DeepSeek-V3 README: "671B main model weights + 14B MTP module").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from kvscope.specs.attention import AttentionLayer
+from kvscope.specs.dtypes import element_bytes
+from kvscope.specs.ffn import FFNLayer
+from kvscope.specs.kv_state import KVCache, bounded_bytes_per_request, history_bytes_per_token
+from kvscope.specs.quant import Quantization
+
+#: Component names used in parameter and weight breakdowns.
+COMPONENTS = ("embedding", "attention", "dense_ffn", "routed_experts", "shared_experts",
+              "router", "norms_other", "lm_head")
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One decoder layer: attention block and FFN block."""
+
+    attention: AttentionLayer
+    ffn: FFNLayer
+    extra_params: int = 0  # norms and residual mixers (hyper-connections) of this layer
+
+
+@dataclass(frozen=True)
+class Published:
+    """Totals as the model card states them, for checking our counts."""
+
+    total_params: float | None = None
+    active_params: float | None = None
+    active_convention: str = "with_embeddings"
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class KVGroup:
+    """Layers that keep identical KV state (a KV-cache group in vLLM's terms)."""
+
+    kind: str
+    layers: tuple[int, ...]
+    caches: tuple[KVCache, ...]
+
+    @property
+    def bytes_per_token_per_layer(self) -> float:
+        """Amortised full-history bytes per token in one layer of this group."""
+        return history_bytes_per_token(self.caches)
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.bytes_per_token_per_layer * len(self.layers)
+
+    @property
+    def bounded_bytes_per_request(self) -> float:
+        """Window and fixed state one request holds in this group (all its layers)."""
+        return bounded_bytes_per_request(self.caches) * len(self.layers)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture of a decoder-only LLM, with dtype and weight quantization resolved."""
+
+    name: str
+    model_type: str
+    hidden_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    layers: tuple[LayerSpec, ...]
+    dtype: str
+    quantization: Quantization
+    final_params: int = 0  # final norm and output-side mixers outside the layers
+    num_mtp_layers: int = 0
+    source: str = ""
+    published: Published = field(default_factory=Published)
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def is_moe(self) -> bool:
+        return any(layer.ffn.is_moe for layer in self.layers)
+
+    @property
+    def attention_kinds(self) -> dict[str, int]:
+        """How many layers of each attention kind."""
+        return dict(Counter(layer.attention.kind for layer in self.layers))
+
+    @property
+    def uses_mla(self) -> bool:
+        return any(layer.attention.is_mla_family for layer in self.layers)
+
+    @property
+    def first_attention(self) -> AttentionLayer:
+        return self.layers[0].attention
+
+    @property
+    def moe_layer(self) -> FFNLayer | None:
+        """A representative MoE block (all MoE layers share one shape), or None."""
+        return next((layer.ffn for layer in self.layers if layer.ffn.is_moe), None)
+
+    # ------------------------------------------------------------------ parameters
+    @cached_property
+    def params(self) -> dict[str, int]:
+        """Parameter count by component (see :data:`COMPONENTS`)."""
+        out = dict.fromkeys(COMPONENTS, 0)
+        out["embedding"] = self.vocab_size * self.hidden_size
+        out["lm_head"] = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+        for layer in self.layers:
+            out["attention"] += layer.attention.num_params()
+            out["dense_ffn"] += layer.ffn.dense_params()
+            out["routed_experts"] += layer.ffn.routed_expert_params()
+            out["shared_experts"] += layer.ffn.shared_expert_params()
+            out["router"] += layer.ffn.router_params()
+            out["norms_other"] += layer.extra_params
+        out["norms_other"] += self.final_params
+        return out
+
+    @property
+    def total_params(self) -> int:
+        return sum(self.params.values())
+
+    @cached_property
+    def active_params(self) -> int:
+        """Parameters touched per token: routed experts count only the top-k."""
+        p = self.params
+        active_routed = sum(layer.ffn.active_routed_params() for layer in self.layers)
+        return self.total_params - p["routed_experts"] + active_routed
+
+    @property
+    def active_params_excl_embedding(self) -> int:
+        """Active parameters without the input embedding (a lookup, not a matmul)."""
+        return self.active_params - self.params["embedding"]
+
+    def active_params_by(self, convention: str) -> int:
+        """Active parameters counted the way a publisher counts them.
+
+        ``with_embeddings`` (Qwen, Mistral, OpenAI cards) or ``without_input_embedding``
+        (DeepSeek cards, whose activated figures leave out the embedding lookup).
+        """
+        if convention == "without_input_embedding":
+            return self.active_params_excl_embedding
+        return self.active_params
+
+    # ------------------------------------------------------------------ weight bytes
+    @cached_property
+    def weight_bytes(self) -> dict[str, float]:
+        """Bytes of weights by component, as the checkpoint stores them (scales included)."""
+        p = self.params
+        native = element_bytes(self.dtype)
+        q = self.quantization
+        linear = q.linear_bytes if q.linear_bytes is not None else native
+        expert = q.expert_bytes if q.expert_bytes is not None else linear
+        return {
+            "embedding": p["embedding"] * native,
+            "attention": p["attention"] * linear,
+            "dense_ffn": p["dense_ffn"] * linear,
+            "routed_experts": p["routed_experts"] * expert,
+            "shared_experts": p["shared_experts"] * linear,
+            "router": p["router"] * native,
+            "norms_other": p["norms_other"] * native,
+            "lm_head": p["lm_head"] * native,
+        }
+
+    @property
+    def total_weight_bytes(self) -> float:
+        return sum(self.weight_bytes.values())
+
+    # ------------------------------------------------------------------ KV cache
+    def kv_groups(self, kv_dtype: str | None = None, tp: int = 1,
+                  indexer_dtype: str = "fp8") -> tuple[KVGroup, ...]:
+        """Layers grouped by identical KV state, in first-layer order."""
+        kv = kv_dtype or self.dtype
+        groups: dict[tuple[str, tuple[KVCache, ...]], list[int]] = {}
+        for i, layer in enumerate(self.layers):
+            caches = layer.attention.kv_caches(kv, tp, indexer_dtype)
+            groups.setdefault((layer.attention.kind, caches), []).append(i)
+        return tuple(KVGroup(kind, tuple(idx), caches) for (kind, caches), idx in groups.items())
+
+    def kv_bytes_per_token(self, kv_dtype: str | None = None, tp: int = 1,
+                           indexer_dtype: str = "fp8") -> float:
+        """Full-history KV bytes per token on one TP rank, all layers (window state excluded)."""
+        return sum(g.bytes_per_token for g in self.kv_groups(kv_dtype, tp, indexer_dtype))
+
+    def kv_bytes_for_request(self, context_tokens: int, kv_dtype: str | None = None,
+                             tp: int = 1, indexer_dtype: str = "fp8") -> float:
+        """Exact bytes one request of ``context_tokens`` holds on one TP rank, all layers."""
+        total = 0.0
+        for g in self.kv_groups(kv_dtype, tp, indexer_dtype):
+            total += sum(c.bytes_for(context_tokens) for c in g.caches) * len(g.layers)
+        return total

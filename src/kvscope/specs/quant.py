@@ -1,0 +1,141 @@
+"""Weight quantization: bytes per parameter, scales included.
+
+Read from ``quantization_config`` in config.json or from ``--quantization``. Each scheme says
+which parameter classes it converts (linear layers, MoE experts) and which stay in the model
+dtype (embeddings, lm_head, norms, routers, and whatever ``modules_to_not_convert`` names).
+
+Bytes per parameter, with the scale overhead the checkpoint format carries:
+- fp8 block (DeepSeek-V3 style, ``weight_block_size`` [128, 128]): 1 B + one fp32 scale per
+  128x128 block = 1 + 4/16384 B. Source: DeepSeek-V3 config.json ``quantization_config``.
+- fp8 per-tensor / per-channel (vLLM ``--quantization fp8``, compressed-tensors fp8): 1 B
+  plus a negligible scale per tensor or output row (counted per row).
+- mxfp4 (OCP Microscaling FP4): 4-bit E2M1 values + one 8-bit E8M0 scale per 32 = 0.5 + 1/32
+  B. Source: OCP MX spec v1.0; gpt-oss model card (MoE weights in MXFP4).
+- AWQ / GPTQ int4, group g: 0.5 B + (fp16 scale 2 B + packed 4-bit zero 0.5 B) per group.
+  Source: AutoAWQ / GPTQ checkpoint layouts (qweight int32 packs 8, scales fp16, qzeros int32).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kvscope.errors import ConfigError, UnknownNameError
+
+#: Values ``--quantization`` accepts (a subset of vLLM's ``QuantizationMethods`` that we model).
+QUANT_METHODS = ("none", "fp8", "awq", "gptq", "compressed-tensors", "mxfp4", "bitsandbytes")
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How a checkpoint stores its weights.
+
+    ``linear_bytes`` applies to attention and dense-FFN projections, ``expert_bytes`` to MoE
+    expert projections; everything else (embeddings, lm_head, norms, routers) keeps the
+    model dtype. ``None`` for either means "not converted".
+    """
+
+    method: str = "none"
+    linear_bytes: float | None = None
+    expert_bytes: float | None = None
+    group_size: int | None = None
+    block: tuple[int, int] | None = None
+    description: str = "unquantized"
+
+    @property
+    def is_quantized(self) -> bool:
+        return self.method != "none"
+
+
+NONE = Quantization()
+
+
+def _fp8_block(block: tuple[int, int]) -> float:
+    return 1.0 + 4.0 / (block[0] * block[1])
+
+
+def _int4_group(group: int) -> float:
+    return 0.5 + 2.5 / group
+
+
+MXFP4_BYTES = 0.5 + 1.0 / 32.0
+
+
+def from_config(qc: Mapping[str, Any] | None, source: str = "config.json") -> Quantization:
+    """Parse a Hugging Face ``quantization_config`` into a :class:`Quantization`."""
+    if not qc:
+        return NONE
+    method = str(qc.get("quant_method", "")).lower()
+    if not method:
+        raise ConfigError(source, "quantization_config.quant_method", "is missing")
+    if method == "fp8":
+        wbs = qc.get("weight_block_size")
+        if wbs is not None:
+            if len(wbs) != 2 or min(int(x) for x in wbs) <= 0:
+                raise ConfigError(source, "quantization_config.weight_block_size",
+                                  f"must be two positive integers, got {wbs!r}")
+            block = (int(wbs[0]), int(wbs[1]))
+            linear = _fp8_block(block)
+            desc = f"fp8 e4m3, {block[0]}x{block[1]} block scales"
+        else:
+            block, linear, desc = None, 1.0, "fp8 e4m3, per-tensor scales"
+        expert = linear
+        # DeepSeek V4 ships MXFP4 experts inside an fp8 checkpoint (config key expert_dtype).
+        if str(qc.get("expert_dtype", "")).lower() in ("fp4", "mxfp4"):
+            expert = MXFP4_BYTES
+            desc += ", MXFP4 experts"
+        return Quantization("fp8", linear, expert, None, block, desc)
+    if method in ("awq", "gptq"):
+        bits = int(qc.get("bits", qc.get("w_bit", 4)))
+        group = int(qc.get("group_size", qc.get("q_group_size", 128)))
+        if group <= 0:
+            group = 4096  # per-channel (-1): one scale per output row; effectively no overhead
+        per = bits / 8.0 + 2.5 / group
+        return Quantization(method, per, per, group, None, f"{method} int{bits}, group {group}")
+    if method == "mxfp4":
+        # gpt-oss: only MoE experts are MXFP4; attention, router, embeddings stay bf16.
+        return Quantization("mxfp4", None, MXFP4_BYTES, 32, None, "mxfp4 experts (e2m1 + e8m0/32)")
+    if method == "compressed-tensors":
+        return _compressed_tensors(qc, source)
+    if method == "bitsandbytes":
+        bits = 4 if qc.get("load_in_4bit") else 8
+        per = bits / 8.0 + (4.0 / 64 if bits == 4 else 0.0)  # nf4: fp32 absmax per 64
+        return Quantization("bitsandbytes", per, per, 64, None, f"bitsandbytes int{bits}")
+    raise UnknownNameError("quantization method", method, QUANT_METHODS)
+
+
+def _compressed_tensors(qc: Mapping[str, Any], source: str) -> Quantization:
+    groups = qc.get("config_groups") or {}
+    if not groups:
+        raise ConfigError(source, "quantization_config.config_groups", "is missing")
+    first = next(iter(groups.values()))
+    w = first.get("weights") or {}
+    bits = int(w.get("num_bits", 8))
+    kind = str(w.get("type", "float"))
+    group = w.get("group_size")
+    if bits == 8:
+        per = 1.0
+        desc = f"compressed-tensors {kind}8 ({w.get('strategy', 'channel')})"
+        return Quantization("compressed-tensors", per, per, None, None, desc)
+    g = int(group) if group else 128
+    per = bits / 8.0 + 2.0 / g  # fp16 scale per group, symmetric (no zero point)
+    desc = f"compressed-tensors {kind}{bits}, group {g}"
+    return Quantization("compressed-tensors", per, per, g, None, desc)
+
+
+def from_flag(method: str, model_dtype_bytes: float) -> Quantization:
+    """``--quantization X`` on an unquantized checkpoint (online quantization in vLLM)."""
+    key = method.strip().lower()
+    if key in ("none", ""):
+        return NONE
+    if key == "fp8":
+        # vLLM online fp8: per-tensor weight scales for every Linear (fp8.py Fp8LinearMethod).
+        return Quantization("fp8", 1.0, 1.0, None, None, "fp8 e4m3 online, per-tensor scales")
+    if key == "mxfp4":
+        return Quantization("mxfp4", None, MXFP4_BYTES, 32, None, "mxfp4 experts")
+    if key in QUANT_METHODS:
+        raise ConfigError("--quantization", "quantization",
+                          f"'{key}' needs a pre-quantized checkpoint whose config.json "
+                          "carries quantization_config")
+    raise UnknownNameError("quantization method", method, QUANT_METHODS)
