@@ -38,7 +38,7 @@ def _with(**changes: Any) -> dict[str, Any]:
         ({"num_hidden_layers": None}, "num_hidden_layers"),
         ({"vocab_size": "many"}, "vocab_size"),
         ({"num_key_value_heads": 5}, "num_key_value_heads"),
-        ({"num_attention_heads": 30}, "head_dim"),  # 4096 / 30 is not whole
+        ({"hidden_size": 4100}, "head_dim"),  # 4100 / 32 heads is not whole
         ({"intermediate_size": None}, "intermediate_size"),
         ({"layer_types": ["full_attention"] * 3}, "layer_types"),
         ({"layer_types": ["sliding_attention"] * 32}, "sliding_window"),
