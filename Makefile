@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/kvscope plan
+	$(VENV)/bin/kvscope models show deepseek-ai/DeepSeek-V4-Flash --kv-cache-dtype fp8
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

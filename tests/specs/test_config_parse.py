@@ -15,9 +15,15 @@ from kvscope.specs.config_parse import parse_config
 from kvscope.specs.registry import load_model
 
 LLAMA: dict[str, Any] = {
-    "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
-    "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-    "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
 }
 
 
@@ -45,8 +51,10 @@ def _with(**changes: Any) -> dict[str, Any]:
         ({"num_local_experts": 8, "num_experts_per_tok": 9}, "num_experts_per_tok"),
         ({"tie_word_embeddings": "yes"}, "tie_word_embeddings"),
         ({"quantization_config": {"bits": 4}}, "quantization_config.quant_method"),
-        ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128]}},
-         "quantization_config.weight_block_size"),
+        (
+            {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128]}},
+            "quantization_config.weight_block_size",
+        ),
     ],
 )
 def test_bad_field_is_named(changes: dict[str, Any], field: str) -> None:
@@ -65,7 +73,7 @@ def test_mla_config_missing_rope_dim() -> None:
 
 def test_dsv4_bad_compress_ratio() -> None:
     raw = json.loads(load_model_path("deepseek-ai/DeepSeek-V4-Flash").read_text())
-    raw["compress_ratios"] = [0, 0, 3] + raw["compress_ratios"][3:]
+    raw["compress_ratios"] = [0, 0, 3, *raw["compress_ratios"][3:]]
     with pytest.raises(ConfigError, match="compress_ratios"):
         parse_config(raw)
     raw["compress_ratios"] = [0, 4]
@@ -113,12 +121,17 @@ def load_model_path(pid: str) -> Path:
     tp=st.sampled_from([1, 2, 4, 8, 16]),
     ctx=st.integers(1, 200_000),
 )
-def test_gqa_kv_invariants(layers: int, heads_pow: int, kv_div: int, head_dim: int, tp: int,
-                           ctx: int) -> None:
+def test_gqa_kv_invariants(
+    layers: int, heads_pow: int, kv_div: int, head_dim: int, tp: int, ctx: int
+) -> None:
     heads = 2**heads_pow
     kv_heads = max(1, heads // 2**kv_div)
-    cfg = _with(num_hidden_layers=layers, num_attention_heads=heads,
-                num_key_value_heads=kv_heads, head_dim=head_dim)
+    cfg = _with(
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+    )
     m = parse_config(cfg)
     per_token = m.kv_bytes_per_token(tp=tp)
     # A full-attention model holds exactly context x per-token bytes.
@@ -131,10 +144,14 @@ def test_gqa_kv_invariants(layers: int, heads_pow: int, kv_div: int, head_dim: i
 
 
 @settings(max_examples=40, deadline=None)
-@given(ctx_a=st.integers(0, 2_000_000), ctx_b=st.integers(0, 2_000_000),
-       idx=st.sampled_from(["fp8", "fp4"]))
-def test_dsv4_request_bytes_monotone_and_linear_in_the_long_run(ctx_a: int, ctx_b: int,
-                                                                idx: str) -> None:
+@given(
+    ctx_a=st.integers(0, 2_000_000),
+    ctx_b=st.integers(0, 2_000_000),
+    idx=st.sampled_from(["fp8", "fp4"]),
+)
+def test_dsv4_request_bytes_monotone_and_linear_in_the_long_run(
+    ctx_a: int, ctx_b: int, idx: str
+) -> None:
     m = load_model("deepseek-ai/DeepSeek-V4-Flash")
     lo, hi = sorted((ctx_a, ctx_b))
     a = m.kv_bytes_for_request(lo, "fp8", indexer_dtype=idx)

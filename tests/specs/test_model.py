@@ -40,13 +40,24 @@ def matches_published(computed: float, published: float) -> bool:
 
 def test_at_least_the_required_presets_are_bundled() -> None:
     required = {
-        "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B",
-        "meta-llama/Llama-3.3-70B-Instruct", "Qwen/Qwen2.5-7B-Instruct",
-        "Qwen/Qwen2.5-72B-Instruct", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-235B-A22B",
-        "mistralai/Mixtral-8x7B-v0.1", "mistralai/Mistral-Small-24B-Instruct-2501",
-        "openai/gpt-oss-20b", "openai/gpt-oss-120b", "deepseek-ai/DeepSeek-V2-Lite",
-        "deepseek-ai/DeepSeek-V2", "deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1",
-        "deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-V4-Flash",
+        "meta-llama/Llama-3.1-8B",
+        "meta-llama/Llama-3.1-70B",
+        "meta-llama/Llama-3.1-405B",
+        "meta-llama/Llama-3.3-70B-Instruct",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "Qwen/Qwen2.5-72B-Instruct",
+        "Qwen/Qwen3-30B-A3B",
+        "Qwen/Qwen3-235B-A22B",
+        "mistralai/Mixtral-8x7B-v0.1",
+        "mistralai/Mistral-Small-24B-Instruct-2501",
+        "openai/gpt-oss-20b",
+        "openai/gpt-oss-120b",
+        "deepseek-ai/DeepSeek-V2-Lite",
+        "deepseek-ai/DeepSeek-V2",
+        "deepseek-ai/DeepSeek-V3",
+        "deepseek-ai/DeepSeek-R1",
+        "deepseek-ai/DeepSeek-V3.2",
+        "deepseek-ai/DeepSeek-V4-Flash",
         "deepseek-ai/DeepSeek-V4-Pro",
     }
     assert required <= set(PRESET_IDS)
@@ -57,20 +68,24 @@ def test_total_params_match_the_model_card(pid: str) -> None:
     m = load_model(pid)
     assert m.published.total_params, f"{pid} has no published total"
     assert matches_published(m.total_params, m.published.total_params), (
-        f"{pid}: {m.total_params / 1e9:.2f}B vs published {m.published.total_params / 1e9}B")
+        f"{pid}: {m.total_params / 1e9:.2f}B vs published {m.published.total_params / 1e9}B"
+    )
 
 
 @pytest.mark.parametrize("pid", PRESET_IDS)
 def test_active_params_match_the_model_card(pid: str) -> None:
     m = load_model(pid)
     if pid == "deepseek-ai/DeepSeek-V2-Lite":
-        pytest.xfail("paper's 2.4B is below every counting of config.json (2.45B without the "
-                     "embedding lookup, 2.24B without embedding and lm_head)")
+        pytest.xfail(
+            "paper's 2.4B is below every counting of config.json (2.45B without the "
+            "embedding lookup, 2.24B without embedding and lm_head)"
+        )
     pub = m.published
     assert pub.active_params
     got = m.active_params_by(pub.active_convention)
     assert matches_published(got, pub.active_params), (
-        f"{pid}: {got / 1e9:.2f}B ({pub.active_convention}) vs {pub.active_params / 1e9}B")
+        f"{pid}: {got / 1e9:.2f}B ({pub.active_convention}) vs {pub.active_params / 1e9}B"
+    )
 
 
 @pytest.mark.parametrize(

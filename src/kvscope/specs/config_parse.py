@@ -44,7 +44,7 @@ class _Cfg:
     def has(self, key: str) -> bool:
         return self.raw.get(key) is not None
 
-    def int(self, key: str, default: int | None = None, minimum: int = 1) -> int:
+    def integer(self, key: str, default: int | None = None, minimum: int = 1) -> int:
         value = self.raw.get(key)
         if value is None:
             if default is None:
@@ -57,9 +57,9 @@ class _Cfg:
         return int(value)
 
     def opt_int(self, key: str, minimum: int = 1) -> int | None:
-        return self.int(key, minimum=minimum) if self.has(key) else None
+        return self.integer(key, minimum=minimum) if self.has(key) else None
 
-    def bool(self, key: str, default: bool) -> bool:
+    def boolean(self, key: str, default: bool) -> bool:
         value = self.raw.get(key)
         if value is None:
             return default
@@ -92,17 +92,17 @@ def parse_config(
     the ``--dtype`` / ``--quantization`` overrides. Raises ConfigError naming the field."""
     c = _Cfg(_flatten(raw), source)
     model_type = str(c.raw.get("model_type") or "")
-    h = c.int("hidden_size")
-    n_layers = c.int("num_hidden_layers")
-    nh = c.int("num_attention_heads")
-    vocab = c.int("vocab_size")
-    max_pos = c.int("max_position_embeddings", default=4096)
-    tied = c.bool("tie_word_embeddings", default=False)
+    h = c.integer("hidden_size")
+    n_layers = c.integer("num_hidden_layers")
+    nh = c.integer("num_attention_heads")
+    vocab = c.integer("vocab_size")
+    max_pos = c.integer("max_position_embeddings", default=4096)
+    tied = c.boolean("tie_word_embeddings", default=False)
 
     attentions = _attention_layers(c, model_type, h, nh, n_layers)
     ffns = _ffn_layers(c, model_type, h, n_layers)
 
-    hc = c.int("hc_mult", default=0, minimum=0)
+    hc = c.integer("hc_mult", default=0, minimum=0)
     per_layer_extra = 2 * h  # input and post-attention RMSNorm weights
     final = h  # final norm
     if hc:
@@ -126,7 +126,7 @@ def parse_config(
         dtype=resolved_dtype,
         quantization=q,
         final_params=final,
-        num_mtp_layers=c.int("num_nextn_predict_layers", default=0, minimum=0),
+        num_mtp_layers=c.integer("num_nextn_predict_layers", default=0, minimum=0),
         source=source,
         published=published or Published(),
     )
@@ -144,16 +144,19 @@ def _quantization(c: _Cfg, flag: str | None, dtype: str) -> quant.Quantization:
     key = flag.strip().lower()
     if from_ckpt.is_quantized:
         if key != from_ckpt.method:
-            raise c.fail("quantization_config.quant_method",
-                         f"is '{from_ckpt.method}' but --quantization {flag} was given; "
-                         "an engine refuses this mix")
+            raise c.fail(
+                "quantization_config.quant_method",
+                f"is '{from_ckpt.method}' but --quantization {flag} was given; "
+                "an engine refuses this mix",
+            )
         return from_ckpt
     return quant.from_flag(key, 2.0 if dtype != "float32" else 4.0)
 
 
 # ---------------------------------------------------------------------- attention
-def _attention_layers(c: _Cfg, model_type: str, h: int, nh: int,
-                      n_layers: int) -> list[AttentionLayer]:
+def _attention_layers(
+    c: _Cfg, model_type: str, h: int, nh: int, n_layers: int
+) -> list[AttentionLayer]:
     if model_type.startswith("deepseek_v4") or c.has("compress_ratios"):
         return _dsv4_layers(c, h, nh, n_layers)
     if c.has("kv_lora_rank"):
@@ -162,15 +165,16 @@ def _attention_layers(c: _Cfg, model_type: str, h: int, nh: int,
 
 
 def _gqa_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> list[AttentionLayer]:
-    nkv = c.int("num_key_value_heads", default=nh)
+    nkv = c.integer("num_key_value_heads", default=nh)
     if nh % nkv:
-        raise c.fail("num_key_value_heads",
-                     f"({nkv}) must divide num_attention_heads ({nh})")
+        raise c.fail("num_key_value_heads", f"({nkv}) must divide num_attention_heads ({nh})")
     if c.has("head_dim"):
-        head_dim = c.int("head_dim")
+        head_dim = c.integer("head_dim")
     elif h % nh:
-        raise c.fail("head_dim", f"is missing and hidden_size ({h}) is not a multiple of "
-                     f"num_attention_heads ({nh})")
+        raise c.fail(
+            "head_dim",
+            f"is missing and hidden_size ({h}) is not a multiple of num_attention_heads ({nh})",
+        )
     else:
         head_dim = h // nh
     window = c.opt_int("sliding_window")
@@ -181,16 +185,23 @@ def _gqa_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> lis
         sliding = [str(t).startswith("sliding") for t in types]
         if any(sliding) and window is None:
             raise c.fail("sliding_window", "is missing but layer_types has sliding layers")
-    elif window is not None and (model_type in _SLIDING_BY_DEFAULT
-                                 or c.bool("use_sliding_window", False)):
+    elif window is not None and (
+        model_type in _SLIDING_BY_DEFAULT or c.boolean("use_sliding_window", False)
+    ):
         sliding = [True] * n_layers
     else:
         sliding = [False] * n_layers
-    bias = c.bool("attention_bias", False)
+    bias = c.boolean("attention_bias", False)
     common: dict[str, Any] = {
-        "hidden_size": h, "num_heads": nh, "num_kv_heads": nkv, "head_dim": head_dim,
-        "v_head_dim": head_dim, "qkv_bias": bias or model_type in _QKV_BIAS, "o_bias": bias,
-        "qk_norm": model_type in _QK_NORM, "sinks": model_type == "gpt_oss",
+        "hidden_size": h,
+        "num_heads": nh,
+        "num_kv_heads": nkv,
+        "head_dim": head_dim,
+        "v_head_dim": head_dim,
+        "qkv_bias": bias or model_type in _QKV_BIAS,
+        "o_bias": bias,
+        "qk_norm": model_type in _QK_NORM,
+        "sinks": model_type == "gpt_oss",
     }
     return [
         AttentionLayer("sliding" if s else "full", window=window if s else None, **common)
@@ -199,8 +210,8 @@ def _gqa_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> lis
 
 
 def _mla_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> list[AttentionLayer]:
-    rope = c.int("qk_rope_head_dim")
-    nope = c.int("qk_nope_head_dim")
+    rope = c.integer("qk_rope_head_dim")
+    nope = c.integer("qk_nope_head_dim")
     sparse = c.has("index_topk") or c.has("index_n_heads") or model_type == "deepseek_v32"
     layer = AttentionLayer(
         "mla_sparse" if sparse else "mla",
@@ -208,13 +219,13 @@ def _mla_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> lis
         num_heads=nh,
         num_kv_heads=1,
         head_dim=nope + rope,
-        v_head_dim=c.int("v_head_dim"),
+        v_head_dim=c.integer("v_head_dim"),
         q_lora_rank=c.opt_int("q_lora_rank"),
-        kv_lora_rank=c.int("kv_lora_rank"),
+        kv_lora_rank=c.integer("kv_lora_rank"),
         qk_rope_head_dim=rope,
         qk_nope_head_dim=nope,
-        index_n_heads=c.int("index_n_heads") if sparse else 0,
-        index_head_dim=c.int("index_head_dim") if sparse else 0,
+        index_n_heads=c.integer("index_n_heads") if sparse else 0,
+        index_head_dim=c.integer("index_head_dim") if sparse else 0,
     )
     return [layer] * n_layers
 
@@ -225,61 +236,79 @@ _DSV4_KIND = {0: "dsv4_swa", 4: "dsv4_csa", 128: "dsv4_hca"}
 def _dsv4_layers(c: _Cfg, h: int, nh: int, n_layers: int) -> list[AttentionLayer]:
     ratios = c.raw.get("compress_ratios")
     if not isinstance(ratios, list) or len(ratios) < n_layers:
-        raise c.fail("compress_ratios", f"must list at least {n_layers} ratios "
-                     "(one per layer; trailing entries are MTP layers)")
+        raise c.fail(
+            "compress_ratios",
+            f"must list at least {n_layers} ratios "
+            "(one per layer; trailing entries are MTP layers)",
+        )
     out = []
     for i, r in enumerate(ratios[:n_layers]):
         if r not in _DSV4_KIND:
             raise c.fail("compress_ratios", f"has {r!r} at layer {i}; expected 0, 4 or 128")
-        out.append(AttentionLayer(
-            _DSV4_KIND[r],
-            hidden_size=h,
-            num_heads=nh,
-            num_kv_heads=c.int("num_key_value_heads", default=1),
-            head_dim=c.int("head_dim"),
-            v_head_dim=c.int("head_dim"),
-            window=c.int("sliding_window"),
-            q_lora_rank=c.int("q_lora_rank"),
-            qk_rope_head_dim=c.int("qk_rope_head_dim"),
-            index_n_heads=c.int("index_n_heads"),
-            index_head_dim=c.int("index_head_dim"),
-            compress_ratio=int(r),
-            o_groups=c.int("o_groups"),
-            o_lora_rank=c.int("o_lora_rank"),
-        ))
+        out.append(
+            AttentionLayer(
+                _DSV4_KIND[r],
+                hidden_size=h,
+                num_heads=nh,
+                num_kv_heads=c.integer("num_key_value_heads", default=1),
+                head_dim=c.integer("head_dim"),
+                v_head_dim=c.integer("head_dim"),
+                window=c.integer("sliding_window"),
+                q_lora_rank=c.integer("q_lora_rank"),
+                qk_rope_head_dim=c.integer("qk_rope_head_dim"),
+                index_n_heads=c.integer("index_n_heads"),
+                index_head_dim=c.integer("index_head_dim"),
+                compress_ratio=int(r),
+                o_groups=c.integer("o_groups"),
+                o_lora_rank=c.integer("o_lora_rank"),
+            )
+        )
     return out
 
 
 # ---------------------------------------------------------------------- FFN
 def _ffn_layers(c: _Cfg, model_type: str, h: int, n_layers: int) -> list[FFNLayer]:
-    n_exp = next((c.int(k) for k in ("n_routed_experts", "num_local_experts", "num_experts")
-                  if c.has(k)), 0)
-    dense_i = c.int("intermediate_size", default=0, minimum=0)
+    n_exp = next(
+        (
+            c.integer(k)
+            for k in ("n_routed_experts", "num_local_experts", "num_experts")
+            if c.has(k)
+        ),
+        0,
+    )
+    dense_i = c.integer("intermediate_size", default=0, minimum=0)
     if not n_exp:
         if not dense_i:
             raise c.fail("intermediate_size", "is missing")
         return [FFNLayer("dense", h, intermediate_size=dense_i)] * n_layers
     k_key = "num_experts_per_tok" if c.has("num_experts_per_tok") else "experts_per_token"
-    top_k = c.int(k_key)
+    top_k = c.integer(k_key)
     if top_k > n_exp:
         raise c.fail(k_key, f"({top_k}) exceeds the number of experts ({n_exp})")
-    expert_i = c.int("moe_intermediate_size") if c.has("moe_intermediate_size") else dense_i
+    expert_i = c.integer("moe_intermediate_size") if c.has("moe_intermediate_size") else dense_i
     if not expert_i:
         raise c.fail("moe_intermediate_size", "is missing")
-    n_shared = c.int("n_shared_experts", default=0, minimum=0)
+    n_shared = c.integer("n_shared_experts", default=0, minimum=0)
     shared_i = n_shared * expert_i
     if c.has("shared_expert_intermediate_size"):
-        shared_i = c.int("shared_expert_intermediate_size", minimum=0)
+        shared_i = c.integer("shared_expert_intermediate_size", minimum=0)
         n_shared = 1 if shared_i else 0
-    moe = FFNLayer("moe", h, num_experts=n_exp, experts_per_token=top_k,
-                   expert_intermediate_size=expert_i, num_shared_experts=n_shared,
-                   shared_intermediate_size=shared_i, expert_bias=model_type == "gpt_oss")
+    moe = FFNLayer(
+        "moe",
+        h,
+        num_experts=n_exp,
+        experts_per_token=top_k,
+        expert_intermediate_size=expert_i,
+        num_shared_experts=n_shared,
+        shared_intermediate_size=shared_i,
+        expert_bias=model_type == "gpt_oss",
+    )
     dense = FFNLayer("dense", h, intermediate_size=dense_i)
-    first_dense = c.int("first_k_dense_replace", default=0, minimum=0)
+    first_dense = c.integer("first_k_dense_replace", default=0, minimum=0)
     if first_dense > n_layers:
         raise c.fail("first_k_dense_replace", f"({first_dense}) exceeds num_hidden_layers")
-    freq = c.int("moe_layer_freq", default=1)
-    step = c.int("decoder_sparse_step", default=1)
+    freq = c.integer("moe_layer_freq", default=1)
+    step = c.integer("decoder_sparse_step", default=1)
     mlp_only = set(c.raw.get("mlp_only_layers") or [])
     out = []
     for i in range(n_layers):

@@ -13,8 +13,9 @@ from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
 
 
-def describe_model(m: ModelSpec, kv_cache_dtype: str | None = None,
-                   indexer_dtype: str = "fp8") -> dict[str, Any]:
+def describe_model(
+    m: ModelSpec, kv_cache_dtype: str | None = None, indexer_dtype: str = "fp8"
+) -> dict[str, Any]:
     """Derived figures of a model: parameters, weights, KV bytes per token by layer group."""
     kv = resolve_kv_dtype(kv_cache_dtype, m.dtype)
     groups = m.kv_groups(kv, 1, indexer_dtype)
@@ -28,12 +29,16 @@ def describe_model(m: ModelSpec, kv_cache_dtype: str | None = None,
         "max_position_embeddings": m.max_position_embeddings,
         "attention_kinds": m.attention_kinds,
         "ffn": (
-            {"kind": "moe", "num_experts": moe.num_experts,
-             "experts_per_token": moe.experts_per_token,
-             "num_shared_experts": moe.num_shared_experts,
-             "expert_intermediate_size": moe.expert_intermediate_size,
-             "moe_layers": sum(1 for layer in m.layers if layer.ffn.is_moe)}
-            if moe else {"kind": "dense", "intermediate_size": m.layers[0].ffn.intermediate_size}
+            {
+                "kind": "moe",
+                "num_experts": moe.num_experts,
+                "experts_per_token": moe.experts_per_token,
+                "num_shared_experts": moe.num_shared_experts,
+                "expert_intermediate_size": moe.expert_intermediate_size,
+                "moe_layers": sum(1 for layer in m.layers if layer.ffn.is_moe),
+            }
+            if moe
+            else {"kind": "dense", "intermediate_size": m.layers[0].ffn.intermediate_size}
         ),
         "dtype": m.dtype,
         "quantization": m.quantization.description,
@@ -47,22 +52,36 @@ def describe_model(m: ModelSpec, kv_cache_dtype: str | None = None,
         "kv_cache_dtype": kv,
         "kv_bytes_per_token": m.kv_bytes_per_token(kv, 1, indexer_dtype),
         "kv_groups": [
-            {"kind": g.kind, "num_layers": len(g.layers), "first_layer": g.layers[0],
-             "bytes_per_token_per_layer": g.bytes_per_token_per_layer,
-             "bytes_per_token": g.bytes_per_token,
-             "bounded_bytes_per_request": g.bounded_bytes_per_request,
-             "caches": [{"name": c.name, "entry_bytes": c.entry_bytes,
-                         "tokens_per_entry": c.tokens_per_entry,
-                         "window_tokens": c.window_tokens, "fixed_bytes": c.fixed_bytes}
-                        for c in g.caches]}
+            {
+                "kind": g.kind,
+                "num_layers": len(g.layers),
+                "first_layer": g.layers[0],
+                "bytes_per_token_per_layer": g.bytes_per_token_per_layer,
+                "bytes_per_token": g.bytes_per_token,
+                "bounded_bytes_per_request": g.bounded_bytes_per_request,
+                "caches": [
+                    {
+                        "name": c.name,
+                        "entry_bytes": c.entry_bytes,
+                        "tokens_per_entry": c.tokens_per_entry,
+                        "window_tokens": c.window_tokens,
+                        "fixed_bytes": c.fixed_bytes,
+                    }
+                    for c in g.caches
+                ],
+            }
             for g in groups
         ],
-        "kv_gib_at_max_context": m.kv_bytes_for_request(m.max_position_embeddings, kv, 1,
-                                                        indexer_dtype) / GIB,
-        "published": {"total_params_b": _b(m.published.total_params),
-                      "active_params_b": _b(m.published.active_params),
-                      "active_convention": m.published.active_convention,
-                      "source": m.published.source},
+        "kv_gib_at_max_context": m.kv_bytes_for_request(
+            m.max_position_embeddings, kv, 1, indexer_dtype
+        )
+        / GIB,
+        "published": {
+            "total_params_b": _b(m.published.total_params),
+            "active_params_b": _b(m.published.active_params),
+            "active_convention": m.published.active_convention,
+            "source": m.published.source,
+        },
         "source": m.source,
     }
 

@@ -43,8 +43,16 @@ MODEL_DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 #: KV-cache dtypes accepted by ``--kv-cache-dtype``. ``fp8_ds_mla`` is DeepSeek's packed MLA
 #: record (vLLM ``CacheDType``); ``fp8_inc``/``nvfp4`` are left out until modelled.
-KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2",
-                   "fp8_ds_mla")
+KV_CACHE_DTYPES = (
+    "auto",
+    "bfloat16",
+    "float16",
+    "float32",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_ds_mla",
+)
 
 
 def canonical_dtype(name: str) -> str:
@@ -88,7 +96,10 @@ def resolve_kv_dtype(flag: str | None, model_dtype: str) -> str:
     """The KV-cache dtype: ``--kv-cache-dtype`` if given (``auto`` means the model dtype)."""
     if flag is None:
         return model_dtype
-    key = canonical_dtype(flag)
+    try:
+        key = canonical_dtype(flag)
+    except UnknownNameError:
+        key = flag
     if key not in KV_CACHE_DTYPES:
         raise UnknownNameError("kv-cache dtype", flag, KV_CACHE_DTYPES)
     return model_dtype if key == "auto" else key

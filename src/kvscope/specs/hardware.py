@@ -75,7 +75,7 @@ def _opt(entry: dict[str, Any], key: str, scale: float) -> float | None:
 def _from_entry(e: dict[str, Any]) -> GPUSpec:
     return GPUSpec(
         name=e["name"],
-        aliases=tuple(_norm(a) for a in e.get("aliases", ())),
+        aliases=tuple(dict.fromkeys(_norm(a) for a in e.get("aliases", ()))),
         vendor=e.get("vendor", "nvidia"),
         architecture=e.get("architecture", ""),
         memory_bytes=int(e["memory_total_bytes"]),

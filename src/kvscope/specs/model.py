@@ -22,8 +22,16 @@ from kvscope.specs.kv_state import KVCache, bounded_bytes_per_request, history_b
 from kvscope.specs.quant import Quantization
 
 #: Component names used in parameter and weight breakdowns.
-COMPONENTS = ("embedding", "attention", "dense_ffn", "routed_experts", "shared_experts",
-              "router", "norms_other", "lm_head")
+COMPONENTS = (
+    "embedding",
+    "attention",
+    "dense_ffn",
+    "routed_experts",
+    "shared_experts",
+    "router",
+    "norms_other",
+    "lm_head",
+)
 
 
 @dataclass(frozen=True)
@@ -181,8 +189,9 @@ class ModelSpec:
         return sum(self.weight_bytes.values())
 
     # ------------------------------------------------------------------ KV cache
-    def kv_groups(self, kv_dtype: str | None = None, tp: int = 1,
-                  indexer_dtype: str = "fp8") -> tuple[KVGroup, ...]:
+    def kv_groups(
+        self, kv_dtype: str | None = None, tp: int = 1, indexer_dtype: str = "fp8"
+    ) -> tuple[KVGroup, ...]:
         """Layers grouped by identical KV state, in first-layer order."""
         kv = kv_dtype or self.dtype
         groups: dict[tuple[str, tuple[KVCache, ...]], list[int]] = {}
@@ -191,13 +200,19 @@ class ModelSpec:
             groups.setdefault((layer.attention.kind, caches), []).append(i)
         return tuple(KVGroup(kind, tuple(idx), caches) for (kind, caches), idx in groups.items())
 
-    def kv_bytes_per_token(self, kv_dtype: str | None = None, tp: int = 1,
-                           indexer_dtype: str = "fp8") -> float:
+    def kv_bytes_per_token(
+        self, kv_dtype: str | None = None, tp: int = 1, indexer_dtype: str = "fp8"
+    ) -> float:
         """Full-history KV bytes per token on one TP rank, all layers (window state excluded)."""
         return sum(g.bytes_per_token for g in self.kv_groups(kv_dtype, tp, indexer_dtype))
 
-    def kv_bytes_for_request(self, context_tokens: int, kv_dtype: str | None = None,
-                             tp: int = 1, indexer_dtype: str = "fp8") -> float:
+    def kv_bytes_for_request(
+        self,
+        context_tokens: int,
+        kv_dtype: str | None = None,
+        tp: int = 1,
+        indexer_dtype: str = "fp8",
+    ) -> float:
         """Exact bytes one request of ``context_tokens`` holds on one TP rank, all layers."""
         total = 0.0
         for g in self.kv_groups(kv_dtype, tp, indexer_dtype):

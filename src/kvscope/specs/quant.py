@@ -73,8 +73,11 @@ def from_config(qc: Mapping[str, Any] | None, source: str = "config.json") -> Qu
         wbs = qc.get("weight_block_size")
         if wbs is not None:
             if len(wbs) != 2 or min(int(x) for x in wbs) <= 0:
-                raise ConfigError(source, "quantization_config.weight_block_size",
-                                  f"must be two positive integers, got {wbs!r}")
+                raise ConfigError(
+                    source,
+                    "quantization_config.weight_block_size",
+                    f"must be two positive integers, got {wbs!r}",
+                )
             block = (int(wbs[0]), int(wbs[1]))
             linear = _fp8_block(block)
             desc = f"fp8 e4m3, {block[0]}x{block[1]} block scales"
@@ -135,7 +138,10 @@ def from_flag(method: str, model_dtype_bytes: float) -> Quantization:
     if key == "mxfp4":
         return Quantization("mxfp4", None, MXFP4_BYTES, 32, None, "mxfp4 experts")
     if key in QUANT_METHODS:
-        raise ConfigError("--quantization", "quantization",
-                          f"'{key}' needs a pre-quantized checkpoint whose config.json "
-                          "carries quantization_config")
+        raise ConfigError(
+            "--quantization",
+            "quantization",
+            f"'{key}' needs a pre-quantized checkpoint whose config.json "
+            "carries quantization_config",
+        )
     raise UnknownNameError("quantization method", method, QUANT_METHODS)

@@ -1,0 +1,80 @@
+"""The ``kvscope`` command as a user runs it: a real subprocess, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvscope import __version__
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kvscope.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_version_matches_pyproject() -> None:
+    import tomllib
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert pyproject["project"]["version"] == __version__
+    out = run("--version")
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"kvscope {__version__}"
+
+
+def test_models_json_lists_every_preset() -> None:
+    out = run("models", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    ids = {r["id"] for r in rows}
+    assert "deepseek-ai/DeepSeek-V4-Flash" in ids
+    assert len(ids) >= 19
+
+
+def test_models_show_json_is_only_json() -> None:
+    out = run("models", "show", "deepseek-v2-lite", "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["kv_bytes_per_token"] == 31104
+    assert d["kv_groups"][0]["kind"] == "mla"
+
+
+def test_models_show_human_output() -> None:
+    out = run("models", "show", "DeepSeek-V4-Flash", "--kv-cache-dtype", "fp8")
+    assert out.returncode == 0, out.stderr
+    assert "dsv4_csa" in out.stdout
+    assert "3,850.25" in out.stdout
+
+
+def test_gpus_json() -> None:
+    out = run("gpus", "h200", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["name"] == "H200-SXM-141GB"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("models", "show", "llama-9b"), "unknown model 'llama-9b'"),
+        (("gpus", "H300"), "unknown GPU 'H300'"),
+        (("models", "show", "/nonexistent/config.json"), "no such file"),
+        (("models", "show", "llama-3.1-8b", "--kv-cache-dtype", "fp7"), "unknown kv-cache dtype"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needle: str) -> None:
+    out = run(*args)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in out.stderr
