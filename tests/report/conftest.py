@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,9 @@ import pyarrow as pa
 import pytest
 
 from kvscope.results import REQUEST_SCHEMA, RequestRecord, RunDir
+
+sys.path.insert(0, str(Path(__file__).parent))  # browser.py, a test helper beside this file
+from browser import Page, chromium_path
 
 STEPS = pa.schema(
     [
@@ -66,3 +71,13 @@ def make_run_fixture() -> Any:
 @pytest.fixture
 def sim_run(tmp_path: Path) -> Path:
     return make_run(tmp_path / "sim-a")
+
+
+@pytest.fixture
+def page() -> Iterator[Page]:
+    binary = chromium_path()
+    if binary is None:
+        pytest.skip("Debian chromium is not installed (make test installs it)")
+    p = Page(binary)
+    yield p
+    p.close()

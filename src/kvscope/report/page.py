@@ -15,7 +15,7 @@ CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1320px;color:#222}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
 figure.plot{display:inline-block;margin:8px;vertical-align:top;width:640px}
-svg.chart{width:640px;height:280px;background:#fff;border:1px solid #eee}
+svg.chart{width:640px;height:290px;background:#fff;border:1px solid #eee}
 svg text{font-size:11px;fill:#333}svg text.title{font-size:13px;font-weight:600}
 .grid{stroke:#eee}.axis{stroke:#888}.ref{stroke:#c33;stroke-dasharray:4 3;fill:#c33}
 .mark{fill:#c33}.note{font-size:12px;color:#666;margin:2px 4px}

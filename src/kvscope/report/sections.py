@@ -45,7 +45,12 @@ def summary_table(runs: Sequence[LoadedRun]) -> str:
     keys: list[str] = []
     for r in runs:
         for k, v in r.summary.items():
-            if isinstance(v, int | float) and not isinstance(v, bool) and k not in keys:
+            if (
+                isinstance(v, int | float)
+                and not isinstance(v, bool)
+                and k not in keys
+                and not k.endswith("_unix_s")
+            ):
                 keys.append(k)
     if not keys:
         return ""

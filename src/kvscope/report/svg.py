@@ -18,8 +18,13 @@ from typing import Any
 import numpy as np
 
 PALETTE = ("#2f6fb0", "#d9622b", "#3a9a5b", "#8e5bb5", "#c2a33a", "#5a5a5a", "#d04f8a")
-W, H = 640, 280
-ML, MR, MT, MB = 64, 16, 28, 44  # margins: left, right, top, bottom
+W, H = 640, 290
+ML, MR, MT, MB = (
+    64,
+    16,
+    40,
+    44,
+)  # legend row sits between title and plot  # margins: left, right, top, bottom
 
 
 @dataclass(frozen=True)
