@@ -184,8 +184,8 @@ def render_line(chart: Chart) -> str:
             f'points="{" ".join(pts)}"><title>{_esc(s.label)}</title></polyline>'
         )
         parts.append(
-            f'<rect x="{ML + 8 + 150 * i}" y="{MT - 18}" width="10" height="10" '
-            f'fill="{color}"/><text x="{ML + 22 + 150 * i}" y="{MT - 9}">'
+            f'<rect x="{ML + 8 + 150 * i}" y="{MT - 16}" width="10" height="10" '
+            f'fill="{color}"/><text x="{ML + 22 + 150 * i}" y="{MT - 7}">'
             f"{_esc(s.label[:22])}</text>"
         )
     for v, label in chart.hlines:
@@ -304,8 +304,8 @@ def render_stacked_bar(
     for k, lbl in enumerate(labels):
         color = PALETTE[k % len(PALETTE)]
         parts.append(
-            f'<rect x="{ML + 8 + 110 * k}" y="{MT - 18}" width="10" height="10" '
-            f'fill="{color}"/><text x="{ML + 22 + 110 * k}" y="{MT - 9}">'
+            f'<rect x="{ML + 8 + 110 * k}" y="{MT - 16}" width="10" height="10" '
+            f'fill="{color}"/><text x="{ML + 22 + 110 * k}" y="{MT - 7}">'
             f"{_esc(lbl[:14])}</text>"
         )
     if total_line:
