@@ -1,34 +1,47 @@
 # Two commands set everything up on a fresh machine:
 #   make run   - create .venv, install kvscope, run the main job on built-in defaults
-#   make test  - create .venv, install with test extras, run ruff, mypy and pytest
+#   make test  - create .venv, install with test extras and system test tools,
+#                run ruff, mypy and pytest
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+TESTSTAMP := $(VENV)/.installed-test
+SYSSTAMP  := $(VENV)/.installed-system
 
-.PHONY: install run test lint typecheck pytest bench clean
+.PHONY: install install-test system-deps run test lint typecheck pytest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e .
 	touch $(STAMP)
 
+# torch 2.13.0 is pinned so pip takes the CPU wheel (comm and memtrace tests run on CPU).
+$(TESTSTAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install -q -e '.[test]' 'torch==2.13.0'
+	touch $(TESTSTAMP)
+
+$(SYSSTAMP): scripts/install_system_deps.sh
+	bash scripts/install_system_deps.sh
+	touch $(SYSSTAMP)
+
 install: $(STAMP)
+install-test: $(TESTSTAMP) $(SYSSTAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/kvscope models show deepseek-ai/DeepSeek-V4-Flash --kv-cache-dtype fp8
 
-lint: $(STAMP)
+lint: $(TESTSTAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
-typecheck: $(STAMP)
+typecheck: $(TESTSTAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP)
+pytest: install-test
 	$(PY) -m pytest -q
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache test-artifacts
