@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from kvscope.workload.prompt_norm import normalization_gain, normalize_message, normalize_prompt
@@ -24,13 +23,22 @@ def test_normalize_message_strips_whitespace_and_unique_suffixes() -> None:
     assert normalize_message("Use port 8080") == "Use port 8080"
 
 
+def _lcp(a: bytes, b: bytes) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _lcp_hits(prompts: list[str], block: int) -> tuple[int, int]:
     """Oracle: a block hits when some earlier prompt has the same bytes up to its end."""
     hits = total = 0
     for i, p in enumerate(prompts):
         b = p.encode()
         total += len(b) // block
-        best = max((len(os.path.commonprefix([b, q.encode()])) for q in prompts[:i]), default=0)
+        best = max((_lcp(b, q.encode()) for q in prompts[:i]), default=0)
         hits += best // block
     return hits, total
 

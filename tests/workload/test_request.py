@@ -27,8 +27,12 @@ def test_request_is_frozen_and_totals() -> None:
     ],
 )
 def test_bad_requests_are_user_errors(kw: dict[str, object], msg: str) -> None:
-    base: dict[str, object] = {"request_id": "x", "arrival_s": 0.0, "prompt_tokens": 1,
-                               "output_tokens": 1}
+    base: dict[str, object] = {
+        "request_id": "x",
+        "arrival_s": 0.0,
+        "prompt_tokens": 1,
+        "output_tokens": 1,
+    }
     base.update(kw)
     with pytest.raises(KvscopeError, match=msg):
         Request(**base)  # type: ignore[arg-type]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from kvscope.workload.lengths import Fixed, Uniform
@@ -9,8 +11,9 @@ from kvscope.workload.sessions import SessionSpec, chain_hash, generate_sessions
 
 
 def test_context_grows_by_previous_turn_and_hashes_extend_the_prefix() -> None:
-    spec = SessionSpec(turns=Fixed(4), think_time_s=5.0, system_prompt_tokens=100,
-                       system_prompts=2, block_size=16)
+    spec = SessionSpec(
+        turns=Fixed(4), think_time_s=5.0, system_prompt_tokens=100, system_prompts=2, block_size=16
+    )
     w = generate_sessions(spec, np.array([0.0, 0.5, 1.0]), Uniform(10, 60), Uniform(5, 40), 7)
     assert len(w) == 12 and w.hash_block_size == 16
     by_sess: dict[str, list[int]] = {}
@@ -18,7 +21,7 @@ def test_context_grows_by_previous_turn_and_hashes_extend_the_prefix() -> None:
         by_sess.setdefault(str(w.session_ids[i]), []).append(i)  # type: ignore[index]
     for rows in by_sess.values():
         rows.sort(key=lambda i: int(w.turns[i]))  # type: ignore[index]
-        for a, b in zip(rows, rows[1:], strict=False):
+        for a, b in itertools.pairwise(rows):
             # next prompt = previous prompt + its answer + a new user message (>= 10 tokens)
             assert w.prompt_tokens[b] >= w.prompt_tokens[a] + w.output_tokens[a] + 10
             assert w.arrival_s[b] >= w.arrival_s[a]

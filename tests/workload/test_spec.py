@@ -79,8 +79,13 @@ def test_lognormal_mean_form_converts_to_median() -> None:
 
 @pytest.mark.parametrize(
     ("text", "msg"),
-    [("0", ">= 1"), ("mix:0.9@128,x", "WEIGHT@LEN"), ("uniform:min=5,max=1", "min <= max"),
-     ("lognormal:sigma=1", "exactly one"), ("zipf:a=1", "length distribution")],
+    [
+        ("0", ">= 1"),
+        ("mix:0.9@128,x", "WEIGHT@LEN"),
+        ("uniform:min=5,max=1", "min <= max"),
+        ("lognormal:sigma=1", "exactly one"),
+        ("zipf:a=1", "length distribution"),
+    ],
 )
 def test_bad_length_strings(text: str, msg: str) -> None:
     with pytest.raises(KvscopeError) as info:

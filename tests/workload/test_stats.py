@@ -40,7 +40,9 @@ def test_azure_code_published_figures(traces_dir: Path) -> None:
 def test_mooncake_conversation_block_reuse(traces_dir: Path) -> None:
     # Mooncake FAST'25 conversation trace: 12,031 requests, 36.6 % of hash_ids references
     # repeat an earlier id (shared/traces/mooncake_fast25/SOURCE.md).
-    s = workload_stats(Workload.from_file(traces_dir / "mooncake_fast25" / "conversation_trace.jsonl"))
+    s = workload_stats(
+        Workload.from_file(traces_dir / "mooncake_fast25" / "conversation_trace.jsonl")
+    )
     assert s["requests"] == 12_031
     assert s["prefix"]["hash_block_size"] == 512
     assert s["prefix"]["block_reuse_share"] == pytest.approx(0.366, abs=0.0005)

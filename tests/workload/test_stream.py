@@ -77,8 +77,13 @@ def test_clamp_keeps_one_output_slot_and_counts_changes() -> None:
 
 def test_bad_transform_arguments_are_user_errors() -> None:
     w = Workload.build([0.0, 1.0], [1, 1], [1, 1])
-    for call in (lambda: w.speedup(0), lambda: w.limit(-1), lambda: w.sample(5),
-                 lambda: w.clamp(1), lambda: w.with_arrivals([0.0])):
+    for call in (
+        lambda: w.speedup(0),
+        lambda: w.limit(-1),
+        lambda: w.sample(5),
+        lambda: w.clamp(1),
+        lambda: w.with_arrivals([0.0]),
+    ):
         with pytest.raises(KvscopeError):
             call()
     with pytest.raises(KvscopeError, match="span 0"):
@@ -94,5 +99,5 @@ def test_round_trip_keeps_every_column(tmp_path: Path, suffix: str) -> None:
 
 
 def test_unknown_output_extension_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(KvscopeError, match="parquet or .jsonl"):
+    with pytest.raises(KvscopeError, match=r"parquet or \.jsonl"):
         _sample().save(tmp_path / "w.csv")
