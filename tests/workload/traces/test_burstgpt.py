@@ -28,6 +28,25 @@ def test_v11_columns_and_failed_rows(tmp_path: Path) -> None:
     assert w.arrival_s.tolist() == [0.0, 113.0]
     assert w.prompt_tokens.tolist() == [472, 417] and w.output_tokens.tolist() == [18, 276]
     assert w.spec["models"] == {"ChatGPT": 1, "GPT-4": 1}
+    assert w.request_ids.tolist() == ["BurstGPT_1:2", "BurstGPT_1:4"]  # file lines
+
+
+def test_fast_and_row_by_row_paths_agree(tmp_path: Path) -> None:
+    rows = "".join(
+        f"{3 * i},{'GPT-4' if i % 3 else 'ChatGPT'},{100 + i},{i % 7},1,API log\n"
+        for i in range(200)
+    )
+    good = tmp_path / "good.csv"
+    good.write_text(V11 + rows)
+    bad = tmp_path / "good_plus_bad.csv"
+    bad.write_text(V11 + rows + "601,GPT-4,x,5,1,API log\n")  # forces the row-by-row reader
+    a = Workload.from_file(good)
+    b = Workload.from_file(bad, skip_bad=True)
+    assert b.spec["skipped_bad_rows"] == 1 and a.spec["failed_requests"] == 29
+    for k in ("failed_requests", "models", "start_offset_s"):
+        assert a.spec[k] == b.spec[k]
+    assert [r.request_id.split(":")[1] for r in a] == [r.request_id.split(":")[1] for r in b]
+    assert list(a) != [] and [r.arrival_s for r in a] == [r.arrival_s for r in b]
 
 
 def test_v12_columns_keep_sessions(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kvscope.errors import KvscopeError
 from kvscope.workload.spec import build_workload
@@ -53,3 +55,39 @@ def test_jsonl_bad_line_named_then_skipped(tmp_path: Path) -> None:
         Workload.from_file(f)
     w = Workload.from_file(f, skip_bad=True)
     assert w.request_ids.tolist() == ["a", "c"] and w.spec["skipped_bad_rows"] == 1
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    arrival=st.sampled_from(
+        [
+            "poisson:rate=50",
+            "gamma:rate=20,cv=3",
+            "constant:rate=7",
+            "spike:base=2,peak=40,start=3,length=2",
+            "steps:min=1,max=9,interval=4",
+            "ramp:from=1,to=30,duration=20",
+            "poisson:rate=3+onoff:rate=30,on=1,off=3",
+        ]
+    ),
+    prompt=st.sampled_from(
+        ["uniform:min=1,max=9000", "normal:mean=500,std=300", "mix:0.7@10-20,0.3@5000"]
+    ),
+    seed=st.integers(0, 2**31),
+)
+def test_property_same_seed_same_bytes(
+    tmp_path: Path, arrival: str, prompt: str, seed: int
+) -> None:
+    kw = {
+        "arrival": arrival,
+        "prompt_len": prompt,
+        "output_len": "lognormal:median=90,sigma=1",
+        "num_requests": 300,
+        "seed": seed,
+    }
+    for suffix in (".jsonl", ".parquet"):
+        a = build_workload(**kw).save(tmp_path / f"a{suffix}")  # type: ignore[arg-type]
+        b = build_workload(**kw).save(tmp_path / f"b{suffix}")  # type: ignore[arg-type]
+        assert a.read_bytes() == b.read_bytes()
