@@ -19,6 +19,12 @@ def test_sample_directory(traces_dir: Path) -> None:
     assert w.session_ids is not None and len(set(w.session_ids.tolist())) == 5
     # full blocks only: hashes never cover more tokens than the prompt has
     assert np.all(np.diff(w.hash_offsets) * 64 <= w.prompt_tokens)  # type: ignore[arg-type]
+    thinks = [
+        r["think_time"]
+        for f in sorted((traces_dir / "weka_agentic_sample").glob("*.json"))
+        for r in json.loads(f.read_text())["requests"]
+    ]
+    assert w.spec["mean_think_time_s"] == pytest.approx(sum(thinks) / len(thinks))
 
 
 def test_local_ids_do_not_collide_between_conversations(traces_dir: Path) -> None:
