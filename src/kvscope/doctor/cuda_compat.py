@@ -25,30 +25,30 @@ from kvscope.doctor.model import Status
 Version = tuple[int, ...]
 
 #: (CUDA major, minor) -> minimum Linux x86_64 driver of that toolkit's GA release (Table 3).
-TOOLKIT_MIN_DRIVER: dict[tuple[int, int], Version] = {
-    (11, 0): (450, 51, 5),
-    (11, 1): (455, 23),
-    (11, 2): (460, 27, 3),
-    (11, 3): (465, 19, 1),
-    (11, 4): (470, 42, 1),
-    (11, 5): (495, 29, 5),
-    (11, 6): (510, 39, 1),
-    (11, 7): (515, 43, 4),
-    (11, 8): (520, 61, 5),
-    (12, 0): (525, 60, 13),
-    (12, 1): (530, 30, 2),
-    (12, 2): (535, 54, 3),
-    (12, 3): (545, 23, 6),
-    (12, 4): (550, 54, 14),
-    (12, 5): (555, 42, 2),
-    (12, 6): (560, 28, 3),
-    (12, 8): (570, 26),
-    (12, 9): (575, 51, 3),
-    (13, 0): (580, 65, 6),
+TOOLKIT_MIN_DRIVER: dict[tuple[int, int], str] = {
+    (11, 0): "450.51.05",
+    (11, 1): "455.23",
+    (11, 2): "460.27.03",
+    (11, 3): "465.19.01",
+    (11, 4): "470.42.01",
+    (11, 5): "495.29.05",
+    (11, 6): "510.39.01",
+    (11, 7): "515.43.04",
+    (11, 8): "520.61.05",
+    (12, 0): "525.60.13",
+    (12, 1): "530.30.02",
+    (12, 2): "535.54.03",
+    (12, 3): "545.23.06",
+    (12, 4): "550.54.14",
+    (12, 5): "555.42.02",
+    (12, 6): "560.28.03",
+    (12, 8): "570.26",
+    (12, 9): "575.51.03",
+    (13, 0): "580.65.06",
 }
 
 #: CUDA major -> minimum driver for minor-version compatibility (Table 2).
-MINOR_COMPAT_MIN_DRIVER: dict[int, Version] = {11: (450, 80, 2), 12: (525, 60, 13)}
+MINOR_COMPAT_MIN_DRIVER: dict[int, str] = {11: "450.80.02", 12: "525.60.13"}
 
 
 def parse_version(text: str | None) -> Version | None:
@@ -59,13 +59,19 @@ def parse_version(text: str | None) -> Version | None:
     return tuple(int(x) for x in m.group(0).split(".")) if m else None
 
 
+def _v(text: str) -> Version:
+    v = parse_version(text)
+    assert v is not None
+    return v
+
+
 def fmt(v: Version) -> str:
     return ".".join(str(x) for x in v)
 
 
 def cuda_supported_by_driver(driver: Version) -> tuple[int, int] | None:
     """Newest CUDA (major, minor) whose Table 3 minimum this driver meets."""
-    ok = [cuda for cuda, need in TOOLKIT_MIN_DRIVER.items() if driver >= need]
+    ok = [cuda for cuda, need in TOOLKIT_MIN_DRIVER.items() if driver >= _v(need)]
     return max(ok) if ok else None
 
 
@@ -85,7 +91,7 @@ def runtime_verdict(
     if runtime <= driver_cuda:
         return Status.OK, f"CUDA runtime {rt} <= driver's CUDA {dc}: supported", ""
     need = TOOLKIT_MIN_DRIVER.get(runtime)
-    need_s = f">= {fmt(need)}" if need else "a newer one"
+    need_s = f">= {need}" if need else "a newer one"
     fix = (
         f"Install a driver {need_s} (Table 3 of the CUDA release notes), or the "
         f"cuda-compat-{runtime[0]}-{runtime[1]} forward-compatibility package "
@@ -99,7 +105,12 @@ def runtime_verdict(
             "",
         )
     minor_min = MINOR_COMPAT_MIN_DRIVER.get(runtime[0])
-    if runtime[0] == driver_cuda[0] and driver is not None and minor_min and driver >= minor_min:
+    if (
+        runtime[0] == driver_cuda[0]
+        and driver is not None
+        and minor_min
+        and driver >= _v(minor_min)
+    ):
         return (
             Status.WARN,
             f"CUDA runtime {rt} is newer than the driver's CUDA {dc}: it runs only under "

@@ -252,16 +252,13 @@ def check_nccl(v: View) -> Check:
             *ev,
             f"LD_PRELOAD={preload}",
         )
-    if (
-        mapped
-        and mapped[0].version
-        and torch_nccl
-        and not str(mapped[0].version).startswith(str(torch_nccl))
-    ):
+    full = mapped[0].version if mapped else None
+    # pip wheels map libnccl.so.2 (major only); compare only a full x.y.z file version.
+    if full and full.count(".") >= 2 and torch_nccl and full != str(torch_nccl):
         return warn(
             cid,
             HOST,
-            f"mapped NCCL {mapped[0].version} differs from torch's {torch_nccl}",
+            f"mapped NCCL {full} differs from torch's {torch_nccl}",
             "Use the nvidia-nccl wheel torch depends on.",
             *ev,
         )
