@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# ruff: noqa: E501  (maps lines are kept whole, as the kernel prints them)
 from kvscope.doctor.loader import classify, ldconfig_libraries, mapped_libraries
 
 MAPS = """\

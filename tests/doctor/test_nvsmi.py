@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (XML lines are kept whole)
 """Parsing nvidia-smi outputs: the R550+ layout, the older layout, topo -m and nvlink -s."""
 
 from __future__ import annotations
@@ -129,7 +130,11 @@ def test_topo_matrix_with_escapes_and_nic() -> None:
 
 
 def test_topo_typed_by_hand_with_spaces() -> None:
-    text = "        GPU0    GPU1    CPU Affinity\nGPU0     X      PHB     0-11\nGPU1    PHB      X      0-11\n"
+    text = (
+        "        GPU0    GPU1    CPU Affinity\n"
+        "GPU0     X      PHB     0-11\n"
+        "GPU1    PHB      X      0-11\n"
+    )
     m = parse_topo(text)
     assert m.cells[("GPU0", "GPU1")] == "PHB"
 

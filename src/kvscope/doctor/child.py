@@ -7,10 +7,16 @@ API for its version through ``ctypes`` (``cuDriverGetVersion``, which reports th
 the *loaded* ``libcuda`` implements), and finally prints one JSON object whose ``maps`` field
 is the text of ``/proc/self/maps``: the dynamic loader's final word on which ``libcuda``,
 ``libcudart``, ``libnccl`` and ``libnvidia-ml`` files are mapped into the process.
+
+On a host without an NVIDIA driver (no loadable ``libcuda.so.1`` and no
+``/proc/driver/nvidia``) torch is not imported; its version and CUDA build are read from
+``torch/version.py`` instead, which saves seconds and loses nothing CUDA could use.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import ctypes
 import importlib.util
 import json
@@ -19,10 +25,36 @@ import sys
 from typing import Any
 
 
-def _torch_info() -> dict[str, Any]:
-    if importlib.util.find_spec("torch") is None:
+def _torch_static(spec_origin: str) -> dict[str, Any]:
+    """torch's version and CUDA from ``torch/version.py`` without importing torch."""
+    info: dict[str, Any] = {"installed": True, "imported": False}
+    path = os.path.join(os.path.dirname(spec_origin), "version.py")
+    try:
+        with open(path) as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError) as err:
+        info["error"] = f"cannot read {path}: {err}"
+        return info
+    names = {"__version__": "version", "cuda": "cuda"}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and target.id in names and value is not None:
+            with contextlib.suppress(ValueError):
+                info[names[target.id]] = ast.literal_eval(value)
+    info["cuda_available"] = False
+    return info
+
+
+def _torch_info(driver_present: bool) -> dict[str, Any]:
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
         return {"installed": False}
-    info: dict[str, Any] = {"installed": True}
+    if not driver_present and spec.origin:
+        # No NVIDIA driver: importing torch (seconds) would map nothing CUDA can use, so
+        # read its version file instead and keep a GPU-less host's run fast.
+        return _torch_static(spec.origin)
+    info: dict[str, Any] = {"installed": True, "imported": True}
     try:
         import torch
 
@@ -58,12 +90,16 @@ def _cuda_driver_info() -> dict[str, Any]:
 
 
 def main() -> None:
+    cuda_driver = _cuda_driver_info()
+    driver_present = bool(cuda_driver.get("loaded")) or os.path.exists(
+        "/proc/driver/nvidia/version"
+    )
     result: dict[str, Any] = {
         "pid": os.getpid(),
         "python": sys.version.split()[0],
         "executable": sys.executable,
-        "torch": _torch_info(),
-        "cuda_driver": _cuda_driver_info(),
+        "torch": _torch_info(driver_present),
+        "cuda_driver": cuda_driver,
     }
     try:
         with open(f"/proc/{os.getpid()}/maps") as f:
