@@ -23,7 +23,12 @@ EXPECTED: dict[str, dict[tuple[str, str], str]] = {
     "pcie_x8": {("gpu.pcie", "GPU 0"): "fail"},
     "driver_older_than_runtime": {("driver.runtime", "host"): "fail"},
     "two_libcuda": {("libs.libcuda", "host"): "fail"},
-    "ecc_errors": {("gpu.ecc", "GPU 0"): "fail", ("gpu.memory_health", "GPU 0"): "fail"},
+    "ecc_errors": {
+        ("gpu.ecc", "GPU 0"): "fail",
+        ("gpu.memory_health", "GPU 0"): "fail",
+        ("gpu.xid", "kernel log"): "warn",
+    },
+    "gpu_fell_off_bus": {("gpu.xid", "kernel log"): "fail"},
     "mig_on": {("gpu.mig", "GPU 1"): "warn"},
     "persistence_off": {("gpu.persistence", "GPU 0"): "warn", ("gpu.persistence", "GPU 1"): "warn"},
     "nvlink_down": {("topo.nvlink", "NVLink"): "fail"},
@@ -70,8 +75,9 @@ def test_healthy_host_runs_every_check_and_skips_none() -> None:
     assert set(GPU_CHECK_IDS) <= ids
     assert {"driver.version", "driver.runtime", "libs.libcuda", "libs.nvml", "nccl.version"} <= ids
     assert {"topo.nvlink", "topo.matrix", "host.shm", "host.nofile", "host.memlock"} <= ids
+    assert "gpu.xid" in ids
     # nine GPU checks for each of the two GPUs
-    assert sum(c.id.startswith("gpu.") for c in report.checks) == 2 * len(GPU_CHECK_IDS)
+    assert sum(c.id in GPU_CHECK_IDS for c in report.checks) == 2 * len(GPU_CHECK_IDS)
 
 
 def test_cpu_host_skips_gpu_checks_but_checks_the_host() -> None:
@@ -96,6 +102,14 @@ def test_evidence_quotes_the_captured_values() -> None:
     r = doctor_offline(FIX / "two_libcuda")
     (lc,) = r.by_id("libs.libcuda")
     assert sum("libcuda.so." in e for e in lc.evidence) == 2
+
+
+def test_gpu_that_fell_off_the_bus() -> None:
+    by = {c.id: c for c in doctor_offline(FIX / "gpu_fell_off_bus").checks}
+    assert "79" in by["gpu.xid"].summary
+    assert by["gpu.pcie"].status is Status.SKIPPED
+    assert "Unable to determine the device handle" in by["gpu.pcie"].evidence[0]
+    assert by["driver.version"].status is Status.OK  # the kernel module still answers
 
 
 def test_idle_gpu_on_a_lower_pcie_generation_is_fine() -> None:
@@ -126,3 +140,24 @@ def test_bad_bundles_are_user_errors(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text('{"schema_version": 99}')
     with pytest.raises(KvscopeError, match="newer than this"):
         doctor_offline(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("lines", "status"),
+    [
+        ("", "ok"),
+        ("NVRM: Xid (PCI:0000:18:00): 13, pid=1, Graphics Exception\n", "ok"),
+        ("NVRM: Xid (PCI:0000:18:00): 31, pid=1, MMU Fault\n", "ok"),
+        ("NVRM: Xid (PCI:0000:18:00): 63, pid=1, Row Remapper\n", "warn"),
+        ("NVRM: Xid (PCI:0000:18:00): 31, pid=1\nNVRM: Xid (PCI:0000:18:00): 48, DBE\n", "fail"),
+        ("NVRM: Xid (PCI:0000:18:00): 74, pid=1, NVLink\n", "fail"),
+        ("NVRM: GPU at PCI:0000:18:00: GPU-5c3d8f1e\n", "ok"),
+    ],
+)
+def test_xid_classes(tmp_path: Path, lines: str, status: str) -> None:
+    import shutil
+
+    shutil.copytree(FIX / "healthy_h100", tmp_path / "b")
+    (tmp_path / "b" / "kernel_log.txt").write_text(lines)
+    (xid,) = doctor_offline(tmp_path / "b").by_id("gpu.xid")
+    assert xid.status.value == status

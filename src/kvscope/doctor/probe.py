@@ -175,7 +175,7 @@ class _Writer:
         stderr: str = "",
     ) -> None:
         file = None
-        if text is not None and text != "":
+        if text is not None:
             file = f"{name}.{ext}"
             (self.root / file).write_text(text)
         self.records.append(
@@ -232,6 +232,26 @@ def _timed_json(w: _Writer, name: str, source: str, fn: Callable[[], object]) ->
         )
     except OSError as err:
         w.add(name, source, "missing", None, "json", stderr=str(err))
+
+
+def _kernel_log(w: _Writer, timeout_s: float) -> None:
+    """NVIDIA driver lines of the kernel log (Xid events). Only ``NVRM`` lines are kept: the
+    rest of the log is unrelated and may hold details of the host a bundle should not carry."""
+    t0 = time.perf_counter()
+    status, rc, out, err = run_command(["dmesg", "--time-format", "iso"], timeout_s)
+    if status == "failed" and "time-format" in err:  # busybox dmesg has no --time-format
+        status, rc, out, err = run_command(["dmesg"], timeout_s)
+    text = "".join(ln + "\n" for ln in out.splitlines() if "NVRM" in ln) if status == "ok" else None
+    w.add(
+        "kernel_log",
+        "dmesg (NVRM lines only)",
+        status,
+        text,
+        "txt",
+        returncode=rc,
+        duration_s=time.perf_counter() - t0,
+        stderr=err,
+    )
 
 
 def _python_child(w: _Writer, opts: ProbeOptions) -> None:
@@ -316,6 +336,7 @@ def capture(root: Path, opts: ProbeOptions | None = None) -> Path:
         lambda: _timed_command(w, "nvidia_smi_nvlink", ["nvidia-smi", "nvlink", "-s"], "txt", t),
         lambda: _timed_command(w, "ldconfig", ["ldconfig", "-p"], "txt", t),
         lambda: _python_child(w, opts),
+        lambda: _kernel_log(w, t),
     ]
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         futures = [pool.submit(j) for j in jobs]
