@@ -161,3 +161,17 @@ def test_xid_classes(tmp_path: Path, lines: str, status: str) -> None:
     (tmp_path / "b" / "kernel_log.txt").write_text(lines)
     (xid,) = doctor_offline(tmp_path / "b").by_id("gpu.xid")
     assert xid.status.value == status
+
+
+def test_bundle_cannot_point_outside_its_folder(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    shutil.copytree(FIX / "healthy_h100", tmp_path / "b")
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    for p in m["probes"]:
+        if p["name"] == "meminfo":
+            p["file"] = "../../../proc/meminfo"
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(m))
+    (hp,) = doctor_offline(tmp_path / "b").by_id("host.hugepages")
+    assert hp.status is Status.SKIPPED

@@ -119,6 +119,12 @@ class Bundle:
             rec = ProbeRecord(name=name, source=name, status="missing")
             return Captured(rec, None)
         text = None
+        if rec.file is not None and ("/" in rec.file or rec.file.startswith(".")):
+            # a bundle comes from someone else: never follow a path out of its folder
+            bad = rec.model_copy(
+                update={"status": "error", "stderr": f"unsafe file name {rec.file!r}"}
+            )
+            return Captured(bad, None)
         if rec.file is not None:
             f = self.root / rec.file
             if f.is_file():
