@@ -30,6 +30,7 @@ EXPECTED: dict[str, dict[tuple[str, str], str]] = {
     },
     "gpu_fell_off_bus": {("gpu.xid", "kernel log"): "fail"},
     "mig_on": {("gpu.mig", "GPU 1"): "warn"},
+    "system_nccl_on_path": {("nccl.version", "host"): "warn"},
     "persistence_off": {("gpu.persistence", "GPU 0"): "warn", ("gpu.persistence", "GPU 1"): "warn"},
     "nvlink_down": {("topo.nvlink", "NVLink"): "fail"},
     "risky_env": {
@@ -45,7 +46,13 @@ EXPECTED: dict[str, dict[tuple[str, str], str]] = {
     "nvml_mismatch": {("driver.version", "host"): "fail"},
     "cpu_host_recorded": {("host.nofile", "limits"): "warn"},
 }
-EXIT = {"healthy_h100": 0, "mig_on": 1, "persistence_off": 1, "cpu_host_recorded": 1}
+EXIT = {
+    "healthy_h100": 0,
+    "mig_on": 1,
+    "system_nccl_on_path": 1,
+    "persistence_off": 1,
+    "cpu_host_recorded": 1,
+}
 
 
 def test_every_fixture_folder_has_expectations() -> None:

@@ -262,6 +262,25 @@ def check_nccl(v: View) -> Check:
             "Use the nvidia-nccl wheel torch depends on.",
             *ev,
         )
+    other = [
+        lib
+        for lib in ld
+        if lib.version
+        and lib.version.count(".") >= 2
+        and torch_nccl
+        and lib.version != str(torch_nccl)
+    ]
+    if other:
+        # torch links its own NCCL, but code that dlopens "libnccl.so.2" by name (vLLM's
+        # PyNccl wrapper unless VLLM_NCCL_SO_PATH is set, CuPy) gets the loader's choice.
+        return warn(
+            cid,
+            HOST,
+            f"the loader path offers NCCL {other[0].version}, torch uses {torch_nccl}: "
+            "libraries that load libnccl.so.2 by name get the other one",
+            "Remove the system NCCL from the loader path or point VLLM_NCCL_SO_PATH at torch's.",
+            *ev,
+        )
     return ok(cid, HOST, f"NCCL {torch_nccl or mapped[0].version}", *ev)
 
 
