@@ -4,7 +4,10 @@ Nothing here judges anything; :mod:`kvscope.doctor.checks` reads the bundle afte
 Probes run in a small thread pool so a live run costs about as long as its slowest probe
 (usually the Python child importing torch). Every external command gets its own timeout and
 runs in its own session, so a hung ``nvidia-smi`` (a GPU fallen off the bus can make it
-block for minutes) is killed with its process group and recorded as ``timeout``.
+block for minutes) is killed with its process group and recorded as ``timeout``. Files
+under ``/proc`` and ``/sys`` are read in-process without a timeout: the kernel serves them
+from memory, and the one NVIDIA file among them (``/proc/driver/nvidia/version``) is a
+static string that stays readable even when the GPU is gone.
 """
 
 from __future__ import annotations
@@ -310,7 +313,6 @@ def _engine_process(w: _Writer, pid: int) -> None:
         "txt",
         stderr="" if maps else f"cannot read /proc/{pid}/maps (no such process or no permission)",
     )
-    raw = None
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError as err:
