@@ -84,3 +84,11 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needle: str) ->
     assert out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr
+
+
+def test_human_report_folds_identical_skips() -> None:
+    out = run("--from", str(FIX / "cpu_host_recorded"), env={**os.environ, "COLUMNS": "120"})
+    assert out.returncode == 1
+    assert "gpu.* (9 checks)" in out.stdout
+    assert "nvidia-smi: command not found" in out.stdout
+    assert "warnings: 6 ok, 1 warn, 0 fail, 18 skipped (exit code 1)" in out.stdout

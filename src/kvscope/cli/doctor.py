@@ -61,22 +61,39 @@ def doctor(
 
 
 def _render(report: object, verbose: bool) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    from kvscope.doctor import DoctorReport
+    from kvscope.doctor import Check, DoctorReport, Status
 
     assert isinstance(report, DoctorReport)
     t = Table(title=f"kvscope doctor: {report.source} ({report.mode})", show_lines=False)
     for col in ("status", "check", "subject", "finding"):
         t.add_column(col, overflow="fold")
-    for c in report.checks:
+    rows: list[list[Check]] = []
+    for c in report.checks:  # fold runs of identical skips (e.g. every GPU check, no GPU)
+        prev = rows[-1][0] if rows else None
+        same = prev is not None and (prev.status, prev.subject, prev.summary) == (
+            c.status,
+            c.subject,
+            c.summary,
+        )
+        if same and c.status is Status.SKIPPED:
+            rows[-1].append(c)
+        else:
+            rows.append([c])
+    for group in rows:
+        c = group[0]
         st = c.status.value
-        lines = [c.summary]
+        lines = [escape(c.summary)]
         if c.fix:
-            lines.append(f"[cyan]fix:[/cyan] {c.fix}")
-        if verbose or st in ("warn", "fail"):
-            lines += [f"[dim]{e}[/dim]" for e in c.evidence]
-        t.add_row(f"[{_STYLE[st]}]{st}[/]", c.id, c.subject, "\n".join(lines))
+            lines.append(f"[cyan]fix:[/cyan] {escape(c.fix)}")
+        if verbose or st in ("warn", "fail") or (st == "skipped" and len(group) > 1):
+            lines += [f"[dim]{escape(e)}[/dim]" for e in c.evidence]
+        prefixes = {x.id.split(".")[0] for x in group}
+        head = f"{prefixes.pop()}.*" if len(prefixes) == 1 else f"{c.id} …"
+        ids = c.id if len(group) == 1 else f"{head} ({len(group)} checks)"
+        t.add_row(f"[{_STYLE[st]}]{st}[/]", ids, c.subject, "\n".join(lines))
     stdout.print(t)
     n = report.counts
     verdict = {0: "[green]healthy[/]", 1: "[yellow]warnings[/]", 2: "[bold red]failures[/]"}
