@@ -87,7 +87,7 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needle: str) ->
 
 
 def test_human_report_folds_identical_skips() -> None:
-    out = run("--from", str(FIX / "cpu_host_recorded"), env={**os.environ, "COLUMNS": "120"})
+    out = run("--from", str(FIX / "cpu_host_recorded"), env={**os.environ, "COLUMNS": "250"})
     assert out.returncode == 1
     assert "gpu.* (9 checks)" in out.stdout
     assert "nvidia-smi: command not found" in out.stdout
