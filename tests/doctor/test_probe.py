@@ -13,7 +13,8 @@ import pytest
 
 from kvscope.doctor import ProbeOptions, capture, doctor_offline
 from kvscope.doctor.bundle import Bundle
-from kvscope.doctor.probe import filter_env, library_paths, run_command
+from kvscope.doctor.hostfacts import filter_env, library_paths
+from kvscope.doctor.probe import run_command
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -135,3 +136,27 @@ def test_engine_process_maps_and_environment(
     bundle = Bundle.load(capture(tmp_path / "b", opts))
     assert "/libc.so" in (bundle.text("engine_maps") or "")
     assert isinstance(bundle.json("engine_env"), dict)
+
+
+def test_in_process_probe_that_hangs_is_abandoned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every probe has a limit, in-process reads too: a stuck statvfs becomes a timeout."""
+    import kvscope.doctor.probe as probe
+
+    def stuck() -> dict[str, object]:
+        time.sleep(30)
+        return {}
+
+    monkeypatch.setattr(probe, "host_shm", stuck)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    t0 = time.perf_counter()
+    root = capture(
+        tmp_path / "b", ProbeOptions(python="kvscope-no-such-python", command_timeout_s=0.2)
+    )
+    assert time.perf_counter() - t0 < 8.0  # limit 0.2 s + the 3 s grace, not 30 s
+    bundle = Bundle.load(root)
+    assert bundle.get("shm").record.status == "timeout"
+    assert bundle.get("meminfo").record.status == "ok"
+    (shm,) = doctor_offline(root).by_id("host.shm")
+    assert shm.status.value == "skipped"

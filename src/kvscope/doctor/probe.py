@@ -1,44 +1,42 @@
 """The probe layer: run each command or read each file once, with a timeout, into a bundle.
 
 Nothing here judges anything; :mod:`kvscope.doctor.checks` reads the bundle afterwards.
-Probes run in a small thread pool so a live run costs about as long as its slowest probe
-(usually the Python child importing torch). Every external command gets its own timeout and
-runs in its own session, so a hung ``nvidia-smi`` (a GPU fallen off the bus can make it
-block for minutes) is killed with its process group and recorded as ``timeout``. Files
-under ``/proc`` and ``/sys`` are read in-process without a timeout: the kernel serves them
-from memory, and the one NVIDIA file among them (``/proc/driver/nvidia/version``) is a
-static string that stays readable even when the GPU is gone.
+Each probe runs in its own daemon thread, so a live run costs about as long as its slowest
+probe (on a GPU host, the Python child importing torch). Every probe has a time limit: an
+external command is killed with its whole process group at its timeout (a hung
+``nvidia-smi`` -- a GPU fallen off the bus can make it block for minutes -- cannot stall the
+run), and a probe thread still running past its limit plus a short grace is recorded as
+``timeout`` and abandoned; a late answer is dropped.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import glob
 import json
 import os
-import re
-import resource
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from kvscope import __version__
 from kvscope.doctor.bundle import MANIFEST, Manifest, ProbeRecord, ProbeStatus
-
-#: Environment variables captured (by prefix or exact name); values of names that look
-#: like credentials are replaced so a bundle can be shared.
-ENV_PREFIXES = ("NCCL_", "CUDA_", "PYTORCH_", "TORCH_", "NVIDIA_", "VLLM_", "SGLANG_")
-ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "OMP_NUM_THREADS")
-_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
-#: Libraries whose resolved path the loader would pick (from ``ldconfig -p``).
-LIBS_OF_INTEREST = ("libcuda.so", "libcudart.so", "libnccl.so", "libnvidia-ml.so")
+from kvscope.doctor.hostfacts import (
+    filter_env,
+    host_governors,
+    host_infiniband,
+    host_limits,
+    host_numa,
+    host_shm,
+    library_paths,
+    read_text,
+)
 
 _SBIN = ("/sbin", "/usr/sbin", "/usr/local/sbin")
 
@@ -51,15 +49,6 @@ class ProbeOptions:
     pid: int | None = None
     command_timeout_s: float = 15.0
     python_timeout_s: float = 60.0
-
-
-def filter_env(env: dict[str, str]) -> dict[str, str]:
-    """The serving-relevant subset of an environment, credentials redacted."""
-    out = {}
-    for k, v in env.items():
-        if k.startswith(ENV_PREFIXES) or k in ENV_NAMES:
-            out[k] = "<redacted>" if _SECRET.search(k) else v
-    return dict(sorted(out.items()))
 
 
 def _which(tool: str) -> str | None:
@@ -101,69 +90,21 @@ def run_command(argv: list[str], timeout_s: float) -> tuple[ProbeStatus, int | N
     return status, proc.returncode, out, errs
 
 
-# --- host facts collected in-process (as JSON) --------------------------------------------
-
-
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text()
-    except OSError:
-        return None
-
-
-def host_shm() -> dict[str, object]:
-    st = os.statvfs("/dev/shm")
-    return {
-        "path": "/dev/shm",
-        "size_bytes": st.f_frsize * st.f_blocks,
-        "free_bytes": st.f_frsize * st.f_bavail,
-    }
-
-
-def host_numa() -> dict[str, object]:
-    nodes = {}
-    for d in sorted(glob.glob("/sys/devices/system/node/node[0-9]*")):
-        nodes[Path(d).name] = (_read(f"{d}/cpulist") or "").strip()
-    balancing = _read("/proc/sys/kernel/numa_balancing")
-    return {"nodes": nodes, "numa_balancing": balancing.strip() if balancing else None}
-
-
-def host_governors() -> dict[str, object]:
-    govs = {}
-    for f in sorted(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor")):
-        govs[Path(f).parents[1].name] = (_read(f) or "").strip()
-    return {"governors": govs}
-
-
-def host_limits() -> dict[str, object]:
-    def lim(which: int) -> list[int]:
-        soft, hard = resource.getrlimit(which)
-        return [soft, hard]  # -1 (RLIM_INFINITY) means unlimited
-
-    return {"nofile": lim(resource.RLIMIT_NOFILE), "memlock": lim(resource.RLIMIT_MEMLOCK)}
-
-
-def host_infiniband() -> dict[str, object]:
-    return {"devices": sorted(Path(p).name for p in glob.glob("/sys/class/infiniband/*"))}
-
-
-def library_paths(ldconfig_text: str) -> dict[str, str]:
-    """Resolve each ``ldconfig -p`` entry of interest to the file it points at."""
-    out = {}
-    for line in ldconfig_text.splitlines():
-        m = re.match(r"\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)", line)
-        if m and m.group(1).startswith(LIBS_OF_INTEREST):
-            out[m.group(3)] = os.path.realpath(m.group(3))
-    return out
-
-
 # --- the capture --------------------------------------------------------------------------
 
 
 class _Writer:
+    """Collects probe records from the probe threads; late arrivals after close are dropped."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.records: list[ProbeRecord] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
 
     def add(
         self,
@@ -177,21 +118,24 @@ class _Writer:
         duration_s: float = 0.0,
         stderr: str = "",
     ) -> None:
-        file = None
-        if text is not None:
-            file = f"{name}.{ext}"
-            (self.root / file).write_text(text)
-        self.records.append(
-            ProbeRecord(
-                name=name,
-                source=source,
-                status=status,
-                file=file,
-                returncode=returncode,
-                duration_s=round(duration_s, 3),
-                stderr=stderr[-2000:],
+        with self._lock:
+            if self._closed or any(r.name == name for r in self.records):
+                return  # a probe that already timed out, finishing late
+            file = None
+            if text is not None:
+                file = f"{name}.{ext}"
+                (self.root / file).write_text(text)
+            self.records.append(
+                ProbeRecord(
+                    name=name,
+                    source=source,
+                    status=status,
+                    file=file,
+                    returncode=returncode,
+                    duration_s=round(duration_s, 3),
+                    stderr=stderr[-2000:],
+                )
             )
-        )
 
 
 def _timed_command(w: _Writer, name: str, argv: list[str], ext: str, timeout_s: float) -> None:
@@ -211,7 +155,7 @@ def _timed_command(w: _Writer, name: str, argv: list[str], ext: str, timeout_s: 
 
 def _timed_file(w: _Writer, name: str, path: str) -> None:
     t0 = time.perf_counter()
-    text = _read(path)
+    text = read_text(path)
     w.add(
         name,
         path,
@@ -304,7 +248,7 @@ def _python_child(w: _Writer, opts: ProbeOptions) -> None:
 
 
 def _engine_process(w: _Writer, pid: int) -> None:
-    maps = _read(f"/proc/{pid}/maps")
+    maps = read_text(f"/proc/{pid}/maps")
     w.add(
         "engine_maps",
         f"/proc/{pid}/maps",
@@ -322,6 +266,22 @@ def _engine_process(w: _Writer, pid: int) -> None:
     w.add("engine_env", f"/proc/{pid}/environ", "ok", json.dumps(filter_env(env), indent=1), "json")
 
 
+#: Extra seconds a command's thread gets beyond its own timeout (for the kill and the reap).
+_GRACE_S = 3.0
+
+
+def _run_all(w: _Writer, jobs: list[tuple[str, str, float, Callable[[], None]]]) -> None:
+    started = []
+    for name, source, limit, fn in jobs:
+        th = threading.Thread(target=fn, name=f"kvscope-probe-{name}", daemon=True)
+        th.start()
+        started.append((name, source, limit, th, time.perf_counter()))
+    for name, source, limit, th, t0 in started:
+        th.join(max(0.0, t0 + limit + _GRACE_S - time.perf_counter()))
+        if th.is_alive():
+            w.add(name, source, "timeout", None, "txt", duration_s=time.perf_counter() - t0)
+
+
 def capture(root: Path, opts: ProbeOptions | None = None) -> Path:
     """Probe this host into the (new or empty) folder ``root``; return ``root``.
 
@@ -332,37 +292,48 @@ def capture(root: Path, opts: ProbeOptions | None = None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     w = _Writer(root)
     t = opts.command_timeout_s
-    jobs: list[Callable[[], None]] = [
-        lambda: _timed_command(w, "nvidia_smi_xml", ["nvidia-smi", "-q", "-x"], "xml", t),
-        lambda: _timed_command(w, "nvidia_smi_topo", ["nvidia-smi", "topo", "-m"], "txt", t),
-        lambda: _timed_command(w, "nvidia_smi_nvlink", ["nvidia-smi", "nvlink", "-s"], "txt", t),
-        lambda: _timed_command(w, "ldconfig", ["ldconfig", "-p"], "txt", t),
-        lambda: _python_child(w, opts),
-        lambda: _kernel_log(w, t),
+    # (name, source, time limit in s, probe). Each runs in its own daemon thread, so even a
+    # probe stuck in the kernel cannot hold up the run: after its limit it is recorded as a
+    # timeout and abandoned. Commands also kill their own process group at the limit.
+    Job = tuple[str, str, float, Callable[[], None]]
+
+    def cmd(name: str, argv: list[str], ext: str) -> Job:
+        return (name, " ".join(argv), t, lambda: _timed_command(w, name, argv, ext, t))
+
+    def file(name: str, path: str) -> Job:
+        return (name, path, t, lambda: _timed_file(w, name, path))
+
+    def fact(name: str, source: str, fn: Callable[[], object]) -> Job:
+        return (name, source, t, lambda: _timed_json(w, name, source, fn))
+
+    jobs: list[Job] = [
+        cmd("nvidia_smi_xml", ["nvidia-smi", "-q", "-x"], "xml"),
+        cmd("nvidia_smi_topo", ["nvidia-smi", "topo", "-m"], "txt"),
+        cmd("nvidia_smi_nvlink", ["nvidia-smi", "nvlink", "-s"], "txt"),
+        cmd("ldconfig", ["ldconfig", "-p"], "txt"),
+        ("python_probe", opts.python, opts.python_timeout_s, lambda: _python_child(w, opts)),
+        ("kernel_log", "dmesg", 2 * t, lambda: _kernel_log(w, t)),
+        file("driver_version", "/proc/driver/nvidia/version"),
+        file("meminfo", "/proc/meminfo"),
+        file("thp", "/sys/kernel/mm/transparent_hugepage/enabled"),
+        fact("env", "environment of the kvscope process", lambda: filter_env(dict(os.environ))),
+        fact("shm", "statvfs(/dev/shm)", host_shm),
+        fact("numa", "/sys/devices/system/node", host_numa),
+        fact("cpu_governor", "/sys/devices/system/cpu/*/cpufreq", host_governors),
+        fact("limits", "getrlimit(NOFILE, MEMLOCK)", host_limits),
+        fact("infiniband", "/sys/class/infiniband", host_infiniband),
     ]
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        futures = [pool.submit(j) for j in jobs]
-        _timed_file(w, "driver_version", "/proc/driver/nvidia/version")
-        _timed_file(w, "meminfo", "/proc/meminfo")
-        _timed_file(w, "thp", "/sys/kernel/mm/transparent_hugepage/enabled")
-        _timed_json(
-            w, "env", "environment of the kvscope process", lambda: filter_env(dict(os.environ))
-        )
-        _timed_json(w, "shm", "statvfs(/dev/shm)", host_shm)
-        _timed_json(w, "numa", "/sys/devices/system/node", host_numa)
-        _timed_json(w, "cpu_governor", "/sys/devices/system/cpu/*/cpufreq", host_governors)
-        _timed_json(w, "limits", "getrlimit(NOFILE, MEMLOCK)", host_limits)
-        _timed_json(w, "infiniband", "/sys/class/infiniband", host_infiniband)
-        if opts.pid is not None:
-            _engine_process(w, opts.pid)
-        for f in futures:
-            f.result()
+    if opts.pid is not None:
+        pid = opts.pid
+        jobs.append(("engine_maps", f"/proc/{pid}/maps", t, lambda: _engine_process(w, pid)))
+    _run_all(w, jobs)
     ld = next((r for r in w.records if r.name == "ldconfig" and r.file), None)
     if ld is not None and ld.file is not None:
         text = (root / ld.file).read_text()
         _timed_json(
             w, "library_paths", "realpath of ldconfig -p entries", lambda: library_paths(text)
         )
+    w.close()
     manifest = Manifest(
         kvscope_version=__version__,
         created_utc=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
