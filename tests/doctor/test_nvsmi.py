@@ -146,3 +146,14 @@ def test_nvlink_status() -> None:
     assert gpus[0].links[0] == 26.562
     assert gpus[1].links[4] is None and gpus[1].links[5] is None
     assert sum(1 for s in gpus[1].links.values() if s) == 16
+
+
+def test_thermal_fix_names_both_causes() -> None:
+    from kvscope.doctor.checks.gpu import check_thermal_power
+
+    (g,) = parse_smi_xml(OLD).gpus
+    fix = check_thermal_power(g).fix
+    assert (
+        fix
+        == "Check airflow, inlet temperature and fans; restore the 300 W limit (nvidia-smi -pl)."
+    )

@@ -126,7 +126,8 @@ def check_thermal_power(g: GpuState) -> Check:
     s = _subject(g)
     ev = [f"gpu_temp: {g.temp_c} C"]
     status = "ok"
-    msg = []
+    msg: list[str] = []
+    fixes: list[str] = []
     if g.tlimit_margin_c is not None:
         slow = g.tlimit_slowdown_c if g.tlimit_slowdown_c is not None else 0.0
         ev.append(f"T.Limit margin: {g.tlimit_margin_c} C (slowdown at {slow} C)")
@@ -159,24 +160,17 @@ def check_thermal_power(g: GpuState) -> Check:
                 f"power limit lowered to {g.power_limit_w:.0f} W of {g.power_default_limit_w:.0f} W"
             )
             status = "fail" if status == "fail" else "warn"
+            fixes.append(f"restore the {g.power_default_limit_w:.0f} W limit (nvidia-smi -pl)")
     if g.temp_c is None and g.power_limit_w is None:
         return skipped("gpu.thermal_power", s, "temperature and power not reported")
+    if len(msg) > len(fixes):  # a temperature finding comes first in msg
+        fixes.insert(0, "check airflow, inlet temperature and fans")
+    joined = "; ".join(fixes)
+    fix = joined[:1].upper() + joined[1:] + "."
     if status == "fail":
-        return fail(
-            "gpu.thermal_power",
-            s,
-            "; ".join(msg),
-            "Fix cooling before serving; the GPU is throttling or about to.",
-            *ev,
-        )
+        return fail("gpu.thermal_power", s, "; ".join(msg), fix, *ev)
     if status == "warn":
-        return warn(
-            "gpu.thermal_power",
-            s,
-            "; ".join(msg),
-            "Restore the default power limit (nvidia-smi -pl) and check airflow.",
-            *ev,
-        )
+        return warn("gpu.thermal_power", s, "; ".join(msg), fix, *ev)
     summary = f"{g.temp_c:.0f} C" if g.temp_c is not None else "temperature N/A"
     if g.power_draw_w is not None and g.power_limit_w:
         summary += f", {g.power_draw_w:.0f} W of {g.power_limit_w:.0f} W"
