@@ -47,7 +47,7 @@ def main() -> None:
             _pct(r.weights_err),
             c.row["score"],
         )
-    console = Console()
+    console = Console(width=160)
     console.print(table)
     for label, subset in (
         ("main", [r for r in results if r.case.row["score"] == "main"]),
@@ -59,7 +59,8 @@ def main() -> None:
             r.tokens_from_available_err for r in subset if r.tokens_from_available_err is not None
         ]
         console.print(
-            f"[bold]{label}[/] ({len(subset)} cases): kv_tokens median {_pct(statistics.median(tok))}"
+            f"[bold]{label}[/] ({len(subset)} cases): kv_tokens median "
+            f"{_pct(statistics.median(tok))}"
             f", P90 {_pct(percentile(tok, 90))}, within 5 %: "
             f"{sum(e <= 0.05 for e in tok)}/{len(tok)}; weights median "
             f"{_pct(statistics.median(wts))}, P90 {_pct(percentile(wts, 90))}, max "

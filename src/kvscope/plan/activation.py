@@ -19,7 +19,8 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
   workspace is reused, not freed), so they add to every later peak, the sampler's included.
 - ``sampler``: the sampler pass over S = ``min(max_num_seqs, T)`` rows: logits in the model
   dtype plus three fp32 tensors of the same shape (float logits, probabilities, log-probs),
-  ``S V (b + 12)``, while the pass's hidden states (``T h b``) are still held. Only the
+  ``S V (b + 12)`` in the V1 engine; the V0 engine's profiling sampler keeps one fp32 copy
+  (``S V (b + 4)``), while the pass's hidden states (``T h b``) are still held. Only the
   last pipeline stage runs it; other stages instead hold the hidden state and residual they
   send on (``2 T h b``).
 - ``runtime``: a constant 0.12 GiB of buffers the pass allocates regardless of shape (input
@@ -69,7 +70,12 @@ class ActivationPeak:
 
 
 def activation_peak(
-    model: ModelSpec, par: Parallelism, tokens: int, max_num_seqs: int, last_stage: bool = True
+    model: ModelSpec,
+    par: Parallelism,
+    tokens: int,
+    max_num_seqs: int,
+    last_stage: bool = True,
+    sampler_fp32_copies: int = 3,
 ) -> ActivationPeak:
     """The profiling-pass peak for ``tokens`` batched tokens and ``max_num_seqs`` sequences."""
     b = element_bytes(model.dtype)
@@ -104,7 +110,7 @@ def activation_peak(
             mlp = max(mlp, 3.0 * t * ffn.intermediate_size / tp * b)
     if last_stage:
         rows = min(max_num_seqs, t)
-        sampler = rows * model.vocab_size * (b + 12.0) + t * h * b
+        sampler = rows * model.vocab_size * (b + 4.0 * sampler_fp32_copies) + t * h * b
     else:
         sampler = 0.0
         residual += 2.0 * t * h * b  # hidden state and residual handed to the next stage

@@ -186,11 +186,11 @@ def advise(
             tp=1, pp=par.pp, dp=par.tp * par.dp, ep=model.is_moe, dp_attention=True
         )
         try:
-            alt = plan_memory(model, gpu, alt_par, eng)
+            dp_plan: MemoryPlan | None = plan_memory(model, gpu, alt_par, eng)
         except KvscopeError:
-            alt = None
-        if alt is not None and alt.fits:
-            dp_tokens = alt.kv_tokens * par.tp
+            dp_plan = None
+        if dp_plan is not None and dp_plan.fits:
+            dp_tokens = dp_plan.kv_tokens * par.tp
             dp_gain = dp_tokens / plan.kv_tokens if plan.kv_tokens else None
     return Advice(
         largest_max_model_len=longest,

@@ -27,13 +27,14 @@ from kvscope.specs.attention import DSV4_ENTRY, INDEXER_FP8_ENTRY
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
 
-#: Memory CUDA and NCCL take before the weights load (total - M0), GiB: the CUDA context
-#: plus NCCL buffers once there is more than one rank. Measured on H100 right after
-#: torch.distributed init: 0.51 GiB at TP1, 1.43-1.55 GiB at TP2/TP4/PP2/PP4
-#: (``init_cuda_memory_gib`` in jgchn/llm-d-planner accuracy/results/v0.19.0/results_raw.csv;
-#: the same CUDA/NCCL start-up precedes SGLang's first free-memory reading).
-CONTEXT_GIB_TP1 = 0.51
-CONTEXT_GIB_TP_EXTRA = 1.02
+#: Memory CUDA and NCCL take before the weights load (total - M0), GiB. Measured right after
+#: torch.distributed init: on H100 0.51 GiB at TP1 and 1.43-1.55 GiB at TP2/TP4/PP2/PP4,
+#: where NVLink enables custom all-reduce buffers (``init_cuda_memory_gib`` in
+#: jgchn/llm-d-planner accuracy/results/v0.19.0/results_raw.csv); on 4x L4 (PCIe, custom
+#: all-reduce off) 0.40 GiB in all, of which SGLang logged 0.13 GB for distributed init
+#: ("Init torch distributed ends. mem usage=0.13 GB"; QwQ-32B row of the test set).
+CONTEXT_GIB = {"hopper_or_newer": 0.51, "older": 0.27}
+DIST_GIB = {"nvlink": 1.02, "pcie": 0.13}
 #: Last SGLang release with the old V4 formula (MTP layer counted, C128 state scaled with the
 #: SWA pool, no PP slicing): deepseek_v4_memory.md §5 ("~v0.5.12, May 2026").
 DSV4_OLD_FORMULA_UNTIL = (0, 5, 12)
@@ -88,10 +89,13 @@ def default_mem_fraction_static(gpu: GPUSpec, par: Parallelism, v: tuple[int, in
     return round((mem_mb - reserved) / mem_mb, 3)
 
 
-def context_bytes(par: Parallelism) -> float:
-    """Estimated total - M0 on one GPU (see :data:`CONTEXT_GIB_TP1`)."""
-    extra = CONTEXT_GIB_TP_EXTRA if par.tp * par.pp > 1 else 0.0
-    return (CONTEXT_GIB_TP1 + extra) * GIB
+def context_bytes(gpu: GPUSpec, par: Parallelism) -> float:
+    """Estimated total - M0 on one GPU (see :data:`CONTEXT_GIB`, :data:`DIST_GIB`)."""
+    newer = gpu.architecture.lower() in ("hopper", "blackwell")
+    gib = CONTEXT_GIB["hopper_or_newer" if newer else "older"]
+    if par.tp * par.pp > 1:
+        gib += DIST_GIB["nvlink" if gpu.nvlink_bandwidth > 0 else "pcie"]
+    return gib * GIB
 
 
 def dsv4_bytes_per_full_token(model: ModelSpec, layers: tuple[int, ...], old: bool) -> float:
@@ -134,7 +138,7 @@ def plan_ranks(
     page_size: int,
 ) -> tuple[SglangRank, ...]:
     """Budget of every pipeline stage."""
-    m0 = gpu.memory_bytes - context_bytes(par)
+    m0 = gpu.memory_bytes - context_bytes(gpu, par)
     attn_tp = par.tp // par.dp if par.dp_attention and par.dp > 1 else par.tp
     dsv4 = any(k.startswith("dsv4") for k in model.attention_kinds)
     old = eng.version <= DSV4_OLD_FORMULA_UNTIL

@@ -83,8 +83,9 @@ def resolve_defaults(model: ModelSpec, gpu: GPUSpec, eng: EngineConfig) -> VllmD
         tokens = eng.max_num_batched_tokens
     elif v < (0, 8, 0):
         # V0 without chunked prefill profiles one full-length prompt (at least 2048);
-        # chunked prefill (default above 32K context) uses 512-token chunks.
-        tokens = max(max_len, 2048) if max_len <= 32768 else 512
+        # chunked prefill (on by default above 32K context) used 512-token chunks until
+        # 0.6 and 2048 for the API server afterwards (vllm/engine/arg_utils.py).
+        tokens = max(max_len, 2048) if max_len <= 32768 else (2048 if v >= (0, 6, 0) else 512)
     else:
         tokens = 8192 if big else 2048  # `vllm serve` (OPENAI_API_SERVER) defaults
     seqs = eng.max_num_seqs or (1024 if big and v >= (0, 8, 0) else 256)
@@ -140,7 +141,12 @@ def plan_ranks(
     for w in stage_weights:
         last = w.pp_rank == par.pp - 1
         act = activation_peak(
-            model, par, defaults.max_num_batched_tokens, defaults.max_num_seqs, last
+            model,
+            par,
+            defaults.max_num_batched_tokens,
+            defaults.max_num_seqs,
+            last,
+            sampler_fp32_copies=1 if v < (0, 8, 0) else 3,
         )
         non_torch = non_torch_bytes(par, v)
         graphs = CUDAGRAPH_GIB_PER_LAYER * len(w.layers) * GIB
