@@ -49,24 +49,29 @@ def main() -> None:
         )
     console = Console(width=160)
     console.print(table)
-    for label, subset in (
-        ("main", [r for r in results if r.case.row["score"] == "main"]),
-        ("all", results),
-    ):
+    main_rows = [r for r in results if r.case.row["score"] == "main"]
+    sets = {
+        "main (scored)": main_rows,
+        "main, llm-d source only": [r for r in main_rows if "llm-d" in r.case.row["source"]],
+        "main, other sources": [r for r in main_rows if "llm-d" not in r.case.row["source"]],
+        "inferred inputs": [r for r in results if r.case.row["score"] == "inferred"],
+        "all rows": results,
+    }
+    for label, subset in sets.items():
         tok = [r.tokens_err for r in subset if r.tokens_err is not None]
         wts = [r.weights_err for r in subset if r.weights_err is not None]
         avail = [
             r.tokens_from_available_err for r in subset if r.tokens_from_available_err is not None
         ]
-        console.print(
-            f"[bold]{label}[/] ({len(subset)} cases): kv_tokens median "
-            f"{_pct(statistics.median(tok))}"
-            f", P90 {_pct(percentile(tok, 90))}, within 5 %: "
-            f"{sum(e <= 0.05 for e in tok)}/{len(tok)}; weights median "
-            f"{_pct(statistics.median(wts))}, P90 {_pct(percentile(wts, 90))}, max "
-            f"{_pct(max(wts))} ({len(wts)}); KV-from-available median "
-            f"{_pct(statistics.median(avail))}, max {_pct(max(avail))} ({len(avail)})"
-        )
+        line = f"[bold]{label}[/] ({len(subset)} rows): kv_tokens median "
+        line += f"{_pct(statistics.median(tok))}, P90 {_pct(percentile(tok, 90))}, "
+        line += f"within 5 %: {sum(e <= 0.05 for e in tok)}/{len(tok)}"
+        if wts:
+            line += f"; weights median {_pct(statistics.median(wts))}, P90 "
+            line += f"{_pct(percentile(wts, 90))}, max {_pct(max(wts))} ({len(wts)} rows)"
+        if avail:
+            line += f"; KV-from-available median {_pct(statistics.median(avail))}"
+        console.print(line)
 
 
 if __name__ == "__main__":

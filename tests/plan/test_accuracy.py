@@ -2,7 +2,10 @@
 
 Targets from the issue: weights within 2 % on every case, ``kv_tokens`` median error
 <= 2 % and >= 90 % of cases within 5 %. Rows marked ``hybrid`` (sliding/full attention
-mixes, whose logged token figure follows a different rule) are reported, not scored.
+mixes, whose logged token figure follows a different rule), ``uneven`` (the ranks had
+different free memory) and ``inferred`` (an input the log does not state — engine release,
+GPU model — had to be guessed) are reported by benchmarks/plan_accuracy.py, not scored here;
+the inferred rows get a loose sanity bound instead.
 Where a log gives "Available KV cache memory", the KV-from-available step is checked on its
 own: it is the engine's block arithmetic and must be near exact.
 """
@@ -60,3 +63,11 @@ def test_kv_tokens_from_logged_available_memory(result) -> None:  # type: ignore
     if row["version"].startswith("0.9"):
         slack = 0.02  # LMCache connector build: token count rounded differently
     assert result.tokens_from_available_err <= slack
+
+
+def test_inferred_rows_stay_in_the_right_ballpark() -> None:
+    # Rows with guessed inputs: the planner must still land within a factor of 1.7.
+    inferred = [r for r in RESULTS if r.case.row["score"] == "inferred"]
+    assert inferred
+    for r in inferred:
+        assert r.tokens_err is not None and r.tokens_err < 0.7, r.case.id
