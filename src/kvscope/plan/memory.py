@@ -107,7 +107,9 @@ def plan_memory(
     par = par or Parallelism()
     eng = engine or EngineConfig()
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
-    stages = all_stage_weights(model, par, eng.speculative_layers)
+    # vLLM pads MXFP4 expert widths to 256 (vllm/model_executor/layers/quantization/mxfp4.py).
+    pad = 256 if eng.engine == "vllm" and model.quantization.method == "mxfp4" else 1
+    stages = all_stage_weights(model, par, eng.speculative_layers, pad)
     if eng.engine == "sglang":
         return _plan_sglang(model, gpu, par, eng, stages, kv_dtype)
     return _plan_vllm(model, gpu, par, eng, stages, kv_dtype)

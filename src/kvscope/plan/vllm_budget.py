@@ -36,10 +36,13 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vllm/config/cache.py CacheConfig
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 
 #: Non-torch memory grown during start-up (NCCL, custom all-reduce, cuBLAS workspaces), GiB.
-#: Read from 0.19 H100 logs: ~0.25 at TP1, ~2.1 at TP >= 2 (custom all-reduce + symmetric
-#: memory buffers), ~0.07 more per extra PP stage with TP1 (vllm_kv_budget.md §1.2). Older
-#: releases (V0 and V1 before 0.11) logged 0.2-0.7 GiB at TP >= 2 (e.g. vllm PR #14447 logs).
-NON_TORCH_GIB = {"tp1": 0.25, "tp_multi": 2.1, "tp_multi_old": 0.6, "pp_only": 0.07}
+#: Read from 0.19 H100 logs: ~0.25 at TP1, 2.06-2.21 at TP >= 2 over NVLink (custom
+#: all-reduce and symmetric-memory buffers), 0.07 for the first stage of PP2/PP4 with TP1
+#: (llm-d-planner results_raw.csv; vllm_kv_budget.md §1.2). Without NVLink custom
+#: all-reduce is off beyond two GPUs and only NCCL's buffers remain. Releases before 0.11
+#: logged ~0.2-0.25 GiB at TP >= 2 whatever the link: V0 on 2x RTX 4090 0.25 GiB
+#: (vllm#13061), 4x 24 GB cards 0.20 GiB (vllm PR #14447 logs).
+NON_TORCH_GIB = {"tp1": 0.25, "tp_custom_ar": 2.1, "tp_old": 0.25, "tp_pcie": 0.25, "pp_only": 0.07}
 
 #: CUDA-graph memory estimate per decoder layer on this GPU, GiB: captured graphs keep
 #: per-layer intermediate pools; ~0.4 GiB for a 32-layer model is typical of the
@@ -112,10 +115,14 @@ def _default_block_size(model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int])
     return DEFAULT_BLOCK_SIZE
 
 
-def non_torch_bytes(par: Parallelism, v: tuple[int, int, int]) -> float:
+def non_torch_bytes(gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int]) -> float:
     """Estimated non-torch memory growth on one GPU (see :data:`NON_TORCH_GIB`)."""
-    if par.tp > 1:
-        gib = NON_TORCH_GIB["tp_multi"] if v >= (0, 11, 0) else NON_TORCH_GIB["tp_multi_old"]
+    if par.tp > 1 and v < (0, 11, 0):
+        gib = NON_TORCH_GIB["tp_old"]
+    elif par.tp > 2 and gpu.nvlink_bandwidth <= 0:
+        gib = NON_TORCH_GIB["tp_pcie"]  # custom all-reduce needs NVLink beyond two GPUs
+    elif par.tp > 1:
+        gib = NON_TORCH_GIB["tp_custom_ar"]
     else:
         gib = NON_TORCH_GIB["tp1"] + (NON_TORCH_GIB["pp_only"] if par.pp > 1 else 0.0)
     return gib * GIB
@@ -148,7 +155,7 @@ def plan_ranks(
             last,
             sampler_fp32_copies=1 if v < (0, 8, 0) else 3,
         )
-        non_torch = non_torch_bytes(par, v)
+        non_torch = non_torch_bytes(gpu, par, v)
         graphs = CUDAGRAPH_GIB_PER_LAYER * len(w.layers) * GIB
         if eng.enforce_eager:
             graphs = 0.0

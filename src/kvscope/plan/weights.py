@@ -120,11 +120,15 @@ def _attention_params_per_rank(att: AttentionLayer, tp: int) -> tuple[float, flo
     return sharded / tp, float(total - sharded)
 
 
-def _ffn_params_per_rank(ffn: FFNLayer, par: Parallelism) -> dict[str, float]:
+def _ffn_params_per_rank(ffn: FFNLayer, par: Parallelism, expert_pad: int) -> dict[str, float]:
     tp = par.tp
     if not ffn.is_moe:
         return {"dense_ffn": ffn.dense_params() / tp}
     routed = ffn.routed_expert_params() / (par.ep_size if par.ep else tp)
+    if expert_pad > 1:
+        # Kernel layouts that pad each expert's per-rank intermediate width.
+        width = ffn.expert_intermediate_size / (1 if par.ep else tp)
+        routed *= math.ceil(width / expert_pad) * expert_pad / width
     return {
         "routed_experts": routed,
         "shared_experts": ffn.shared_expert_params() / tp,
@@ -151,13 +155,20 @@ def _bytes_per_param(model: ModelSpec) -> dict[str, float]:
 
 
 def rank_weights(
-    model: ModelSpec, par: Parallelism, pp_rank: int = 0, draft_layers: int = 0
+    model: ModelSpec,
+    par: Parallelism,
+    pp_rank: int = 0,
+    draft_layers: int = 0,
+    expert_pad: int = 1,
 ) -> RankWeights:
     """Weights on one GPU of pipeline stage ``pp_rank`` (all TP ranks of a stage are equal).
 
     ``draft_layers`` MTP layers (speculative decoding with the model's own next-token
     modules) sit on the last stage; each is shaped like the last decoder layer plus its
     ``eh_proj`` (2h x h) and two norms (DeepSeek-V3 report §2.2), sharing embedding and head.
+    ``expert_pad`` rounds each routed expert's per-rank intermediate width up to a multiple
+    (vLLM's MXFP4 MoE kernels pad it to 256: gpt-oss-20b's 2880 becomes 3072, which is what
+    its logged 13.64 GiB on H100 needs).
     """
     stages = pp_layer_split(model.num_layers, par.pp)
     layers = stages[pp_rank]
@@ -171,7 +182,7 @@ def rank_weights(
         layer = model.layers[i]
         sharded, replicated = _attention_params_per_rank(layer.attention, par.tp)
         params["attention"] += sharded + replicated
-        for key, value in _ffn_params_per_rank(layer.ffn, par).items():
+        for key, value in _ffn_params_per_rank(layer.ffn, par, expert_pad).items():
             params[key] += value
         params["norms_other"] += layer.extra_params
     vocab_rank = math.ceil(model.vocab_size / (VOCAB_PADDING * par.tp)) * VOCAB_PADDING
@@ -189,8 +200,8 @@ def rank_weights(
 
 
 def all_stage_weights(
-    model: ModelSpec, par: Parallelism, draft_layers: int = 0
+    model: ModelSpec, par: Parallelism, draft_layers: int = 0, expert_pad: int = 1
 ) -> tuple[RankWeights, ...]:
     """Per-GPU weights of every pipeline stage, first stage first."""
     check_divisibility(model, par)
-    return tuple(rank_weights(model, par, r, draft_layers) for r in range(par.pp))
+    return tuple(rank_weights(model, par, r, draft_layers, expert_pad) for r in range(par.pp))
