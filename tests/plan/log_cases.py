@@ -78,6 +78,7 @@ class Result:
     tokens_from_available_err: float | None
     predicted_tokens: int
     predicted_weights_gib: float
+    kv_gib_err: float | None = None
 
 
 def evaluate(case: Case) -> Result:
@@ -91,7 +92,8 @@ def evaluate(case: Case) -> Result:
     if avail and tokens and case.row["engine"] == "vllm":
         from_avail = case.plan(kv_cache_memory_bytes=int(avail * GIB))
         a_err = rel_err(from_avail.kv_tokens, tokens)
-    return Result(case, w_err, t_err, a_err, plan.kv_tokens, plan.weights_gib)
+    kv_err = rel_err(plan.kv_cache_gib, avail) if avail else None
+    return Result(case, w_err, t_err, a_err, plan.kv_tokens, plan.weights_gib, kv_err)
 
 
 def percentile(values: list[float], q: float) -> float:

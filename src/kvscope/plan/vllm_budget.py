@@ -81,7 +81,9 @@ def resolve_defaults(model: ModelSpec, gpu: GPUSpec, eng: EngineConfig) -> VllmD
     """Fill in vLLM's defaults (``vllm/engine/arg_utils.py::_set_default_args``)."""
     v = eng.version
     max_len = eng.max_model_len or model.max_position_embeddings
-    big = gpu.memory_bytes >= 70 * GIB
+    # vLLM raises its defaults on >= 70 GiB GPUs except the A100
+    # (``EngineArgs._set_default_args``: "For GPUs like H100 and MI300x").
+    big = gpu.memory_bytes >= 70 * GIB and not gpu.name.upper().startswith("A100")
     if eng.max_num_batched_tokens is not None:
         tokens = eng.max_num_batched_tokens
     elif v < (0, 8, 0):
