@@ -19,7 +19,7 @@ from kvscope.plan import sglang_budget, vllm_budget
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.weights import RankWeights, all_stage_weights
-from kvscope.specs.dtypes import resolve_kv_dtype
+from kvscope.specs.dtypes import is_fp8, resolve_kv_dtype
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -107,6 +107,11 @@ def plan_memory(
     par = par or Parallelism()
     eng = engine or EngineConfig()
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
+    kinds = model.attention_kinds
+    if any(k.startswith("dsv4") for k in kinds) or ("mla_sparse" in kinds and is_fp8(kv_dtype)):
+        # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
+        # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).
+        kv_dtype = "fp8_ds_mla"
     # vLLM pads MXFP4 expert widths to 256 (vllm/model_executor/layers/quantization/mxfp4.py).
     pad = 256 if eng.engine == "vllm" and model.quantization.method == "mxfp4" else 1
     stages = all_stage_weights(model, par, eng.speculative_layers, pad)
