@@ -93,3 +93,21 @@ def test_command_line_uses_real_flags_only(engine: str) -> None:
     allowed = VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS
     assert _flags(cmd) <= allowed
     assert "--kv-cache-dtype" in cmd
+
+
+def test_dp_attention_gain_for_v4_matches_the_published_b200_comparison() -> None:
+    # vllm#51454 (8x B200, v0.25.0): DP8 + EP holds 7.7x the KV of TP8 + EP for
+    # DeepSeek-V4-Flash at 1M context, because the single latent head is replicated under TP.
+    flash, b200 = load_model("deepseek-ai/DeepSeek-V4-Flash"), get_gpu("B200")
+    eng = EngineConfig(
+        engine_version="0.25.0",
+        gpu_memory_utilization=0.95,
+        max_model_len=1 << 20,
+        max_num_batched_tokens=8192,
+        max_num_seqs=256,
+        kv_cache_dtype="fp8",
+        block_size=256,
+    )
+    tp = plan_memory(flash, b200, Parallelism(tp=8, ep=True), eng)
+    adv = advise(flash, b200, Parallelism(tp=8, ep=True), eng, tp, "x")
+    assert adv.dp_attention_gain == pytest.approx(7.7, rel=0.05)
