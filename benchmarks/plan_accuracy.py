@@ -31,6 +31,7 @@ def main() -> None:
         "predicted",
         "tokens err",
         "from-available err",
+        "KV GiB err",
         "weights err",
         "set",
     ):
@@ -44,10 +45,11 @@ def main() -> None:
             f"{r.predicted_tokens:,}",
             _pct(r.tokens_err),
             _pct(r.tokens_from_available_err),
+            _pct(r.kv_gib_err),
             _pct(r.weights_err),
             c.row["score"],
         )
-    console = Console(width=160)
+    console = Console(width=170)
     console.print(table)
     main_rows = [r for r in results if r.case.row["score"] == "main"]
     sets = {
