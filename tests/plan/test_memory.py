@@ -15,7 +15,8 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from tests.plan.log_cases import evaluate, load_cases
+
+from .log_cases import evaluate, load_cases
 
 CASES = load_cases()
 RESULTS = [evaluate(c) for c in CASES]

@@ -1,4 +1,4 @@
-"""vLLM and SGLang budget rules: defaults, versions, and block arithmetic from logged figures."""
+"""vLLM budget rules by release: defaults, CUDA graphs, block counts and logged capacity."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import plan_memory
-from kvscope.plan.sglang_budget import default_mem_fraction_static, dsv4_bytes_per_full_token
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
@@ -19,27 +17,6 @@ LLAMA = load_model("meta-llama/Llama-3.1-8B")
 
 def vllm(version: str = "0.19.0", **kw):  # type: ignore[no-untyped-def]
     return EngineConfig(engine="vllm", engine_version=version, **kw)
-
-
-@pytest.mark.parametrize(
-    ("model", "par", "tokens", "seqs", "logged"),
-    # "torch peak memory increase" of vLLM 0.19 on H100 (llm-d-planner results_raw.csv).
-    [
-        ("meta-llama/Llama-3.1-8B", Parallelism(), 8192, 1024, 1.89),
-        ("Qwen/Qwen2.5-7B-Instruct", Parallelism(), 8192, 1024, 2.21),
-        ("mistralai/Mixtral-8x7B-v0.1", Parallelism(tp=2), 8192, 1024, 1.21),
-        ("Qwen/Qwen3-30B-A3B", Parallelism(), 8192, 1024, 2.68),
-        ("deepseek-ai/DeepSeek-V2-Lite", Parallelism(), 8192, 1024, 1.93),
-    ],
-)
-def test_activation_peak_matches_profiled_figures(model, par, tokens, seqs, logged) -> None:  # type: ignore[no-untyped-def]
-    peak = activation_peak(load_model(model), par, tokens, seqs).total_bytes / GIB
-    assert peak == pytest.approx(logged, abs=0.1)
-
-
-def test_first_pp_stage_runs_no_sampler() -> None:
-    first = activation_peak(LLAMA, Parallelism(pp=2), 8192, 1024, last_stage=False)
-    assert first.total_bytes / GIB == pytest.approx(1.10, abs=0.1)  # logged 1.10 GiB
 
 
 @pytest.mark.parametrize(
@@ -106,29 +83,3 @@ def test_mla_latent_is_not_split_by_tp(tp: int) -> None:
     v3 = load_model("deepseek-ai/DeepSeek-V3")
     plan = plan_memory(v3, get_gpu("H200"), Parallelism(tp=max(tp, 8)), vllm())
     assert plan.kv_bytes_per_token == 61 * 576 * 2
-
-
-def test_sglang_default_mem_fraction_static() -> None:
-    # 0.4 series: table by TP (the QwQ-32B 4x L4 log prints 0.85 at TP4).
-    assert default_mem_fraction_static(get_gpu("L4"), Parallelism(tp=4), (0, 4, 3)) == 0.85
-    assert default_mem_fraction_static(H100, Parallelism(tp=8), (0, 4, 9)) == 0.81
-    # 0.5 rule: (mem - reserved) / mem with reserved 9.5 + p/2 GB on 80 GB cards.
-    frac = default_mem_fraction_static(H100, Parallelism(tp=8), (0, 5, 2))
-    mem = H100.memory_bytes / 2**20
-    assert frac == round((mem - 13.5 * 1024) / mem, 3)
-
-
-@pytest.mark.parametrize(
-    ("model", "old", "bpft"),
-    [
-        ("deepseek-ai/DeepSeek-V4-Flash", False, 7705.45),
-        ("deepseek-ai/DeepSeek-V4-Pro", False, 10993.84),
-        ("deepseek-ai/DeepSeek-V4-Flash", True, 15955.85),
-        ("deepseek-ai/DeepSeek-V4-Pro", True, 23749.84),
-    ],
-)
-def test_sglang_dsv4_bytes_per_full_token(model: str, old: bool, bpft: float) -> None:
-    m = load_model(model)
-    assert dsv4_bytes_per_full_token(m, tuple(range(m.num_layers)), old) == pytest.approx(
-        bpft, abs=0.01
-    )
