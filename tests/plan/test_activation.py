@@ -5,16 +5,12 @@ from __future__ import annotations
 import pytest
 
 from kvscope.plan.activation import activation_peak
-from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.config import Parallelism
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
 H100 = get_gpu("H100")
 LLAMA = load_model("meta-llama/Llama-3.1-8B")
-
-
-def vllm(version: str = "0.19.0", **kw):  # type: ignore[no-untyped-def]
-    return EngineConfig(engine="vllm", engine_version=version, **kw)
 
 
 @pytest.mark.parametrize(

@@ -4,27 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.config import Parallelism
 from kvscope.plan.sglang_budget import default_mem_fraction_static, dsv4_bytes_per_full_token
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
 H100 = get_gpu("H100")
-LLAMA = load_model("meta-llama/Llama-3.1-8B")
-
-
-def vllm(version: str = "0.19.0", **kw):  # type: ignore[no-untyped-def]
-    return EngineConfig(engine="vllm", engine_version=version, **kw)
 
 
 def test_sglang_default_mem_fraction_static() -> None:
     # 0.4 series: table by TP (the QwQ-32B 4x L4 log prints 0.85 at TP4).
     assert default_mem_fraction_static(get_gpu("L4"), Parallelism(tp=4), (0, 4, 3)) == 0.85
     assert default_mem_fraction_static(H100, Parallelism(tp=8), (0, 4, 9)) == 0.81
-    # 0.5 rule: (mem - reserved) / mem with reserved 9.5 + p/2 GB on 80 GB cards.
-    frac = default_mem_fraction_static(H100, Parallelism(tp=8), (0, 5, 2))
-    mem = H100.memory_bytes / 2**20
-    assert frac == round((mem - 13.5 * 1024) / mem, 3)
+    # 0.5 rule, golden values: 80 GB class reserves 9.5 + p/2 GB (H100 TP8: 13.5 of 79.19
+    # GiB), 141 GB class 12 + p/2 (H200 TP8: 16 of 139.8), > 160 GB a flat 32 (B200).
+    assert default_mem_fraction_static(H100, Parallelism(tp=8), (0, 5, 2)) == 0.83
+    assert default_mem_fraction_static(get_gpu("H200"), Parallelism(tp=8), (0, 5, 2)) == 0.886
+    assert default_mem_fraction_static(get_gpu("B200"), Parallelism(tp=8), (0, 5, 2)) == 0.821
 
 
 @pytest.mark.parametrize(
