@@ -111,3 +111,19 @@ def test_dp_attention_gain_for_v4_matches_the_published_b200_comparison() -> Non
     tp = plan_memory(flash, b200, Parallelism(tp=8, ep=True), eng)
     adv = advise(flash, b200, Parallelism(tp=8, ep=True), eng, tp, "x")
     assert adv.dp_attention_gain == pytest.approx(7.7, rel=0.05)
+
+
+def test_sglang_dp_attention_splits_the_tp_group() -> None:
+    v3, h200 = load_model("deepseek-ai/DeepSeek-V3"), get_gpu("H200")
+    eng = EngineConfig(engine="sglang", max_model_len=32768)
+    par = Parallelism(tp=8, dp=8, ep=True, dp_attention=True)
+    assert par.world_size == 8 and par.attn_tp == 1 and par.ep_size == 8
+    plan = plan_memory(v3, h200, par, eng)
+    tp_plan = plan_memory(v3, h200, Parallelism(tp=8, ep=True), eng)
+    # Attention weights are whole on every rank, so each pool is smaller than under TP ...
+    assert plan.weights_gib > tp_plan.weights_gib
+    assert plan.kv_tokens < tp_plan.kv_tokens
+    # ... but eight independent pools hold far more in all (the latent is not split by TP).
+    assert 8 * plan.kv_tokens > 4 * tp_plan.kv_tokens
+    cmd = advise(v3, h200, par, eng, plan, "deepseek-ai/DeepSeek-V3").command
+    assert "--enable-dp-attention" in cmd and "--ep-size 8" in cmd

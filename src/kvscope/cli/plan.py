@@ -15,13 +15,15 @@ from kvscope.errors import KvscopeError
 
 
 def _parallelism(
-    num_gpus: int | None, tp: int | None, pp: int, dp: int, ep: bool
+    num_gpus: int | None, tp: int | None, pp: int, dp: int, dp_attention: bool
 ) -> tuple[int, int, int]:
+    per_tp = pp if dp_attention else pp * dp  # SGLang DP attention lives inside the TP group
     if tp is None:
-        tp = max(1, (num_gpus or 1) // (pp * dp))
-    if num_gpus is not None and tp * pp * dp != num_gpus:
+        tp = max(1, (num_gpus or 1) // per_tp)
+    if num_gpus is not None and tp * per_tp != num_gpus:
+        shape = f"TP x PP = {tp} x {pp}" if dp_attention else f"TP x PP x DP = {tp} x {pp} x {dp}"
         raise KvscopeError(
-            f"--num-gpus {num_gpus} does not equal TP x PP x DP = {tp} x {pp} x {dp}.",
+            f"--num-gpus {num_gpus} does not equal {shape}.",
             "Give --num-gpus alone, or parallel sizes whose product is the GPU count.",
         )
     return tp, pp, dp
@@ -35,6 +37,9 @@ def plan(
     pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "--pp"),
     data_parallel_size: int = typer.Option(1, "--data-parallel-size", "--dp"),
     enable_expert_parallel: bool = typer.Option(False, "--enable-expert-parallel"),
+    enable_dp_attention: bool = typer.Option(
+        False, "--enable-dp-attention", help="SGLang: attention data-parallel over --dp ranks."
+    ),
     dtype: str | None = typer.Option(None, "--dtype", help="Model dtype (auto = config)."),
     quantization: str | None = typer.Option(None, "--quantization"),
     kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype"),
@@ -69,11 +74,13 @@ def plan(
         tensor_parallel_size,
         pipeline_parallel_size,
         data_parallel_size,
-        enable_expert_parallel,
+        enable_dp_attention,
     )
     spec = load_model(model, dtype, quantization)
     gpu_spec = get_gpu(gpu)
-    par = Parallelism(tp=tp, pp=pp, dp=dp, ep=enable_expert_parallel)
+    par = Parallelism(
+        tp=tp, pp=pp, dp=dp, ep=enable_expert_parallel, dp_attention=enable_dp_attention
+    )
     eng = EngineConfig(
         engine=engine,
         engine_version=engine_version,

@@ -109,7 +109,7 @@ def _kv_flag(engine: str, dtype: str) -> str:
     return dtype
 
 
-def command_line(model_id: str, plan: MemoryPlan, eng: EngineConfig) -> str:
+def command_line(model_id: str, plan: MemoryPlan, eng: EngineConfig, par: Parallelism) -> str:
     """A launch command with the planned flags (only flags the engine really has)."""
     kv = plan.kv_cache_dtype
     if plan.engine == "sglang":
@@ -118,8 +118,10 @@ def command_line(model_id: str, plan: MemoryPlan, eng: EngineConfig) -> str:
             parts.append(f"--pp-size {plan.pp}")
         if plan.dp > 1:
             parts.append(f"--dp-size {plan.dp}")
+        if par.dp_attention:
+            parts.append("--enable-dp-attention")
         if plan.ep:
-            parts.append(f"--ep-size {plan.tp * plan.dp}")
+            parts.append(f"--ep-size {par.ep_size}")
         parts += [
             f"--mem-fraction-static {plan.budget_fraction}",
             f"--context-length {plan.max_model_len}",
@@ -181,10 +183,13 @@ def advise(
         fp8_tokens = alt.kv_tokens
         fp8_gain = alt.kv_tokens / plan.kv_tokens if plan.kv_tokens else None
     dp_tokens = dp_gain = None
-    if model.uses_mla and par.tp > 1 and plan.fits:
-        alt_par = Parallelism(
-            tp=1, pp=par.pp, dp=par.tp * par.dp, ep=model.is_moe, dp_attention=True
-        )
+    if model.uses_mla and par.tp > 1 and plan.fits and not par.dp_attention:
+        if eng.engine == "sglang":
+            # SGLang: --enable-dp-attention --dp TP splits the TP group into TP pools.
+            alt_par = dataclasses.replace(par, dp=par.tp, dp_attention=True, ep=model.is_moe)
+        else:
+            # vLLM: one attention-DP rank per GPU, experts spread over all of them.
+            alt_par = Parallelism(tp=1, pp=par.pp, dp=par.tp * par.dp, ep=model.is_moe)
         try:
             dp_plan: MemoryPlan | None = plan_memory(model, gpu, alt_par, eng)
         except KvscopeError:
@@ -202,5 +207,5 @@ def advise(
         dp_attention_gain=dp_gain,
         smallest_fit=fit_text,
         warnings=tuple(warnings),
-        command=command_line(model_id, plan, eng),
+        command=command_line(model_id, plan, eng, par),
     )

@@ -32,6 +32,11 @@ class Parallelism:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise KvscopeError(f"--{name} must be a positive integer, got {value!r}.")
+        if self.dp_attention and self.tp % self.dp:
+            raise KvscopeError(
+                f"DP attention splits the TP group: --dp {self.dp} must divide --tp {self.tp}.",
+                "SGLang runs --tp GPUs with --dp attention groups inside them.",
+            )
 
     @property
     def gpus_per_replica(self) -> int:
@@ -39,12 +44,24 @@ class Parallelism:
 
     @property
     def world_size(self) -> int:
+        """GPUs in all. SGLang's DP attention splits the TP group instead of adding GPUs."""
+        if self.dp_attention:
+            return self.tp * self.pp
         return self.tp * self.pp * self.dp
+
+    @property
+    def attn_tp(self) -> int:
+        """Ranks one attention layer is sharded over: TP, or TP / DP with SGLang DP attention."""
+        if self.dp_attention and self.dp > 1:
+            return max(1, self.tp // self.dp)
+        return self.tp
 
     @property
     def ep_size(self) -> int:
         """Ranks the experts are spread over (1 when expert parallelism is off)."""
-        return self.tp * self.dp if self.ep else 1
+        if not self.ep:
+            return 1
+        return self.tp if self.dp_attention else self.tp * self.dp
 
 
 #: Engines the planner models.

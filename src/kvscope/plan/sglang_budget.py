@@ -139,7 +139,7 @@ def plan_ranks(
 ) -> tuple[SglangRank, ...]:
     """Budget of every pipeline stage."""
     m0 = gpu.memory_bytes - context_bytes(gpu, par)
-    attn_tp = par.tp // par.dp if par.dp_attention and par.dp > 1 else par.tp
+    attn_tp = par.attn_tp
     dsv4 = any(k.startswith("dsv4") for k in model.attention_kinds)
     old = eng.version <= DSV4_OLD_FORMULA_UNTIL
     out = []

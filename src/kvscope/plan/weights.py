@@ -180,7 +180,7 @@ def rank_weights(
         params["norms_other"] += draft_layers * 2.0 * model.hidden_size
     for i in on_stage:
         layer = model.layers[i]
-        sharded, replicated = _attention_params_per_rank(layer.attention, par.tp)
+        sharded, replicated = _attention_params_per_rank(layer.attention, par.attn_tp)
         params["attention"] += sharded + replicated
         for key, value in _ffn_params_per_rank(layer.ffn, par, expert_pad).items():
             params[key] += value
