@@ -117,6 +117,7 @@ CASES = [  # model, tp, kv dtype, block, max_model_len, batched tokens, availabl
     ("deepseek-ai/DeepSeek-R1", 8, "auto", 64, 163840, 8192, 20.0),
     ("openai/gpt-oss-120b", 1, "auto", 16, 131072, 8192, 12.0),
     ("openai/gpt-oss-20b", 2, "auto", 16, 131072, 2048, 30.0),
+    (str(ROOT / "tests/plan/data/configs/gemma-2-9b.json"), 1, "auto", 16, 8192, 8192, 54.12),
 ]
 
 
@@ -145,8 +146,9 @@ def main() -> int:
             and plan.kv_tokens == v_tokens
         )
         bad += not ok
+        label = Path(name).stem if name.endswith(".json") else name
         print(
-            f"{'OK ' if ok else 'BAD'} {name} tp{tp} kv={kv} block={block} L={length}: "
+            f"{'OK ' if ok else 'BAD'} {label} tp{tp} kv={kv} block={block} L={length}: "
             f"vLLM groups={len(conf.kv_cache_groups)} page={page} B "
             f"num_blocks={conf.num_blocks} tokens={v_tokens} conc={v_conc:.3f} | kvscope "
             f"groups={plan.num_kv_groups} block_bytes={plan.block_bytes} "

@@ -27,6 +27,6 @@ def test_vllm_get_kv_cache_configs_matches_kvscope() -> None:
         check=False,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(("OK", "BAD"))]
-    assert len(lines) >= 7, proc.stderr[-2000:]
+    assert len(lines) >= 8, proc.stderr[-2000:]
     assert all(ln.startswith("OK") for ln in lines), "\n".join(lines)
     assert proc.returncode == 0
