@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvscope.plan._cache import per_model_cache
 from kvscope.plan.config import Parallelism
 from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.model import ModelSpec
@@ -69,6 +70,7 @@ class ActivationPeak:
         return max(self.layer_peak, self.sampler) + self.moe_workspace + self.runtime
 
 
+@per_model_cache()
 def activation_peak(
     model: ModelSpec,
     par: Parallelism,

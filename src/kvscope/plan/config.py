@@ -7,6 +7,7 @@ reads like the command line that would run it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvscope.errors import KvscopeError
 
@@ -72,6 +73,7 @@ ENGINES = ("vllm", "sglang")
 DEFAULT_ENGINE_VERSION = {"vllm": "0.33.0", "sglang": "0.5.23"}
 
 
+@lru_cache(maxsize=256)
 def parse_version(text: str) -> tuple[int, int, int]:
     """``0.19.1rc2.dev5`` -> ``(0, 19, 1)``; raises :class:`KvscopeError` on nonsense."""
     parts: list[int] = []

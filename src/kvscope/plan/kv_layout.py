@@ -25,6 +25,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from kvscope.plan._cache import per_model_cache
 from kvscope.specs.attention import (
     DSV4_ENTRY,
     INDEXER_FP4_ENTRY,
@@ -98,6 +99,7 @@ def _dsv4_layout(model: ModelSpec, layers: tuple[int, ...], indexer: str, packed
     return KVLayout(groups, DSV4_BLOCK, stride, per_token)
 
 
+@per_model_cache()
 def vllm_layout(
     model: ModelSpec,
     layers: tuple[int, ...],

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
+from kvscope.plan._cache import per_model_cache
 from kvscope.plan.config import Parallelism
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.dtypes import element_bytes
@@ -154,6 +155,7 @@ def _bytes_per_param(model: ModelSpec) -> dict[str, float]:
     }
 
 
+@per_model_cache()
 def rank_weights(
     model: ModelSpec,
     par: Parallelism,
