@@ -36,3 +36,16 @@ def per_model_cache(limit: int = 8192) -> Callable[[Callable[..., R]], Callable[
         return wrapper
 
     return decorate
+
+
+@per_model_cache()
+def attention_kinds(model: Any) -> dict[str, int]:
+    """``model.attention_kinds``, memoised (it counts every layer on each access)."""
+    kinds: dict[str, int] = model.attention_kinds
+    return kinds
+
+
+@per_model_cache()
+def is_moe(model: Any) -> bool:
+    """``model.is_moe``, memoised."""
+    return bool(model.is_moe)

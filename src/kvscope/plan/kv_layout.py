@@ -143,6 +143,7 @@ def vllm_layout(
     return KVLayout(tuple(groups), block_size, int(page * group_size), history)
 
 
+@per_model_cache()
 def sglang_cell_bytes(
     model: ModelSpec, layers: tuple[int, ...], kv_dtype: str, attn_tp: int
 ) -> float:

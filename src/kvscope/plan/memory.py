@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
 from kvscope.plan import sglang_budget, vllm_budget
+from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.weights import RankWeights, all_stage_weights
@@ -107,7 +108,7 @@ def plan_memory(
     par = par or Parallelism()
     eng = engine or EngineConfig()
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
-    kinds = model.attention_kinds
+    kinds = attention_kinds(model)
     if any(k.startswith("dsv4") for k in kinds) or ("mla_sparse" in kinds and is_fp8(kv_dtype)):
         # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).

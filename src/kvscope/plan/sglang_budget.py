@@ -20,6 +20,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from kvscope.plan._cache import attention_kinds
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.kv_layout import DSV4_BLOCK, sglang_cell_bytes
 from kvscope.plan.weights import RankWeights
@@ -140,7 +141,7 @@ def plan_ranks(
     """Budget of every pipeline stage."""
     m0 = gpu.memory_bytes - context_bytes(gpu, par)
     attn_tp = par.attn_tp
-    dsv4 = any(k.startswith("dsv4") for k in model.attention_kinds)
+    dsv4 = any(k.startswith("dsv4") for k in attention_kinds(model))
     old = eng.version <= DSV4_OLD_FORMULA_UNTIL
     out = []
     for w in stage_weights:
@@ -161,7 +162,7 @@ def plan_ranks(
 
 def default_page_size(model: ModelSpec) -> int:
     """SGLang page size: 1 by default, 64 for the V3.2 NSA backend, 256 for V4."""
-    kinds = model.attention_kinds
+    kinds = attention_kinds(model)
     if any(k.startswith("dsv4") for k in kinds):
         return DSV4_BLOCK
     if "mla_sparse" in kinds:

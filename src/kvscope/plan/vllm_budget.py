@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvscope.plan._cache import attention_kinds, is_moe
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.kv_layout import KVLayout, vllm_layout
@@ -107,7 +108,7 @@ def resolve_defaults(model: ModelSpec, gpu: GPUSpec, eng: EngineConfig) -> VllmD
 
 def _default_block_size(model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int]) -> int:
     """Block size the attention backend forces (``vllm/platforms/cuda.py``, 0.11 / 0.19)."""
-    kinds = model.attention_kinds
+    kinds = attention_kinds(model)
     if any(k.startswith("dsv4") for k in kinds):
         return 256  # sparse-SWA backend; the recipes pass --block-size 256
     if "mla_sparse" in kinds:
@@ -162,7 +163,7 @@ def plan_ranks(
         )
         non_torch = non_torch_bytes(gpu, par, v)
         graphs = CUDAGRAPH_GIB["base"] + CUDAGRAPH_GIB["per_layer"] * len(w.layers)
-        graphs = (graphs + (CUDAGRAPH_GIB["moe"] if model.is_moe else 0.0)) * GIB
+        graphs = (graphs + (CUDAGRAPH_GIB["moe"] if is_moe(model) else 0.0)) * GIB
         if eng.enforce_eager:
             graphs = 0.0
         spent = w.total_bytes + act.total_bytes + non_torch

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from kvscope.errors import KvscopeError
 from kvscope.plan._cache import per_model_cache
@@ -48,7 +49,7 @@ class RankWeights:
     layers: tuple[int, ...]
     by_component: dict[str, float]
 
-    @property
+    @cached_property
     def total_bytes(self) -> float:
         return math.fsum(self.by_component.values())
 
