@@ -83,3 +83,26 @@ def test_mla_latent_is_not_split_by_tp(tp: int) -> None:
     v3 = load_model("deepseek-ai/DeepSeek-V3")
     plan = plan_memory(v3, get_gpu("H200"), Parallelism(tp=max(tp, 8)), vllm())
     assert plan.kv_bytes_per_token == 61 * 576 * 2
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.sampled_from(
+        ["meta-llama/Llama-3.1-70B", "Qwen/Qwen2.5-72B-Instruct", "mistralai/Mixtral-8x7B-v0.1"]
+    ),
+    st.sampled_from([(2, 4), (4, 8), (2, 8)]),
+)
+def test_more_tp_never_shrinks_the_per_gpu_pool(name: str, tps: tuple[int, int]) -> None:
+    # Weights and (while kv_heads >= tp) the KV heads both split, so tokens per GPU grow.
+    model = load_model(name)
+    eng = vllm(max_model_len=8192)
+    small, large = (plan_memory(model, H100, Parallelism(tp=t), eng) for t in tps)
+    assert large.kv_tokens >= small.kv_tokens
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1000, 200_000))
+def test_021_token_figure_is_concurrency_times_length(length: int) -> None:
+    plan = plan_memory(LLAMA, H100, Parallelism(), vllm("0.33.0", max_model_len=length))
+    assert plan.kv_tokens == int(plan.max_concurrency * length)
+    assert plan.kv_tokens <= plan.num_gpu_blocks * plan.block_size

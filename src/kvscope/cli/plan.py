@@ -49,6 +49,9 @@ def plan(
     max_num_seqs: int | None = typer.Option(None, "--max-num-seqs"),
     max_num_batched_tokens: int | None = typer.Option(None, "--max-num-batched-tokens"),
     block_size: int | None = typer.Option(None, "--block-size"),
+    kv_cache_memory_bytes: int | None = typer.Option(
+        None, "--kv-cache-memory-bytes", help="vLLM: KV budget in bytes (skips the profile)."
+    ),
     engine: str = typer.Option("vllm", "--engine", help="vllm or sglang."),
     engine_version: str | None = typer.Option(None, "--engine-version"),
     enforce_eager: bool = typer.Option(False, "--enforce-eager", help="No CUDA graphs."),
@@ -93,6 +96,7 @@ def plan(
         kv_cache_dtype=kv_cache_dtype,
         enforce_eager=enforce_eager,
         cudagraph_memory=cudagraph_memory,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
     )
     memory = plan_memory(spec, gpu_spec, par, eng)
     from pathlib import Path
