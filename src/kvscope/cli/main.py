@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import doctor, gpus, models, report, workload
+from kvscope.cli import doctor, gpus, models, plan, report, workload
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -44,6 +44,7 @@ app.command("gpus")(gpus.gpus)
 app.command("report")(report.report)
 app.add_typer(workload.app, name="workload")
 app.command("doctor")(doctor.doctor)
+app.command("plan")(plan.plan)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,80 @@
+"""Planner accuracy on real engine start-up logs: per-case table plus median / P90 errors.
+
+Run: PYTHONPATH=src python benchmarks/plan_accuracy.py
+Rows come from tests/plan/data/engine_logs.csv (each with its public source).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "plan"))
+
+from log_cases import evaluate, load_cases, percentile
+from rich.console import Console
+from rich.table import Table
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.2f} %"
+
+
+def main() -> None:
+    results = [evaluate(c) for c in load_cases()]
+    table = Table(title="kvscope plan vs engine start-up logs")
+    for col in (
+        "case",
+        "engine",
+        "logged tokens",
+        "predicted",
+        "tokens err",
+        "from-available err",
+        "KV GiB err",
+        "weights err",
+        "set",
+    ):
+        table.add_column(col, justify="left" if col in ("case", "engine", "set") else "right")
+    for r in results:
+        c = r.case
+        table.add_row(
+            c.id,
+            f"{c.row['engine']} {c.row['version']}",
+            c.row["kv_tokens"],
+            f"{r.predicted_tokens:,}",
+            _pct(r.tokens_err),
+            _pct(r.tokens_from_available_err),
+            _pct(r.kv_gib_err),
+            _pct(r.weights_err),
+            c.row["score"],
+        )
+    console = Console(width=170)
+    console.print(table)
+    main_rows = [r for r in results if r.case.row["score"] == "main"]
+    sets = {
+        "main (scored)": main_rows,
+        "main, llm-d source only": [r for r in main_rows if "llm-d" in r.case.row["source"]],
+        "main, other sources": [r for r in main_rows if "llm-d" not in r.case.row["source"]],
+        "inferred inputs": [r for r in results if r.case.row["score"] == "inferred"],
+        "all rows": results,
+    }
+    for label, subset in sets.items():
+        tok = [r.tokens_err for r in subset if r.tokens_err is not None]
+        wts = [r.weights_err for r in subset if r.weights_err is not None]
+        avail = [
+            r.tokens_from_available_err for r in subset if r.tokens_from_available_err is not None
+        ]
+        line = f"[bold]{label}[/] ({len(subset)} rows): kv_tokens median "
+        line += f"{_pct(statistics.median(tok))}, P90 {_pct(percentile(tok, 90))}, "
+        line += f"within 5 %: {sum(e <= 0.05 for e in tok)}/{len(tok)}"
+        if wts:
+            line += f"; weights median {_pct(statistics.median(wts))}, P90 "
+            line += f"{_pct(percentile(wts, 90))}, max {_pct(max(wts))} ({len(wts)} rows)"
+        if avail:
+            line += f"; KV-from-available median {_pct(statistics.median(avail))}"
+        console.print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""`kvscope plan`: JSON contract, human table, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+KEYS = (
+    "weights_gib",
+    "activation_peak_gib",
+    "non_torch_gib",
+    "cudagraph_gib",
+    "kv_cache_gib",
+    "kv_bytes_per_token",
+    "num_gpu_blocks",
+    "kv_tokens",
+    "max_concurrency",
+    "roofline",
+    "comm",
+    "cost",
+    "advice",
+)
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kvscope.cli.main", "plan", *args],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SRC)},
+        check=False,
+        timeout=60,
+    )
+
+
+@pytest.mark.integration
+def test_json_has_the_contract_keys_and_the_engine_figures() -> None:
+    proc = run(
+        "--model",
+        "meta-llama/Llama-3.1-8B",
+        "--gpu",
+        "H100",
+        "--engine-version",
+        "0.19.0",
+        "--gpu-memory-utilization",
+        "0.95",
+        "--max-model-len",
+        "8192",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in KEYS:
+        assert key in out
+    assert out["weights_gib"] == pytest.approx(14.99, abs=0.01)
+    assert out["kv_tokens"] == pytest.approx(476_016, rel=0.005)  # the vLLM 0.19 log
+    assert out["advice"]["command"].startswith("vllm serve meta-llama/Llama-3.1-8B")
+
+
+@pytest.mark.integration
+def test_human_table_has_units() -> None:
+    proc = run(
+        "--model",
+        "deepseek-ai/DeepSeek-V2-Lite",
+        "--gpu",
+        "A100-80GB",
+        "--tp",
+        "2",
+        "--engine",
+        "sglang",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "GiB" in proc.stdout and "tokens" in proc.stdout
+    assert "python -m sglang.launch_server" in proc.stdout
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100"), "--tensor-parallel-size"),
+        (("--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--tp", "3"), "divide"),
+        (
+            ("--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--kv-cache-dtype", "fp9"),
+            "Did you mean",
+        ),
+        (
+            ("--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--num-gpus", "4", "--tp", "2"),
+            "--num-gpus",
+        ),
+        (
+            (
+                "--model",
+                "meta-llama/Llama-3.1-8B",
+                "--gpu",
+                "H100",
+                "--gpu-memory-utilization",
+                "1.5",
+            ),
+            "(0, 1]",
+        ),
+    ],
+)
+def test_impossible_inputs_exit_2_with_one_line(args: tuple[str, ...], needle: str) -> None:
+    proc = run(*args)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert needle in lines[0]

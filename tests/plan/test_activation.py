@@ -1,0 +1,34 @@
+"""Profiling-pass activation peak, pinned to vLLM 0.19 "torch peak memory increase" lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvscope.plan.activation import activation_peak
+from kvscope.plan.config import Parallelism
+from kvscope.specs.hardware import GIB, get_gpu
+from kvscope.specs.registry import load_model
+
+H100 = get_gpu("H100")
+LLAMA = load_model("meta-llama/Llama-3.1-8B")
+
+
+@pytest.mark.parametrize(
+    ("model", "par", "tokens", "seqs", "logged"),
+    # "torch peak memory increase" of vLLM 0.19 on H100 (llm-d-planner results_raw.csv).
+    [
+        ("meta-llama/Llama-3.1-8B", Parallelism(), 8192, 1024, 1.89),
+        ("Qwen/Qwen2.5-7B-Instruct", Parallelism(), 8192, 1024, 2.21),
+        ("mistralai/Mixtral-8x7B-v0.1", Parallelism(tp=2), 8192, 1024, 1.21),
+        ("Qwen/Qwen3-30B-A3B", Parallelism(), 8192, 1024, 2.68),
+        ("deepseek-ai/DeepSeek-V2-Lite", Parallelism(), 8192, 1024, 1.93),
+    ],
+)
+def test_activation_peak_matches_profiled_figures(model, par, tokens, seqs, logged) -> None:  # type: ignore[no-untyped-def]
+    peak = activation_peak(load_model(model), par, tokens, seqs).total_bytes / GIB
+    assert peak == pytest.approx(logged, abs=0.1)
+
+
+def test_first_pp_stage_runs_no_sampler() -> None:
+    first = activation_peak(LLAMA, Parallelism(pp=2), 8192, 1024, last_stage=False)
+    assert first.total_bytes / GIB == pytest.approx(1.10, abs=0.1)  # logged 1.10 GiB

@@ -1,0 +1,68 @@
+"""KV layout: page sizes, groups and DeepSeek V4 block strides against published figures."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvscope.plan.kv_layout import vllm_layout
+from kvscope.specs.registry import load_model
+
+FLASH = load_model("deepseek-ai/DeepSeek-V4-Flash")
+PRO = load_model("deepseek-ai/DeepSeek-V4-Pro")
+
+
+@pytest.mark.parametrize(
+    ("model", "indexer", "packed", "stride"),
+    # shared/reference/deepseek_v4_memory.md §4.3 (vLLM packed and older tuple layouts).
+    [
+        (FLASH, "fp8", True, 1_002_240),
+        (FLASH, "fp4", True, 917_568),
+        (PRO, "fp8", True, 1_435_968),
+        (PRO, "fp4", True, 1_315_008),
+        (FLASH, "fp8", False, 1_051_776),
+        (PRO, "fp8", False, 1_482_048),
+    ],
+)
+def test_dsv4_block_stride(model, indexer: str, packed: bool, stride: int) -> None:  # type: ignore[no-untyped-def]
+    layers = tuple(range(model.num_layers))
+    lay = vllm_layout(model, layers, "fp8", 8, 256, indexer, dsv4_packed=packed)
+    assert lay.block_bytes == stride
+    assert len(lay.groups) == 5
+
+
+@pytest.mark.parametrize(
+    ("t", "f"), [(1024, 442), (2048, 858), (4096, 1690), (8192, 3354), (16384, 6682)]
+)
+def test_dsv4_window_blocks_per_request(t: int, f: int) -> None:
+    lay = vllm_layout(FLASH, tuple(range(43)), "fp8", 1, 256)
+    length = 1 << 20
+    assert lay.blocks_per_request(length, t) - math.ceil(length / 256) == f
+    # Steady decode (one token in flight) holds ceil(L/256) + 26 blocks (§4.4).
+    assert lay.blocks_per_request(66_343, 1) == 286
+
+
+def test_gh200_one_request_need_matches_the_logged_error() -> None:
+    # vllm#44376: old stride, L = 30,000, T = 16,384 -> "6.66 GiB KV cache is needed".
+    lay = vllm_layout(FLASH, tuple(range(43)), "fp8", 2, 256, dsv4_packed=False)
+    need = lay.blocks_per_request(30_000, 16_384) * lay.block_bytes / (1 << 30)
+    assert round(need, 2) == 6.66
+
+
+def test_gqa_page_follows_kv_heads_per_rank() -> None:
+    qwen = load_model("Qwen/Qwen2.5-7B-Instruct")  # 4 KV heads
+    layers = tuple(range(qwen.num_layers))
+    tp1 = vllm_layout(qwen, layers, "bfloat16", 1, 16)
+    tp4 = vllm_layout(qwen, layers, "bfloat16", 4, 16)
+    tp8 = vllm_layout(qwen, layers, "bfloat16", 8, 16)
+    assert tp1.bytes_per_token == 28 * 2 * 4 * 128 * 2
+    assert tp4.bytes_per_token == tp1.bytes_per_token / 4
+    assert tp8.bytes_per_token == tp4.bytes_per_token  # one head replicated per rank
+
+
+def test_gpt_oss_forms_two_groups_of_equal_pages() -> None:
+    oss = load_model("openai/gpt-oss-120b")
+    lay = vllm_layout(oss, tuple(range(oss.num_layers)), "bfloat16", 1, 16)
+    assert [g.kind for g in lay.groups] == ["sliding", "full"]
+    assert lay.block_bytes == 16 * 8 * 64 * 2 * 2 * 18

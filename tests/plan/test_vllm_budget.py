@@ -1,0 +1,108 @@
+"""vLLM budget rules by release: defaults, CUDA graphs, block counts and logged capacity."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.memory import plan_memory
+from kvscope.specs.hardware import GIB, get_gpu
+from kvscope.specs.registry import load_model
+
+H100 = get_gpu("H100")
+LLAMA = load_model("meta-llama/Llama-3.1-8B")
+
+
+def vllm(version: str = "0.19.0", **kw):  # type: ignore[no-untyped-def]
+    return EngineConfig(engine="vllm", engine_version=version, **kw)
+
+
+@pytest.mark.parametrize(
+    ("model", "kv", "avail_gib", "tokens"),
+    # "Available KV cache memory" -> "GPU KV cache size" pairs from vLLM 0.19 logs.
+    [
+        ("meta-llama/Llama-3.1-8B", "auto", 58.11, 476_016),
+        ("meta-llama/Llama-3.1-8B", "fp8", 58.11, 952_032),
+        ("deepseek-ai/DeepSeek-V2-Lite", "auto", 43.61, 1_505_552),
+        ("Qwen/Qwen2.5-7B-Instruct", "auto", 58.53, 1_096_000),
+    ],
+)
+def test_tokens_from_available_memory(model: str, kv: str, avail_gib: float, tokens: int) -> None:
+    eng = vllm(kv_cache_dtype=kv, max_model_len=8192, kv_cache_memory_bytes=int(avail_gib * GIB))
+    plan = plan_memory(load_model(model), H100, Parallelism(), eng)
+    # The log rounds the GiB figure to 0.01, i.e. +-0.005 GiB of blocks.
+    assert plan.kv_tokens == pytest.approx(tokens, rel=0.0002)
+
+
+def test_budget_is_a_fraction_of_total_memory() -> None:
+    plan = plan_memory(LLAMA, H100, Parallelism(), vllm(gpu_memory_utilization=0.95))
+    assert plan.budget_gib == pytest.approx(75.23, abs=0.01)  # logged "requested memory"
+
+
+def test_cudagraph_estimate_subtracted_from_021_only() -> None:
+    old = plan_memory(LLAMA, H100, Parallelism(), vllm("0.19.0"))
+    new = plan_memory(LLAMA, H100, Parallelism(), vllm("0.21.0"))
+    forced = plan_memory(LLAMA, H100, Parallelism(), vllm("0.21.0", cudagraph_memory=False))
+    assert not old.cudagraph_subtracted and new.cudagraph_subtracted
+    assert new.kv_cache_gib < old.kv_cache_gib
+    assert forced.kv_cache_gib == pytest.approx(old.kv_cache_gib, abs=1e-6)
+
+
+def test_logged_tokens_rule_by_version() -> None:
+    # Not block-aligned max_model_len: >= 0.21 logs int(concurrency x L), earlier blocks x 16.
+    old = plan_memory(LLAMA, H100, Parallelism(), vllm("0.19.0", max_model_len=10_001))
+    new = plan_memory(
+        LLAMA, H100, Parallelism(), vllm("0.33.0", max_model_len=10_001, cudagraph_memory=False)
+    )
+    assert old.kv_tokens == old.num_gpu_blocks * 16
+    assert new.kv_tokens == int(new.num_gpu_blocks / 626 * 10_001)
+    assert new.kv_tokens < new.num_gpu_blocks * 16
+
+
+def test_pipeline_stages_take_the_minimum_block_count() -> None:
+    plan = plan_memory(LLAMA, H100, Parallelism(pp=4), vllm())
+    assert plan.num_gpu_blocks == min(r.num_gpu_blocks for r in plan.ranks)
+    assert len(plan.ranks) == 4
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.5, 0.99), st.floats(0.5, 0.99))
+def test_more_memory_never_means_fewer_tokens(a: float, b: float) -> None:
+    lo, hi = sorted((a, b))
+    p_lo = plan_memory(LLAMA, H100, Parallelism(), vllm(gpu_memory_utilization=lo))
+    p_hi = plan_memory(LLAMA, H100, Parallelism(), vllm(gpu_memory_utilization=hi))
+    assert p_hi.kv_tokens >= p_lo.kv_tokens
+    assert p_hi.num_gpu_blocks * p_hi.block_bytes <= p_hi.kv_cache_gib * GIB + 1
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]))
+def test_mla_latent_is_not_split_by_tp(tp: int) -> None:
+    v3 = load_model("deepseek-ai/DeepSeek-V3")
+    plan = plan_memory(v3, get_gpu("H200"), Parallelism(tp=max(tp, 8)), vllm())
+    assert plan.kv_bytes_per_token == 61 * 576 * 2
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.sampled_from(
+        ["meta-llama/Llama-3.1-70B", "Qwen/Qwen2.5-72B-Instruct", "mistralai/Mixtral-8x7B-v0.1"]
+    ),
+    st.sampled_from([(2, 4), (4, 8), (2, 8)]),
+)
+def test_more_tp_never_shrinks_the_per_gpu_pool(name: str, tps: tuple[int, int]) -> None:
+    # Weights and (while kv_heads >= tp) the KV heads both split, so tokens per GPU grow.
+    model = load_model(name)
+    eng = vllm(max_model_len=8192)
+    small, large = (plan_memory(model, H100, Parallelism(tp=t), eng) for t in tps)
+    assert large.kv_tokens >= small.kv_tokens
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1000, 200_000))
+def test_021_token_figure_is_concurrency_times_length(length: int) -> None:
+    plan = plan_memory(LLAMA, H100, Parallelism(), vllm("0.33.0", max_model_len=length))
+    assert plan.kv_tokens == int(plan.max_concurrency * length)
+    assert plan.kv_tokens <= plan.num_gpu_blocks * plan.block_size

@@ -1,0 +1,80 @@
+"""Per-GPU weights by parallelism, pinned to vLLM's "Model loading took" lines."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvscope.errors import KvscopeError
+from kvscope.plan.config import Parallelism
+from kvscope.plan.weights import all_stage_weights, pp_layer_split, rank_weights
+from kvscope.specs.hardware import GIB
+from kvscope.specs.registry import load_model
+
+LLAMA = load_model("meta-llama/Llama-3.1-8B")
+
+
+@pytest.mark.parametrize(
+    ("tp", "pp", "logged_gib"),
+    # vLLM 0.19 on H100 (jgchn/llm-d-planner results_raw.csv): TP1 14.99, TP2 7.51, TP4 3.77,
+    # first stage of PP2 7.51 and of PP4 4.26 GiB.
+    [(1, 1, 14.99), (2, 1, 7.51), (4, 1, 3.77), (1, 2, 7.51), (1, 4, 4.26)],
+)
+def test_llama_8b_weights_match_vllm_logs(tp: int, pp: int, logged_gib: float) -> None:
+    w = rank_weights(LLAMA, Parallelism(tp=tp, pp=pp), 0)
+    assert w.total_bytes / GIB == pytest.approx(logged_gib, rel=0.01)
+
+
+def test_pp_split_gives_extra_layers_to_stages_before_the_last() -> None:
+    # vLLM get_pp_indices: 61 layers over 4 stages -> 15, 15, 16, 15.
+    assert [len(s) for s in pp_layer_split(61, 4)] == [15, 15, 16, 15]
+    assert [len(s) for s in pp_layer_split(32, 3)] == [11, 11, 10]
+
+
+@given(st.integers(1, 128), st.integers(1, 16))
+def test_pp_split_covers_every_layer_once(layers: int, pp: int) -> None:
+    if pp > layers:
+        with pytest.raises(KvscopeError):
+            pp_layer_split(layers, pp)
+        return
+    stages = pp_layer_split(layers, pp)
+    flat = [i for s in stages for i in s]
+    assert flat == list(range(layers))
+    sizes = [len(s) for s in stages]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_tp_shards_attention_and_ffn_but_not_the_mla_latent_projection() -> None:
+    v2 = load_model("deepseek-ai/DeepSeek-V2-Lite")
+    one = rank_weights(v2, Parallelism(tp=1)).by_component
+    two = rank_weights(v2, Parallelism(tp=2)).by_component
+    assert two["routed_experts"] == pytest.approx(one["routed_experts"] / 2)
+    # kv_a_proj_with_mqa is replicated, so attention shrinks by less than half.
+    assert one["attention"] / 2 < two["attention"] < one["attention"]
+
+
+def test_expert_parallel_spreads_whole_experts() -> None:
+    flash = load_model("deepseek-ai/DeepSeek-V4-Flash")
+    tp8 = rank_weights(flash, Parallelism(tp=8)).by_component["routed_experts"]
+    ep8 = rank_weights(flash, Parallelism(tp=8, ep=True)).by_component["routed_experts"]
+    assert ep8 == pytest.approx(tp8)  # 256 experts / 8 ranks == each expert / 8
+    dp_ep = rank_weights(flash, Parallelism(tp=1, dp=8, ep=True)).by_component
+    assert dp_ep["routed_experts"] == pytest.approx(tp8)
+
+
+def test_total_over_tp_ranks_is_at_least_the_checkpoint() -> None:
+    for name in ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "mistralai/Mixtral-8x7B-v0.1"):
+        model = load_model(name)
+        for tp in (2, 4, 8):
+            if model.first_attention.num_heads % tp:
+                continue
+            total = sum(w.total_bytes for w in all_stage_weights(model, Parallelism(tp=tp))) * tp
+            assert total >= model.total_weight_bytes * 0.999
+
+
+def test_tp_that_does_not_divide_heads_is_refused_with_a_suggestion() -> None:
+    with pytest.raises(KvscopeError) as err:
+        all_stage_weights(LLAMA, Parallelism(tp=3))
+    assert "does not divide the 32 attention heads" in err.value.message
+    assert err.value.hint and "2 or 4" in err.value.hint
