@@ -169,13 +169,15 @@ def comm_volume(
     step_s: float | None = None,
     link: LinkModel | None = None,
     dispatch_bytes: float | None = None,
+    alpha_s: float = DEFAULT_ALPHA_S,
 ) -> CommStep:
     """Bytes and time of one step processing ``tokens`` tokens on one replica.
 
     ``step_s``: the compute/memory time of the same step (from the roofline), to report the
     share communication takes if it is not overlapped. ``dispatch_bytes`` per element
     overrides the default (fp8 for fp8 checkpoints, else the activation dtype). ``link``
-    replaces the catalogue links of every group (for a fitted alpha-beta model).
+    replaces the catalogue links of every group (for a fitted alpha-beta model); otherwise
+    ``alpha_s`` is the per-collective latency of the catalogue links.
     """
     if tokens < 1:
         raise KvscopeError(f"tokens per step must be at least 1, got {tokens}.")
@@ -185,7 +187,7 @@ def comm_volume(
     msg = tokens * c.hidden_size * act
     ep = par.ep_size if c.is_moe else 1
     count = int(allreduce_count(c, par.tp, par.pp, ep))
-    tp_link = link or LinkModel.for_gpu(gpu, par.tp)
+    tp_link = link or LinkModel.for_gpu(gpu, par.tp, alpha_s)
     tp_bytes_one = ring_allreduce_bytes(msg, par.tp)
     tp_bytes = tp_bytes_one * count
     tp_s = count * tp_link.time(tp_bytes_one)
@@ -204,14 +206,14 @@ def comm_volume(
         copies = local * c.experts_per_token * c.hidden_size
         d_one = alltoall_bytes(copies * el, ep)
         c_one = alltoall_bytes(copies * act, ep)
-        ep_link = link or LinkModel.for_gpu(gpu, ep)
+        ep_link = link or LinkModel.for_gpu(gpu, ep, alpha_s)
         ep_name = ep_link.name
         a2a = round(2 * moe_layers)
         d_bytes, c_bytes = d_one * moe_layers, c_one * moe_layers
         ep_s = moe_layers * (ep_link.time(d_one) + ep_link.time(c_one))
 
     pp_bytes = msg if par.pp > 1 else 0.0  # the busiest stage sends one boundary
-    pp_link = link or LinkModel.for_gpu(gpu, 2)
+    pp_link = link or LinkModel.for_gpu(gpu, par.gpus_per_replica, alpha_s)
     pp_s = pp_link.time(pp_bytes)
     total_b = tp_bytes + d_bytes + c_bytes + pp_bytes
     total_s = tp_s + ep_s + pp_s

@@ -1,0 +1,102 @@
+"""Speed, communication and cost of one deployment: :func:`performance`.
+
+Owns the ``roofline``, ``comm`` and ``cost`` sections of ``kvscope plan``: it evaluates the
+roofline (:mod:`kvscope.plan.roofline`) at batch 1 (latency) and at a serving batch
+(throughput), the communication of those steps and of one prefill chunk
+(:mod:`kvscope.plan.comm`), and prices the throughput (:mod:`kvscope.plan.cost`).
+
+The throughput figure adds communication to the roofline step without overlap, as the
+search does (:mod:`kvscope.plan.search`), so a plan and a search row of the same
+configuration agree. Units: seconds, bytes, tokens per second, USD, kWh.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvscope.errors import KvscopeError
+from kvscope.plan.comm import DEFAULT_ALPHA_S, CommStep, LinkModel, comm_volume
+from kvscope.plan.config import Parallelism
+from kvscope.plan.cost import Cost, cost
+from kvscope.plan.roofline import Efficiency, Roofline, StepBound, decode_bound, roofline
+from kvscope.specs.hardware import GPUSpec
+from kvscope.specs.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Steady decode of ``batch`` sequences per replica, communication included."""
+
+    batch: int
+    context: int
+    tpot_s: float
+    tokens_per_s_per_replica: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    comm_share: float
+
+
+@dataclass(frozen=True)
+class Performance:
+    """The three planner sections for one deployment."""
+
+    roofline: Roofline
+    latency: StepBound
+    throughput: Throughput
+    comm_decode: CommStep
+    comm_prefill: CommStep
+    link: LinkModel
+    cost: Cost
+
+
+def performance(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    par: Parallelism,
+    batch: int,
+    context: int,
+    kv_dtype: str | None = None,
+    prefill_chunk: int = 2048,
+    gpu_hour_price: float | None = None,
+    eff: Efficiency | None = None,
+    alpha_s: float = DEFAULT_ALPHA_S,
+) -> Performance:
+    """Roofline, communication and cost of ``par`` serving ``batch`` sequences per replica
+    at ``context`` tokens each."""
+    if batch < 1:
+        raise KvscopeError(
+            f"serving batch must be at least 1, got {batch}.",
+            "The KV cache may not hold one request at this context; lower the context.",
+        )
+    e = eff or Efficiency()
+    kv = kv_dtype or model.dtype
+    roof = roofline(model, gpu, par, batch, context, prefill_chunk, kv, e)
+    latency = decode_bound(model, gpu, par, 1, context, kv, e)
+    micro = math.ceil(batch / par.pp)
+    link = LinkModel.for_gpu(gpu, par.tp, alpha_s)
+    comm_d = comm_volume(model, gpu, par, micro, "decode", roof.decode.step_s, alpha_s=alpha_s)
+    chunk = roof.prefill.tokens
+    comm_p = comm_volume(model, gpu, par, chunk, "prefill", roof.prefill.step_s, alpha_s=alpha_s)
+    stage = roof.decode.step_s + comm_d.total_s
+    tpot = par.pp * stage
+    per_replica = batch / tpot
+    total = per_replica * par.dp
+    thr = Throughput(
+        batch=batch,
+        context=context,
+        tpot_s=tpot,
+        tokens_per_s_per_replica=per_replica,
+        tokens_per_s=total,
+        tokens_per_s_per_gpu=total / par.world_size,
+        comm_share=comm_d.total_s / stage if stage > 0 else 0.0,
+    )
+    return Performance(
+        roofline=roof,
+        latency=latency,
+        throughput=thr,
+        comm_decode=comm_d,
+        comm_prefill=comm_p,
+        link=link,
+        cost=cost(gpu, par.world_size, total, gpu_hour_price),
+    )
