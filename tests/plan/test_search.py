@@ -6,9 +6,10 @@ import pytest
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.comm import comm_volume
-from kvscope.plan.config import Parallelism
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.memory import plan_memory
 from kvscope.plan.roofline import decode_bound
-from kvscope.plan.search import parallel_shapes, search
+from kvscope.plan.search import Verdict, parallel_shapes, search
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
@@ -24,6 +25,33 @@ def test_candidates_are_ranked_cheapest_first_and_fit() -> None:
         gpu = get_gpu(c.gpu)
         assert (c.weights_gib + c.kv_cache_gib) * GIB <= gpu.memory_bytes * 0.9
         assert c.num_gpus == c.tp * c.pp * c.dp
+        # The engine's logged KV capacity per replica holds the target requests.
+        assert c.kv_tokens >= c.kv_needed_tokens == 8192 * -(-32 // c.dp)
+
+
+def test_every_candidate_passes_the_engine_budget() -> None:
+    r = search(LLAMA70, 32768, 16, gpus=[get_gpu("h100"), get_gpu("l40s")], top=30)
+    for c in r.candidates:
+        par = Parallelism(tp=c.tp, pp=c.pp, dp=c.dp, ep=c.ep)
+        cfg = EngineConfig(
+            max_model_len=32768,
+            kv_cache_dtype=c.kv_dtype,
+            max_num_seqs=-(-16 // c.dp),
+            gpu_memory_utilization=0.9,
+        )
+        plan = plan_memory(LLAMA70, get_gpu(c.gpu), par, cfg)
+        assert plan.fits and plan.kv_tokens >= c.kv_needed_tokens
+        assert plan.kv_tokens == c.kv_tokens
+    assert r.engine_checked == len(r.candidates) + r.engine_rejected
+
+
+def test_a_custom_check_replaces_the_engine_budget() -> None:
+    def only_tp2(model, gpu, par, kv, ctx, reqs, util):  # type: ignore[no-untyped-def]
+        return Verdict(1.0, 2.0, 3) if par.tp == 2 else None
+
+    r = search(LLAMA70, 4096, 4, gpus=[get_gpu("h100")], counts=(2, 4, 8), check=only_tp2)
+    assert r.candidates and {c.tp for c in r.candidates} == {2}
+    assert r.engine_rejected > 0
 
 
 def test_70b_bf16_never_fits_one_80gb_gpu() -> None:

@@ -10,19 +10,24 @@ Speed: every configuration is one row of numpy arrays; the per-model constants
 target context are computed once, so the same formulas as the scalar roofline run over all
 rows at once (benchmarks/plan_search.py measures configurations per second).
 
-Feasibility is a budget in the engines' manner (vLLM: total x ``gpu_memory_utilization``):
-weights per GPU + KV per GPU + a fixed reserve for activations and runtime buffers must fit
-in ``memory x mem_utilization``. :func:`memory_fits` is that check alone, so an engine-exact
-budget can replace it. Throughput is steady decode with every request at the target context
+Feasibility is checked twice. A quick vectorised budget in the engines' manner (vLLM:
+total x ``gpu_memory_utilization``; :func:`memory_fits`: weights + KV + a fixed reserve for
+activations and runtime buffers) prunes every configuration; the cheapest survivors are
+then checked in cost order against the engine's exact budget (:func:`engine_check`, which
+calls :func:`kvscope.plan.memory.plan_memory`) until ``top`` pass. The quick reserve is a
+little smaller than what engines take, so the exact check, not the quick one, decides.
+
+Throughput is steady decode with every request at the target context
 (an upper bound on the KV read, so a lower bound on speed) plus TP/EP/PP communication
 (:mod:`kvscope.plan.comm`, not overlapped with compute); prefill time is not charged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +40,9 @@ from kvscope.plan.comm import (
     SCALE_OUT_BANDWIDTH,
     step_comm_seconds,
 )
+from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.cost import DEFAULT_GPU_HOUR_USD
+from kvscope.plan.memory import plan_memory
 from kvscope.plan.roofline import Efficiency
 from kvscope.plan.step_costs import (
     attention_flops,
@@ -60,7 +67,8 @@ RESERVE_GIB_TP = 1.5 + 2.1
 
 @dataclass(frozen=True)
 class Candidate:
-    """One feasible deployment, with its figures (memory per GPU, speed for all GPUs)."""
+    """One feasible deployment: memory per GPU as the engine reports it (``weights_gib``,
+    ``kv_cache_gib``, ``kv_tokens`` per replica), speed and cost for all its GPUs."""
 
     gpu: str
     num_gpus: int
@@ -71,7 +79,8 @@ class Candidate:
     kv_dtype: str
     weights_gib: float
     kv_cache_gib: float
-    memory_used_frac: float
+    kv_tokens: int
+    kv_needed_tokens: int
     tokens_per_s: float
     tpot_s: float
     limit: str
@@ -82,7 +91,12 @@ class Candidate:
 
 @dataclass(frozen=True)
 class SearchResult:
-    """Ranked feasible candidates (cheapest first) and how the search went."""
+    """Ranked feasible candidates (cheapest first) and how the search went.
+
+    ``evaluated`` configurations were costed in ``seconds`` (the vectorised pass);
+    ``feasible`` passed the quick memory check; the cheapest were then checked against the
+    engine's own budget in order (``engine_checked``, of which ``engine_rejected`` failed).
+    """
 
     model: str
     target_context: int
@@ -91,6 +105,9 @@ class SearchResult:
     feasible: int
     seconds: float
     configs_per_s: float
+    engine_checked: int
+    engine_rejected: int
+    check_seconds: float
     candidates: tuple[Candidate, ...]
 
 
@@ -179,6 +196,57 @@ def memory_fits(
     return fits
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What the engine budget says about an accepted configuration (per GPU / replica)."""
+
+    weights_gib: float
+    kv_cache_gib: float
+    kv_tokens: int
+
+
+#: (model, gpu, parallelism, kv dtype, context, requests per replica, memory fraction)
+#: -> a Verdict if the engine would serve them, else None.
+EngineCheck = Callable[[ModelSpec, GPUSpec, Parallelism, str, int, int, float], "Verdict | None"]
+
+
+def engine_check(engine: EngineConfig | None = None) -> EngineCheck:
+    """Feasibility by the engine's own budget (:func:`kvscope.plan.memory.plan_memory`).
+
+    A configuration passes when the engine starts (weights fit, one request of the target
+    context fits) and its logged KV capacity per replica holds ``requests x context`` tokens.
+    The target context becomes ``--max-model-len`` and the request count ``--max-num-seqs``.
+    """
+    base = engine or EngineConfig()
+
+    def accept(
+        model: ModelSpec,
+        gpu: GPUSpec,
+        par: Parallelism,
+        kv: str,
+        ctx: int,
+        reqs: int,
+        mem_util: float,
+    ) -> Verdict | None:
+        cfg = dataclasses.replace(
+            base,
+            max_model_len=ctx,
+            max_num_seqs=max(reqs, base.max_num_seqs or 0),
+            kv_cache_dtype=kv,
+            gpu_memory_utilization=base.gpu_memory_utilization
+            or (mem_util if base.engine == "vllm" else None),
+        )
+        try:
+            plan = plan_memory(model, gpu, par, cfg)
+        except KvscopeError:
+            return None
+        if not plan.fits or plan.kv_tokens < ctx * reqs:
+            return None
+        return Verdict(plan.weights_gib, plan.kv_cache_gib, plan.kv_tokens)
+
+    return accept
+
+
 def search(
     model: ModelSpec,
     target_context: int,
@@ -191,11 +259,16 @@ def search(
     eff: Efficiency | None = None,
     alpha_s: float = DEFAULT_ALPHA_S,
     top: int = 20,
+    engine: EngineConfig | None = None,
+    check: EngineCheck | None = None,
+    max_checks: int = 2000,
 ) -> SearchResult:
     """Rank feasible deployments of ``model`` by USD per million output tokens.
 
     ``gpu_hour_price`` overrides the per-GPU default table for every GPU (useful with one
     ``gpus`` entry). GPUs with no default price are skipped unless a price is given.
+    ``engine`` (default vLLM, its default version) decides the exact memory budget the
+    cheapest candidates are checked against; ``check`` replaces that check altogether.
     """
     if target_context < 1 or target_concurrency < 1:
         raise KvscopeError("--target-context and --target-concurrency must be at least 1.")
@@ -268,29 +341,44 @@ def search(
     usd_m = usd_h / (tok_s * 3600.0) * 1e6
 
     idx = np.flatnonzero(ok)
-    order = idx[np.lexsort((g.n[idx], usd_m[idx]))][:top]  # cheapest, then fewest GPUs
+    ranked = idx[np.lexsort((g.n[idx], usd_m[idx]))]  # cheapest, then fewest GPUs
     elapsed = time.perf_counter() - start
-    cands = tuple(
-        Candidate(
-            gpu=pool[int(g.gpu_idx[j])].name,
-            num_gpus=int(g.n[j]),
-            tp=int(g.tp[j]),
-            pp=int(g.pp[j]),
-            dp=int(g.dp[j]),
-            ep=bool(g.ep[j]),
-            kv_dtype=kvs[int(g.kv_idx[j])],
-            weights_gib=float(weights[j] / GIB),
-            kv_cache_gib=float(kv_gpu[j] / GIB),
-            memory_used_frac=float((weights[j] + kv_gpu[j]) / mem[j]),
-            tokens_per_s=float(tok_s[j]),
-            tpot_s=float(tpot[j]),
-            limit="compute" if compute_s[j] >= memory_s[j] else "memory",
-            comm_share=float(comm_s[j] / stage[j]),
-            usd_per_hour=float(usd_h[j]),
-            usd_per_million_tokens=float(usd_m[j]),
+
+    accept = check or engine_check(engine)
+    cands: list[Candidate] = []
+    checked = 0
+    for j in ranked:
+        if len(cands) >= top or checked >= max_checks:
+            break
+        checked += 1
+        par = Parallelism(tp=int(g.tp[j]), pp=int(g.pp[j]), dp=int(g.dp[j]), ep=bool(g.ep[j]))
+        gpu = pool[int(g.gpu_idx[j])]
+        kv = kvs[int(g.kv_idx[j])]
+        verdict = accept(model, gpu, par, kv, target_context, int(conc[j]), mem_utilization)
+        if verdict is None:
+            continue
+        cands.append(
+            Candidate(
+                gpu=gpu.name,
+                num_gpus=int(g.n[j]),
+                tp=par.tp,
+                pp=par.pp,
+                dp=par.dp,
+                ep=par.ep,
+                kv_dtype=kv,
+                weights_gib=verdict.weights_gib,
+                kv_cache_gib=verdict.kv_cache_gib,
+                kv_tokens=verdict.kv_tokens,
+                kv_needed_tokens=target_context * int(conc[j]),
+                tokens_per_s=float(tok_s[j]),
+                tpot_s=float(tpot[j]),
+                limit="compute" if compute_s[j] >= memory_s[j] else "memory",
+                comm_share=float(comm_s[j] / stage[j]),
+                usd_per_hour=float(usd_h[j]),
+                usd_per_million_tokens=float(usd_m[j]),
+            )
         )
-        for j in order
-    )
+    check_s = time.perf_counter() - start - elapsed
     return SearchResult(
         model=model.name,
         target_context=target_context,
@@ -299,5 +387,8 @@ def search(
         feasible=int(idx.size),
         seconds=elapsed,
         configs_per_s=g.size / elapsed if elapsed > 0 else math.inf,
-        candidates=cands,
+        engine_checked=checked,
+        engine_rejected=checked - len(cands),
+        check_seconds=check_s,
+        candidates=tuple(cands),
     )
