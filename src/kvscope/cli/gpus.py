@@ -22,14 +22,19 @@ def gpus(
         print_json(rows[0] if name else rows)
         return
     t = Table(title="GPU catalogue (dense tensor TFLOPS; memory as CUDA reports it)")
-    for col in ("name", "memory GiB", "HBM GB/s", "BF16", "FP8", "FP4", "NVLink GB/s/dir",
-                "TDP W"):
+    for col in ("name", "memory GiB", "HBM GB/s", "BF16", "FP8", "FP4", "NVLink GB/s/dir", "TDP W"):
         t.add_column(col, justify="left" if col == "name" else "right")
     for r in rows:
-        t.add_row(r["name"], f"{r['memory_gib']:.2f}", f"{r['hbm_bandwidth_gbps']:,.0f}",
-                  f"{r['bf16_dense_tflops']:,.0f}", _opt(r["fp8_dense_tflops"]),
-                  _opt(r["fp4_dense_tflops"]), f"{r['nvlink_gbps_per_direction']:,.0f}",
-                  f"{r['tdp_w']:,.0f}")
+        t.add_row(
+            r["name"],
+            f"{r['memory_gib']:.2f}",
+            f"{r['hbm_bandwidth_gbps']:,.0f}",
+            f"{r['bf16_dense_tflops']:,.0f}",
+            _opt(r["fp8_dense_tflops"]),
+            _opt(r["fp4_dense_tflops"]),
+            f"{r['nvlink_gbps_per_direction']:,.0f}",
+            f"{r['tdp_w']:,.0f}",
+        )
     stdout.print(t)
 
 

@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import gpus, models
+from kvscope.cli import gpus, models, plan
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -41,6 +41,7 @@ def root(
 
 app.add_typer(models.app, name="models")
 app.command("gpus")(gpus.gpus)
+app.command("plan")(plan.plan)
 
 
 def main(argv: list[str] | None = None) -> None:

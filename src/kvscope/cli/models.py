@@ -24,11 +24,19 @@ def models(
     rows = []
     for p in list_presets():
         m = load_model(p.id)
-        rows.append({"id": p.id, "model_type": m.model_type, "layers": m.num_layers,
-                     "attention": ", ".join(f"{k}×{v}" for k, v in m.attention_kinds.items()),
-                     "total_params_b": m.total_params / 1e9, "active_params_b":
-                     m.active_params / 1e9, "kv_bytes_per_token": m.kv_bytes_per_token(),
-                     "dtype": m.dtype, "quantization": m.quantization.method})
+        rows.append(
+            {
+                "id": p.id,
+                "model_type": m.model_type,
+                "layers": m.num_layers,
+                "attention": ", ".join(f"{k}×{v}" for k, v in m.attention_kinds.items()),
+                "total_params_b": m.total_params / 1e9,
+                "active_params_b": m.active_params / 1e9,
+                "kv_bytes_per_token": m.kv_bytes_per_token(),
+                "dtype": m.dtype,
+                "quantization": m.quantization.method,
+            }
+        )
     if json_out:
         print_json(rows)
         return
@@ -36,9 +44,15 @@ def models(
     for col in ("id", "layers", "attention", "params (B)", "active (B)", "KV B/token", "weights"):
         t.add_column(col, justify="right" if col not in ("id", "attention") else "left")
     for r in rows:
-        t.add_row(r["id"], str(r["layers"]), r["attention"], f"{r['total_params_b']:.1f}",
-                  f"{r['active_params_b']:.1f}", f"{r['kv_bytes_per_token']:,.0f}",
-                  r["quantization"] if r["quantization"] != "none" else r["dtype"])
+        t.add_row(
+            r["id"],
+            str(r["layers"]),
+            r["attention"],
+            f"{r['total_params_b']:.1f}",
+            f"{r['active_params_b']:.1f}",
+            f"{r['kv_bytes_per_token']:,.0f}",
+            r["quantization"] if r["quantization"] != "none" else r["dtype"],
+        )
     stdout.print(t)
 
 
@@ -67,8 +81,10 @@ def _render(d: dict[str, object]) -> None:
     params = d["params_b_by_component"]
     weights = d["weights_gib_by_component"]
     assert isinstance(params, dict) and isinstance(weights, dict)
-    stdout.print(f"[bold]{d['id']}[/] ({d['model_type']}, {d['num_layers']} layers, "
-                 f"{d['dtype']}, {d['quantization']})")
+    stdout.print(
+        f"[bold]{d['id']}[/] ({d['model_type']}, {d['num_layers']} layers, "
+        f"{d['dtype']}, {d['quantization']})"
+    )
     t = Table(title="Parameters and weights")
     t.add_column("component")
     t.add_column("params (B)", justify="right")
@@ -85,9 +101,16 @@ def _render(d: dict[str, object]) -> None:
     groups = d["kv_groups"]
     assert isinstance(groups, list)
     for g in groups:
-        k.add_row(g["kind"], str(g["num_layers"]), f"{g['bytes_per_token_per_layer']:,.2f}",
-                  f"{g['bytes_per_token']:,.2f}", f"{g['bounded_bytes_per_request']:,.0f}")
+        k.add_row(
+            g["kind"],
+            str(g["num_layers"]),
+            f"{g['bytes_per_token_per_layer']:,.2f}",
+            f"{g['bytes_per_token']:,.2f}",
+            f"{g['bounded_bytes_per_request']:,.0f}",
+        )
     stdout.print(k)
-    stdout.print(f"KV bytes per token (all layers): [bold]{d['kv_bytes_per_token']:,.2f}[/]; "
-                 f"one request at {d['max_position_embeddings']:,} tokens: "
-                 f"{d['kv_gib_at_max_context']:.2f} GiB")
+    stdout.print(
+        f"KV bytes per token (all layers): [bold]{d['kv_bytes_per_token']:,.2f}[/]; "
+        f"one request at {d['max_position_embeddings']:,} tokens: "
+        f"{d['kv_gib_at_max_context']:.2f} GiB"
+    )

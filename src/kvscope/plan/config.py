@@ -102,7 +102,7 @@ class EngineConfig:
         num_gpu_blocks_override: ``--num-gpu-blocks-override``.
         kv_cache_memory_bytes: vLLM ``--kv-cache-memory-bytes`` (replaces the budget).
         indexer_dtype: DeepSeek V3.2/V4 indexer key cache, ``fp8`` or ``fp4``.
-        speculative_layers: draft (MTP) layers loaded with speculative decoding.
+        speculative_layers: MTP draft layers loaded for speculative decoding (their weights).
     """
 
     engine: str = "vllm"

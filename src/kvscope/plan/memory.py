@@ -107,7 +107,7 @@ def plan_memory(
     par = par or Parallelism()
     eng = engine or EngineConfig()
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
-    stages = all_stage_weights(model, par)
+    stages = all_stage_weights(model, par, eng.speculative_layers)
     if eng.engine == "sglang":
         return _plan_sglang(model, gpu, par, eng, stages, kv_dtype)
     return _plan_vllm(model, gpu, par, eng, stages, kv_dtype)

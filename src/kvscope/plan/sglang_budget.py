@@ -28,10 +28,17 @@ from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
 
 #: Memory CUDA and NCCL take before the weights load (total - M0), GiB: the CUDA context
-#: (~0.5 GiB on Hopper) plus NCCL/custom all-reduce buffers with TP > 1. Read from SGLang
-#: "Load weight begin. avail mem=" lines on H100/H200 (e.g. 78.6 GB of 79.19 at TP1).
-CONTEXT_GIB_TP1 = 0.55
-CONTEXT_GIB_TP_EXTRA = 0.75
+#: plus NCCL buffers once there is more than one rank. Measured on H100 right after
+#: torch.distributed init: 0.51 GiB at TP1, 1.43-1.55 GiB at TP2/TP4/PP2/PP4
+#: (``init_cuda_memory_gib`` in jgchn/llm-d-planner accuracy/results/v0.19.0/results_raw.csv;
+#: the same CUDA/NCCL start-up precedes SGLang's first free-memory reading).
+CONTEXT_GIB_TP1 = 0.51
+CONTEXT_GIB_TP_EXTRA = 1.02
+#: Last SGLang release with the old V4 formula (MTP layer counted, C128 state scaled with the
+#: SWA pool, no PP slicing): deepseek_v4_memory.md §5 ("~v0.5.12, May 2026").
+DSV4_OLD_FORMULA_UNTIL = (0, 5, 12)
+#: C128 compressor-state row: 1024 fp32 values (kv + score over 2 x 512).
+DSV4_C128_ROW = 4096
 
 #: V4 defaults: ``swa_full_tokens_ratio`` 0.1, compressor ring 8 rows (no spec decoding),
 #: window 128, compressor state width 4 x 512 fp32 (attention) and 4 x 128 (indexer).
@@ -87,21 +94,33 @@ def context_bytes(par: Parallelism) -> float:
     return (CONTEXT_GIB_TP1 + extra) * GIB
 
 
-def dsv4_bytes_per_full_token(model: ModelSpec, layers: tuple[int, ...]) -> float:
-    """SGLang's V4 "bytes per full token" (current formula, no speculative decoding).
+def dsv4_bytes_per_full_token(model: ModelSpec, layers: tuple[int, ...], old: bool) -> float:
+    """SGLang's V4 "bytes per full token" (no speculative decoding).
 
     Sum over the stage's layers of the SWA share (``r x 584``), compressed C4/C128 entries,
     the C4 indexer key (132 B, hard-coded fp8 size) and the C4 compressor rings (attention
     4 x 512 and indexer 4 x 128 fp32 values per row, ``ring/window`` rows per SWA token).
+    The old formula (``old``) also counts the MTP layers' SWA share and C128 state rows
+    scaled with the SWA pool (128 rows per 128 tokens of ``r x F``). Flash gives 7,705.45 B
+    (new) and 15,955.85 B (old), Pro 10,993.84 B and 23,749.84 B.
     """
     kinds = Counter(model.layers[i].attention.kind for i in layers)
     n, n4, n128 = len(layers), kinds.get("dsv4_csa", 0), kinds.get("dsv4_hca", 0)
     r = DSV4_SWA_RATIO
     ring = DSV4_RING / DSV4_WINDOW
-    bpft = r * DSV4_ENTRY * n + DSV4_ENTRY * n4 / 4 + DSV4_ENTRY * n128 / 128
+    swa_layers = n + model.num_mtp_layers if old else n
+    bpft = r * DSV4_ENTRY * swa_layers + DSV4_ENTRY * n4 / 4 + DSV4_ENTRY * n128 / 128
     bpft += INDEXER_FP8_ENTRY * n4 / 4
     bpft += r * ring * (4 * 512 * 4) * n4 + r * ring * (4 * 128 * 4) * n4
+    if old:
+        bpft += r * DSV4_C128_ROW * n128
     return bpft
+
+
+def dsv4_c128_reservation(model: ModelSpec, layers: tuple[int, ...], max_running: int) -> float:
+    """New-formula fixed C128 state: (requests + 1) x 128 rows x 4096 B per HCA layer."""
+    n128 = sum(model.layers[i].attention.kind == "dsv4_hca" for i in layers)
+    return float((max_running + 1) * 128 * DSV4_C128_ROW * n128)
 
 
 def plan_ranks(
@@ -118,11 +137,16 @@ def plan_ranks(
     m0 = gpu.memory_bytes - context_bytes(par)
     attn_tp = par.tp // par.dp if par.dp_attention and par.dp > 1 else par.tp
     dsv4 = any(k.startswith("dsv4") for k in model.attention_kinds)
+    old = eng.version <= DSV4_OLD_FORMULA_UNTIL
     out = []
     for w in stage_weights:
         rest = m0 * mfs - w.total_bytes
-        if dsv4:
-            cell = dsv4_bytes_per_full_token(model, w.layers)
+        if dsv4 and old:
+            # No PP slicing in the old formula: every stage divides by all layers.
+            cell = dsv4_bytes_per_full_token(model, tuple(range(model.num_layers)), True)
+        elif dsv4:
+            cell = dsv4_bytes_per_full_token(model, w.layers, False)
+            rest -= dsv4_c128_reservation(model, w.layers, eng.max_num_seqs or 8)
         else:
             cell = sglang_cell_bytes(model, w.layers, kv_dtype, attn_tp)
         tokens = max(0, math.floor(rest / cell)) if cell else 0

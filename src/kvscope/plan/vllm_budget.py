@@ -136,9 +136,12 @@ def plan_ranks(
     else:
         requested = gpu.memory_bytes * defaults.gpu_memory_utilization
     attn_tp = par.tp
-    act = activation_peak(model, par, defaults.max_num_batched_tokens, defaults.max_num_seqs)
     out = []
     for w in stage_weights:
+        last = w.pp_rank == par.pp - 1
+        act = activation_peak(
+            model, par, defaults.max_num_batched_tokens, defaults.max_num_seqs, last
+        )
         non_torch = non_torch_bytes(par, v)
         graphs = CUDAGRAPH_GIB_PER_LAYER * len(w.layers) * GIB
         if eng.enforce_eager:

@@ -150,12 +150,24 @@ def _bytes_per_param(model: ModelSpec) -> dict[str, float]:
     }
 
 
-def rank_weights(model: ModelSpec, par: Parallelism, pp_rank: int = 0) -> RankWeights:
-    """Weights on one GPU of pipeline stage ``pp_rank`` (all TP ranks of a stage are equal)."""
+def rank_weights(
+    model: ModelSpec, par: Parallelism, pp_rank: int = 0, draft_layers: int = 0
+) -> RankWeights:
+    """Weights on one GPU of pipeline stage ``pp_rank`` (all TP ranks of a stage are equal).
+
+    ``draft_layers`` MTP layers (speculative decoding with the model's own next-token
+    modules) sit on the last stage; each is shaped like the last decoder layer plus its
+    ``eh_proj`` (2h x h) and two norms (DeepSeek-V3 report §2.2), sharing embedding and head.
+    """
     stages = pp_layer_split(model.num_layers, par.pp)
     layers = stages[pp_rank]
     params: dict[str, float] = dict.fromkeys(_bytes_per_param(model), 0.0)
-    for i in layers:
+    on_stage = list(layers)
+    if pp_rank == par.pp - 1 and draft_layers:
+        on_stage += [model.num_layers - 1] * draft_layers
+        params["attention"] += draft_layers * 2.0 * model.hidden_size * model.hidden_size
+        params["norms_other"] += draft_layers * 2.0 * model.hidden_size
+    for i in on_stage:
         layer = model.layers[i]
         sharded, replicated = _attention_params_per_rank(layer.attention, par.tp)
         params["attention"] += sharded + replicated
@@ -176,7 +188,9 @@ def rank_weights(model: ModelSpec, par: Parallelism, pp_rank: int = 0) -> RankWe
     return RankWeights(pp_rank, layers, {k: v * per[k] for k, v in params.items()})
 
 
-def all_stage_weights(model: ModelSpec, par: Parallelism) -> tuple[RankWeights, ...]:
+def all_stage_weights(
+    model: ModelSpec, par: Parallelism, draft_layers: int = 0
+) -> tuple[RankWeights, ...]:
     """Per-GPU weights of every pipeline stage, first stage first."""
     check_divisibility(model, par)
-    return tuple(rank_weights(model, par, r) for r in range(par.pp))
+    return tuple(rank_weights(model, par, r, draft_layers) for r in range(par.pp))

@@ -90,7 +90,7 @@ def load_model(name_or_path: str, dtype: str | None = None,
         return parse_config(_read_json(path), str(path), None, dtype, quantization)
     preset = find_preset(name_or_path)
     if preset is None:
-        if name_or_path.endswith(".json") or "/" in name_or_path and Path(name_or_path).suffix:
+        if name_or_path.endswith(".json") or ("/" in name_or_path and Path(name_or_path).suffix):
             raise KvscopeError(f"{name_or_path}: no such file.")
         known = [p.id for p in list_presets()]
         known += [p.id.split("/")[-1] for p in list_presets()]

@@ -1,0 +1,168 @@
+"""``kvscope plan``: per-GPU memory budget and KV capacity as the engine will report them.
+
+Thin layer: parses the engines' own flags, calls :func:`kvscope.plan.memory.plan_memory`
+and :func:`kvscope.plan.advice.advise`, prints a table or one JSON object. Library imports
+sit inside the command so ``kvscope plan --json`` starts fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from kvscope.errors import KvscopeError
+
+
+def _parallelism(
+    num_gpus: int | None, tp: int | None, pp: int, dp: int, ep: bool
+) -> tuple[int, int, int]:
+    if tp is None:
+        tp = max(1, (num_gpus or 1) // (pp * dp))
+    if num_gpus is not None and tp * pp * dp != num_gpus:
+        raise KvscopeError(
+            f"--num-gpus {num_gpus} does not equal TP x PP x DP = {tp} x {pp} x {dp}.",
+            "Give --num-gpus alone, or parallel sizes whose product is the GPU count.",
+        )
+    return tp, pp, dp
+
+
+def plan(
+    model: str = typer.Option(..., "--model", help="Preset id/alias, config.json or folder."),
+    gpu: str = typer.Option(..., "--gpu", help="GPU name (see `kvscope gpus`)."),
+    num_gpus: int | None = typer.Option(None, "--num-gpus", help="GPUs in all."),
+    tensor_parallel_size: int | None = typer.Option(None, "--tensor-parallel-size", "--tp"),
+    pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "--pp"),
+    data_parallel_size: int = typer.Option(1, "--data-parallel-size", "--dp"),
+    enable_expert_parallel: bool = typer.Option(False, "--enable-expert-parallel"),
+    dtype: str | None = typer.Option(None, "--dtype", help="Model dtype (auto = config)."),
+    quantization: str | None = typer.Option(None, "--quantization"),
+    kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype"),
+    gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization"),
+    mem_fraction_static: float | None = typer.Option(None, "--mem-fraction-static"),
+    max_model_len: int | None = typer.Option(None, "--max-model-len"),
+    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs"),
+    max_num_batched_tokens: int | None = typer.Option(None, "--max-num-batched-tokens"),
+    block_size: int | None = typer.Option(None, "--block-size"),
+    engine: str = typer.Option("vllm", "--engine", help="vllm or sglang."),
+    engine_version: str | None = typer.Option(None, "--engine-version"),
+    enforce_eager: bool = typer.Option(False, "--enforce-eager", help="No CUDA graphs."),
+    cudagraph_memory: bool | None = typer.Option(
+        None,
+        "--cudagraph-memory/--no-cudagraph-memory",
+        help="Subtract vLLM's CUDA-graph estimate (default: by version, >= 0.21 does).",
+    ),
+    context: int | None = typer.Option(
+        None, "--context", help="Context length for the max-num-seqs advice (kvscope option)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Predict the weights, KV cache and concurrency vLLM/SGLang will report, per GPU."""
+    from kvscope.plan.advice import advise
+    from kvscope.plan.config import EngineConfig, Parallelism
+    from kvscope.plan.memory import plan_memory
+    from kvscope.specs.hardware import get_gpu
+    from kvscope.specs.registry import load_model
+
+    tp, pp, dp = _parallelism(
+        num_gpus,
+        tensor_parallel_size,
+        pipeline_parallel_size,
+        data_parallel_size,
+        enable_expert_parallel,
+    )
+    spec = load_model(model, dtype, quantization)
+    gpu_spec = get_gpu(gpu)
+    par = Parallelism(tp=tp, pp=pp, dp=dp, ep=enable_expert_parallel)
+    eng = EngineConfig(
+        engine=engine,
+        engine_version=engine_version,
+        gpu_memory_utilization=gpu_memory_utilization,
+        mem_fraction_static=mem_fraction_static,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        block_size=block_size,
+        kv_cache_dtype=kv_cache_dtype,
+        enforce_eager=enforce_eager,
+        cudagraph_memory=cudagraph_memory,
+    )
+    memory = plan_memory(spec, gpu_spec, par, eng)
+    from pathlib import Path
+
+    model_id = model if Path(model).expanduser().exists() else spec.name
+    advice = advise(spec, gpu_spec, par, eng, memory, model_id, context)
+    if not memory.fits:
+        hint = "Lower --max-model-len or raise the memory fraction."
+        if advice.smallest_fit:
+            hint = f"Try {advice.smallest_fit}."
+        elif advice.largest_max_model_len:
+            hint = f"Try --max-model-len {advice.largest_max_model_len} or more GPUs."
+        raise KvscopeError(f"{spec.name} does not fit on {gpu_spec.name}: {memory.problem}", hint)
+    if as_json:
+        from kvscope.cli.output import print_json, to_jsonable
+
+        out: dict[str, Any] = to_jsonable(memory)
+        out.update({"advice": to_jsonable(advice), "roofline": None, "comm": None, "cost": None})
+        print_json(out)
+        return
+    _print_table(memory, advice)
+
+
+def _print_table(memory: Any, advice: Any) -> None:
+    from rich.table import Table
+
+    from kvscope.cli.output import stdout
+
+    title = (
+        f"{memory.model} on {memory.gpu}, {memory.engine} {memory.engine_version}, "
+        f"TP{memory.tp} PP{memory.pp} DP{memory.dp}{' EP' if memory.ep else ''}"
+    )
+    t = Table(title=title, show_header=True)
+    t.add_column("per GPU (rank 0)")
+    t.add_column("value", justify="right")
+    frac = "gpu_memory_utilization" if memory.engine == "vllm" else "mem_fraction_static"
+    rows = [
+        ("GPU memory (CUDA total)", f"{memory.gpu_memory_gib:.2f} GiB"),
+        (f"budget ({frac} {memory.budget_fraction})", f"{memory.budget_gib:.2f} GiB"),
+        ("weights", f"{memory.weights_gib:.2f} GiB"),
+        ("activation peak (profiling pass)", f"{memory.activation_peak_gib:.2f} GiB"),
+        ("non-torch (CUDA context, NCCL)", f"{memory.non_torch_gib:.2f} GiB"),
+        (
+            "CUDA graphs"
+            + (" (subtracted)" if memory.cudagraph_subtracted else " (not subtracted)"),
+            f"{memory.cudagraph_gib:.2f} GiB",
+        ),
+        ("KV cache", f"{memory.kv_cache_gib:.2f} GiB"),
+        ("KV bytes per token", f"{memory.kv_bytes_per_token:,.0f} B"),
+        ("block size / KV groups", f"{memory.block_size} tokens / {memory.num_kv_groups}"),
+        ("GPU blocks (min over ranks)", f"{memory.num_gpu_blocks:,}"),
+        ("KV cache size (as logged)", f"{memory.kv_tokens:,} tokens"),
+        (f"max concurrency at {memory.max_model_len:,} tokens", f"{memory.max_concurrency:.2f}x"),
+        ("largest --max-model-len that fits", f"{advice.largest_max_model_len:,} tokens"),
+        (
+            f"--max-num-seqs sustained at {advice.context_tokens:,} tokens",
+            f"{advice.max_num_seqs_at_context:,}",
+        ),
+    ]
+    if advice.fp8_kv_gain:
+        rows.append(
+            (
+                "with --kv-cache-dtype fp8",
+                f"{advice.fp8_kv_tokens:,} tokens ({advice.fp8_kv_gain:.2f}x)",
+            )
+        )
+    if advice.dp_attention_gain:
+        rows.append(
+            (
+                "with data-parallel attention (per replica)",
+                f"{advice.dp_attention_tokens_per_replica:,} tokens "
+                f"({advice.dp_attention_gain:.2f}x)",
+            )
+        )
+    for name, value in rows:
+        t.add_row(name, value)
+    stdout.print(t)
+    for w in advice.warnings:
+        stdout.print(f"[yellow]warning:[/] {w}")
+    stdout.print(f"command: {advice.command}")
