@@ -28,11 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import Parallelism
-from kvscope.plan.step_costs import StepCosts, step_costs
+from kvscope.plan.step_costs import StepCosts, maximum, step_costs, where
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -121,9 +119,9 @@ def allreduce_count(c: StepCosts, tp: Any, pp: Any, ep_size: Any) -> Any:
 
     Array-friendly (the search calls it on arrays of configurations).
     """
-    tp, pp, ep = (np.asarray(x, dtype=float) for x in (tp, pp, ep_size))
-    per_stage = np.where(ep > 1, 2.0 * c.num_layers - c.moe_layers, 2.0 * c.num_layers) / pp
-    return np.where(tp > 1, np.round(per_stage), 0.0)
+    per_stage = where(ep_size > 1, 2.0 * c.num_layers - c.moe_layers, 2.0 * c.num_layers) / pp
+    # Round half up: a stage of 40.5 layers on average still runs 41 on the busiest one.
+    return where(tp > 1, (per_stage + 0.5) // 1, 0.0)
 
 
 def step_comm_seconds(
@@ -143,7 +141,7 @@ def step_comm_seconds(
     The same sums as :func:`comm_volume`, array-friendly: ``beta_*`` are seconds per byte
     of the links the TP group, the EP group and a PP boundary use.
     """
-    tp, pp, ep, t = (np.asarray(x, dtype=float) for x in (tp, pp, ep_size, tokens))
+    ep, t = ep_size, tokens
     msg = t * c.hidden_size * c.act_bytes
     n_ar = allreduce_count(c, tp, pp, ep)
     ar_one = 2.0 * (tp - 1.0) / tp * msg
@@ -153,10 +151,10 @@ def step_comm_seconds(
         if dispatch_bytes is not None
         else (FP8_DISPATCH_BYTES if c.fp8_compute else c.act_bytes)
     )
-    copies = t / tp * c.experts_per_token * c.hidden_size * (ep - 1.0) / np.maximum(ep, 1.0)
+    copies = t / tp * c.experts_per_token * c.hidden_size * (ep - 1.0) / maximum(ep, 1.0)
     a2a_one = 2.0 * alpha_s + copies * (el + c.act_bytes) * beta_ep
-    ep_s = np.where(ep > 1, c.moe_layers / pp * a2a_one, 0.0)
-    pp_s = np.where(pp > 1, alpha_s + msg * beta_pp, 0.0)
+    ep_s = where(ep > 1, c.moe_layers / pp * a2a_one, 0.0)
+    pp_s = where(pp > 1, alpha_s + msg * beta_pp, 0.0)
     return tp_s + ep_s + pp_s
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.comm import DEFAULT_ALPHA_S, CommStep, LinkModel, comm_volume
@@ -100,3 +101,93 @@ def performance(
         link=link,
         cost=cost(gpu, par.world_size, total, gpu_hour_price),
     )
+
+
+def _step(b: StepBound) -> dict[str, Any]:
+    return {
+        "batch": b.batch,
+        "context_tokens": b.context,
+        "tokens": b.tokens,
+        "weight_bytes_per_gpu": b.weight_bytes,
+        "kv_bytes_per_gpu": b.kv_bytes,
+        "flops_per_gpu": b.flops,
+        "compute_s": b.compute_s,
+        "memory_s": b.memory_s,
+        "step_s": b.step_s,
+        "step_bound_s": b.step_bound_s,
+        "limit": b.limit,
+        "token_latency_s": b.token_latency_s,
+        "tokens_per_s_per_replica": b.tokens_per_s_per_replica,
+        "tokens_per_s_per_gpu": b.tokens_per_s_per_gpu,
+    }
+
+
+def _comm(c: CommStep) -> dict[str, Any]:
+    return {
+        "tokens": c.tokens,
+        "tp_allreduce_count": c.tp_allreduce_count,
+        "tp_allreduce_bytes": c.tp_allreduce_bytes,
+        "ep_alltoall_count": c.ep_alltoall_count,
+        "ep_dispatch_bytes": c.ep_dispatch_bytes,
+        "ep_combine_bytes": c.ep_combine_bytes,
+        "pp_sendrecv_bytes": c.pp_sendrecv_bytes,
+        "total_bytes": c.total_bytes,
+        "bytes_per_token": c.bytes_per_token,
+        "tp_s": c.tp_s,
+        "ep_s": c.ep_s,
+        "pp_s": c.pp_s,
+        "total_s": c.total_s,
+        "share_of_step": c.share_of_step,
+        "tp_link": c.tp_link,
+        "ep_link": c.ep_link,
+    }
+
+
+def sections(perf: Performance) -> dict[str, dict[str, Any]]:
+    """The ``roofline``, ``comm`` and ``cost`` objects of ``kvscope plan --json``.
+
+    Base units in every key name (seconds, bytes, FLOPs, tokens/s, USD, kWh); figures are per
+    GPU of the busiest stage unless the name says replica or the deployment.
+    """
+    r, t, c = perf.roofline, perf.throughput, perf.cost
+    return {
+        "roofline": {
+            "efficiency": {"hbm": r.efficiency.hbm, "flops": r.efficiency.flops},
+            "peak_flops": r.peak_flops,
+            "hbm_bandwidth_bytes_per_s": r.hbm_bandwidth,
+            "decode_batch1": _step(perf.latency),
+            "decode": _step(r.decode),
+            "prefill": _step(r.prefill),
+            "kv_crossover_context_tokens": r.kv_crossover_context,
+            "compute_bound_batch": r.compute_bound_batch,
+            "throughput": {
+                "batch_per_replica": t.batch,
+                "context_tokens": t.context,
+                "tpot_s": t.tpot_s,
+                "tokens_per_s": t.tokens_per_s,
+                "tokens_per_s_per_replica": t.tokens_per_s_per_replica,
+                "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
+                "comm_share": t.comm_share,
+            },
+        },
+        "comm": {
+            "link": {
+                "name": perf.link.name,
+                "alpha_s": perf.link.alpha_s,
+                "bandwidth_bytes_per_s": perf.link.bandwidth,
+            },
+            "decode": _comm(perf.comm_decode),
+            "prefill": _comm(perf.comm_prefill),
+        },
+        "cost": {
+            "gpu": c.gpu,
+            "num_gpus": c.num_gpus,
+            "gpu_hour_usd": c.gpu_hour_usd,
+            "price_source": c.price_source,
+            "usd_per_hour": c.usd_per_hour,
+            "tokens_per_s": c.tokens_per_s,
+            "usd_per_million_tokens": c.usd_per_million_tokens,
+            "power_w": c.power_w,
+            "kwh_per_million_tokens": c.kwh_per_million_tokens,
+        },
+    }

@@ -3,7 +3,8 @@
 Owns the per-model constants the roofline (:mod:`kvscope.plan.roofline`) and the search
 (:mod:`kvscope.plan.search`) share, so both evaluate the same formulas. Everything here is
 per *replica* and independent of the GPU; splitting over TP/PP/EP happens in
-:func:`per_gpu_bytes` / :func:`per_gpu_flops`, written with numpy operations so they accept
+:func:`per_gpu_weight_bytes` / :func:`per_gpu_flops`, written in plain arithmetic (plus
+:func:`where` / :func:`maximum`) so they accept
 scalars and arrays alike (the search evaluates thousands of configurations in one call).
 
 Units: bytes, FLOPs (multiply-add = 2 FLOPs), tokens.
@@ -33,8 +34,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
-
-import numpy as np
 
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.dtypes import element_bytes
@@ -119,15 +118,37 @@ def _step_costs_cached(model: ModelSpec) -> StepCosts:
     )
 
 
+def where(cond: Any, a: Any, b: Any) -> Any:
+    """``a`` where ``cond`` holds, else ``b``: plain Python for scalars, numpy for arrays.
+
+    Scalar callers (``kvscope plan``) then never import numpy, which costs a fifth of a
+    second of start-up; the search passes arrays and gets element-wise selection.
+    """
+    if isinstance(cond, bool):
+        return a if cond else b
+    import numpy as np
+
+    return np.where(cond, a, b)
+
+
+def maximum(a: Any, b: float) -> Any:
+    """Element-wise ``max(a, b)`` for a scalar or an array ``a``."""
+    if isinstance(a, int | float):
+        return max(a, b)
+    import numpy as np
+
+    return np.maximum(a, b)
+
+
 def distinct_experts(num_experts: int, top_k: int, tokens: Any) -> Any:
     """Expected distinct experts one MoE layer touches for ``tokens`` routed tokens.
 
     ``E * (1 - (1 - k/E)**T)`` under uniform independent routing; array-friendly.
     """
     if num_experts <= 0:
-        return np.zeros_like(np.asarray(tokens, dtype=float))
+        return tokens * 0.0
     miss = 1.0 - top_k / num_experts
-    return num_experts * (1.0 - np.power(miss, np.asarray(tokens, dtype=float)))
+    return num_experts * (1.0 - miss**tokens)
 
 
 def per_gpu_weight_bytes(
@@ -140,18 +161,16 @@ def per_gpu_weight_bytes(
     ``ep_size`` 1 means experts are sharded by TP. PP stages split layers evenly; the last
     stage also holds the head, so it is the one timed.
     """
-    tp = np.asarray(tp, dtype=float)
-    pp = np.asarray(pp, dtype=float)
-    ep = np.asarray(ep_size, dtype=float)
+    ep = ep_size
     body = c.body_bytes / (tp * pp) + c.replicated_bytes / pp + c.head_bytes / tp
-    rows = np.asarray(tokens, dtype=float) * c.row_bytes
+    rows = tokens * c.row_bytes
     if not c.is_moe:
         return body + rows
     # EP: each GPU holds E/ep whole experts, each touched with the group-wide probability.
     # TP-sharded experts: each GPU holds 1/tp of every expert the replica's tokens touch.
     frac_ep = distinct_experts(c.num_experts, c.experts_per_token, group_tokens) / c.num_experts
     frac_tp = distinct_experts(c.num_experts, c.experts_per_token, tokens) / c.num_experts
-    per_layer = np.where(ep > 1, frac_ep / np.maximum(ep, 1.0), frac_tp / tp)
+    per_layer = where(ep > 1, frac_ep / maximum(ep, 1.0), frac_tp / tp)
     experts = per_layer * c.num_experts * c.expert_bytes * c.moe_layers / pp
     return body + rows + experts
 
@@ -162,9 +181,7 @@ def per_gpu_flops(c: StepCosts, tp: Any, pp: Any, tokens: Any, attn_flops: Any) 
     ``attn_flops`` is the attention FLOPs of the whole step on one replica (all layers). Under
     EP the expert FLOPs land on tp x dp GPUs but so do dp x the tokens, so the share is 1/tp.
     """
-    tp = np.asarray(tp, dtype=float)
-    pp = np.asarray(pp, dtype=float)
-    t = np.asarray(tokens, dtype=float)
+    t = tokens
     return (t * c.body_flops_per_token + attn_flops) / (tp * pp) + t * c.head_flops_per_token / tp
 
 
