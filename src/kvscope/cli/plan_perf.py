@@ -127,7 +127,8 @@ def performance_table(perf: Performance) -> Table:
     tab.add_row(
         "cost",
         f"${usd:,.3f} / M tokens" if usd is not None else "n/a",
-        f"{c.num_gpus} x ${c.gpu_hour_usd:.2f}/h = ${c.usd_per_hour:,.2f}/h ({c.price_source})",
+        f"{c.num_gpus} x ${c.gpu_hour_usd:.2f}/h = ${c.usd_per_hour:,.2f}/h"
+        + (" (your price)" if c.price_source.startswith("--") else " (default price)"),
     )
     kwh = c.kwh_per_million_tokens
     tab.add_row(
@@ -178,46 +179,34 @@ def search_table(res: SearchResult) -> Table:
         ),
         title_justify="left",
     )
-    for col in (
-        "#",
-        "GPUs",
-        "TP",
-        "PP",
-        "DP",
-        "EP",
-        "KV dtype",
-        "weights GiB/GPU",
-        "KV GiB/GPU",
-        "tokens/s",
-        "TPOT",
-        "comm",
-        "$/h",
-        "$/M tok",
-    ):
-        tab.add_column(col, justify="left" if col in ("GPUs", "KV dtype") else "right")
+    tab.add_column("#", justify="right")
+    tab.add_column("deployment")
+    tab.add_column("KV")
+    tab.add_column("GiB/GPU\nweights+KV", justify="right")
+    tab.add_column("tok/s", justify="right")
+    tab.add_column("TPOT\nms", justify="right")
+    tab.add_column("comm", justify="right")
+    tab.add_column("$/M tok", justify="right")
     for i, c in enumerate(res.candidates, 1):
+        split = (
+            f"tp{c.tp}" + (f" pp{c.pp}" if c.pp > 1 else "") + (f" dp{c.dp}" if c.dp > 1 else "")
+        )
         tab.add_row(
             str(i),
-            f"{c.num_gpus} x {c.gpu}",
-            str(c.tp),
-            str(c.pp),
-            str(c.dp),
-            "yes" if c.ep else "",
-            c.kv_dtype,
-            f"{c.weights_gib:.1f}",
-            f"{c.kv_cache_gib:.1f}",
+            f"{c.num_gpus}x {c.gpu} {split}{' ep' if c.ep else ''}",
+            c.kv_dtype.replace("bfloat16", "bf16"),
+            f"{c.weights_gib:.0f}+{c.kv_cache_gib:.0f}",
             f"{c.tokens_per_s:,.0f}",
-            _ms(c.tpot_s),
+            f"{c.tpot_s * 1e3:.1f}",
             f"{c.comm_share:.0%}",
-            f"{c.usd_per_hour:,.2f}",
-            f"{c.usd_per_million_tokens:,.3f}",
+            f"{c.usd_per_million_tokens:.3f}",
         )
+    price = "--gpu-hour-price" if res.candidates and res.price_overridden else "default prices"
     tab.caption = (
-        f"{res.evaluated:,} configurations costed in {res.seconds * 1e3:.1f} ms "
-        f"({res.configs_per_s:,.0f}/s); {res.feasible:,} passed the quick memory check; "
-        f"{res.engine_checked} checked against the engine budget, "
-        f"{res.engine_rejected} rejected. Default GPU prices are indicative; pass "
-        "--gpu-hour-price."
+        f"{res.evaluated:,} configurations costed in {res.seconds * 1e3:.1f} ms; "
+        f"{res.feasible:,} fit the quick memory check; {res.engine_checked} checked against "
+        f"the engine budget ({res.engine_rejected} rejected). KV GiB is the engine's whole KV "
+        f"budget. Cost at {price}."
     )
     return tab
 

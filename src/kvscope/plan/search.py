@@ -108,6 +108,7 @@ class SearchResult:
     engine_checked: int
     engine_rejected: int
     check_seconds: float
+    price_overridden: bool
     candidates: tuple[Candidate, ...]
 
 
@@ -390,5 +391,6 @@ def search(
         engine_checked=checked,
         engine_rejected=checked - len(cands),
         check_seconds=check_s,
+        price_overridden=gpu_hour_price is not None,
         candidates=tuple(cands),
     )
