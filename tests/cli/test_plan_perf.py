@@ -133,3 +133,12 @@ def test_bad_input_is_one_line_and_exit_2(
     assert code == 2 and out == ""
     assert needle in err and len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+def test_efficiency_flags_reach_the_roofline(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--model", "llama-3.1-8b", "--gpu", "h100", "--target-context", "1", "--json"]
+    _, out, _ = _run(capsys, *base, "--hbm-efficiency", "1.0", "--flops-efficiency", "1.0")
+    b = json.loads(out)["roofline"]["decode_batch1"]
+    assert b["step_s"] == pytest.approx(b["step_bound_s"])
+    code, out, err = _run(capsys, *base, "--hbm-efficiency", "1.5")
+    assert code == 2 and "efficiency" in err and out == ""

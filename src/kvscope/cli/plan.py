@@ -69,6 +69,12 @@ def plan(
     gpu_hour_price: float | None = typer.Option(
         None, "--gpu-hour-price", help="USD per GPU-hour (default: indicative list price)."
     ),
+    hbm_efficiency: float = typer.Option(
+        0.8, "--hbm-efficiency", help="Achievable fraction of HBM bandwidth (kvscope option)."
+    ),
+    flops_efficiency: float = typer.Option(
+        0.45, "--flops-efficiency", help="Achievable fraction of peak FLOPS (kvscope option)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Predict the weights, KV cache and concurrency vLLM/SGLang will report, per GPU."""
@@ -99,9 +105,20 @@ def plan(
         enforce_eager=enforce_eager,
         cudagraph_memory=cudagraph_memory,
     )
+    from kvscope.plan.roofline import Efficiency
+
+    eff = Efficiency(hbm=hbm_efficiency, flops=flops_efficiency)
     if search:
         _search(
-            spec, gpu, num_gpus, eng, target_context, target_concurrency, gpu_hour_price, as_json
+            spec,
+            gpu,
+            num_gpus,
+            eng,
+            target_context,
+            target_concurrency,
+            gpu_hour_price,
+            eff,
+            as_json,
         )
         return
     if gpu is None:
@@ -130,6 +147,7 @@ def plan(
         target_context or context,
         target_concurrency,
         gpu_hour_price,
+        eff,
     )
     if as_json:
         from kvscope.cli.output import print_json, to_jsonable
@@ -153,6 +171,7 @@ def _search(
     target_context: int | None,
     target_concurrency: int | None,
     gpu_hour_price: float | None,
+    eff: Any,
     as_json: bool,
 ) -> None:
     from kvscope.cli import plan_perf
@@ -167,7 +186,7 @@ def _search(
     gpus = [get_gpu(gpu)] if gpu else None
     counts = (num_gpus,) if num_gpus else (1, 2, 4, 8, 16)
     res = plan_perf.run_search(
-        spec, gpus, target_context, target_concurrency, gpu_hour_price, eng, counts=counts
+        spec, gpus, target_context, target_concurrency, gpu_hour_price, eng, eff, counts=counts
     )
     if as_json:
         print_json(plan_perf.search_json(res))

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from kvscope.plan.config import EngineConfig, Parallelism
     from kvscope.plan.memory import MemoryPlan
     from kvscope.plan.performance import Performance
+    from kvscope.plan.roofline import Efficiency
     from kvscope.plan.search import SearchResult
     from kvscope.specs.hardware import GPUSpec
     from kvscope.specs.model import ModelSpec
@@ -41,6 +42,7 @@ def plan_performance(
     target_context: int | None = None,
     target_concurrency: int | None = None,
     gpu_hour_price: float | None = None,
+    eff: Efficiency | None = None,
 ) -> Performance:
     """Roofline, communication and cost for a planned deployment.
 
@@ -139,7 +141,7 @@ def performance_table(perf: Performance) -> Table:
     eff = r.efficiency
     tab.caption = (
         f"Efficiency: {eff.hbm:.0%} of HBM bandwidth, {eff.flops:.0%} of peak FLOPS "
-        "(defaults from AIConfigurator / BLIS; bounds at 100 % in --json)."
+        "(--hbm-efficiency / --flops-efficiency; bounds at 100 % in --json)."
     )
     return tab
 
@@ -151,6 +153,7 @@ def run_search(
     target_concurrency: int,
     gpu_hour_price: float | None,
     engine: EngineConfig,
+    eff: Efficiency | None = None,
     counts: tuple[int, ...] = (1, 2, 4, 8, 16),
     top: int = 20,
 ) -> SearchResult:
@@ -165,6 +168,7 @@ def run_search(
         counts=counts,
         gpu_hour_price=gpu_hour_price,
         mem_utilization=engine.gpu_memory_utilization or 0.9,
+        eff=eff,
         engine=engine,
         top=top,
     )

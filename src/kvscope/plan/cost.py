@@ -2,11 +2,13 @@
 
 Owns the conversion of a throughput (tokens per second, usually the roofline's) into money
 and energy. The GPU-hour prices in :data:`DEFAULT_GPU_HOUR_USD` are **defaults to override**
-(``--gpu-hour-price``): indicative on-demand list prices per GPU-hour in USD as GPU clouds
-published them in 2025 (specialised GPU clouds for H100/H200/B200/A100/GH200, hyperscaler
-single-GPU instances for L4/A10G/L40S, community marketplaces for RTX cards). Prices change
-monthly and differ several-fold between providers, reserved and spot capacity; kvscope does
-not fetch them, and every result says which price it used.
+(``--gpu-hour-price``): indicative on-demand prices per GPU-hour in USD, rounded, in the
+range public price lists showed in 2025 (specialised GPU clouds for H100/H200/B200/A100/
+GH200, hyperscaler single-GPU instances for L4/A10G/L40S, community marketplaces for RTX
+cards). They were written down from memory of those lists, not fetched or re-checked, so
+treat them as an order of magnitude: prices change monthly and differ several-fold between
+providers, reserved and spot capacity. kvscope never fetches prices, and every result says
+which price it used (``price_source``).
 
 Energy uses the board power limit (TDP) of every GPU of the deployment for the whole hour, an
 upper bound for the GPUs alone (host, network and cooling excluded; multiply by a PUE to

@@ -47,9 +47,9 @@ class Efficiency:
 
     - ``hbm`` 0.8: AIConfigurator's empirical memory-bandwidth factor in its system files
       (ai-dynamo/aiconfigurator ``systems/*.yaml``; shared/reference/sim_planning_anchors.md
-      §2.1). Decode GEMV kernels reach 75-90 % of HBM peak on Hopper in published MBU reports.
+      §2.1); llm-analysis suggests about 0.9 for inference (anchors §2.3).
     - ``flops`` 0.45: BLIS's calibrated H100 prefill MFU (inference-sim ``hardware_config``;
-      anchors §2.7). llm-analysis advises at most 0.7 (anchors §2.4).
+      anchors §2.7). llm-analysis advises at most 0.7 (anchors §2.3).
     """
 
     hbm: float = 0.8

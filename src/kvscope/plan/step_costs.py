@@ -24,7 +24,7 @@ Modelling choices, with their reasons:
   ``index_topk`` = 2048 latents (DeepSeek-V3.2 config.json); DeepSeek V4 CSA reads top 512
   compressed entries (V4 config ``index_topk``), HCA every 1-in-128 entry, plus the window.
 - **Attention FLOPs per key**: GQA/MHA ``2 * heads * (d_qk + d_v)`` (QK^T and PV). MLA decode
-  runs in the absorbed form (FlashMLA; DeepSeek-V2 paper §2.1.3 on absorbing W_UK/W_UV), so a
+  runs in the absorbed form (FlashMLA; DeepSeek-V2 paper §2.1.2 on absorbing W_UK, W_UV), so a
   key costs ``2 * heads * (kv_lora + rope) + 2 * heads * kv_lora``; MLA prefill runs
   un-absorbed, ``2 * heads * (nope + rope + v)``.
 """
