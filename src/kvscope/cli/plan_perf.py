@@ -54,7 +54,17 @@ def plan_performance(
     context = target_context or mem.max_model_len
     batch = serving_batch(mem, context, target_concurrency, par.dp)
     chunk = max(1, min(mem.max_num_batched_tokens, context))
-    return performance(model, gpu, par, batch, context, mem.kv_cache_dtype, chunk, gpu_hour_price)
+    return performance(
+        model,
+        gpu,
+        par,
+        batch,
+        context,
+        kv_dtype=mem.kv_cache_dtype,
+        prefill_chunk=chunk,
+        gpu_hour_price=gpu_hour_price,
+        eff=eff,
+    )
 
 
 def performance_json(perf: Performance) -> dict[str, Any]:
