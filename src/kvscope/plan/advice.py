@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.kv_layout import vllm_layout
 from kvscope.plan.memory import MemoryPlan, plan_memory
+from kvscope.plan.weights import pp_layer_split
 from kvscope.specs.dtypes import is_fp8
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
@@ -68,14 +70,33 @@ def smallest_fit(
 
 
 def largest_max_model_len(
-    model: ModelSpec, gpu: GPUSpec, par: Parallelism, eng: EngineConfig
+    model: ModelSpec, gpu: GPUSpec, par: Parallelism, eng: EngineConfig, plan: MemoryPlan
 ) -> int:
-    """Binary search for the longest request that still gets its blocks (0 if none)."""
+    """The longest request that still gets its blocks (0 if none), by binary search.
+
+    vLLM: blocks one request needs (all KV groups, window groups included) against
+    ``num_gpu_blocks`` of the tightest stage; SGLang: the token pool itself.
+    """
+    if plan.engine == "sglang" or plan.num_gpu_blocks <= 0:
+        return min(plan.kv_tokens, model.max_position_embeddings)
+    layouts = [
+        vllm_layout(
+            model,
+            layers,
+            plan.kv_cache_dtype,
+            par.tp,
+            plan.block_size,
+            eng.indexer_dtype,
+            dsv4_packed=eng.version >= (0, 24, 0),
+            v0_mla_padding=eng.version < (0, 8, 0),
+        )
+        for layers in pp_layer_split(model.num_layers, par.pp)
+    ]
     lo, hi = 0, model.max_position_embeddings
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        plan = plan_memory(model, gpu, par, dataclasses.replace(eng, max_model_len=mid))
-        if plan.max_concurrency >= 1.0 and plan.kv_cache_gib > 0:
+        need = max(lay.blocks_per_request(mid, plan.max_num_batched_tokens) for lay in layouts)
+        if need <= plan.num_gpu_blocks:
             lo = mid
         else:
             hi = mid - 1
@@ -152,7 +173,7 @@ def advise(
             f"KV cache is {plan.kv_cache_gib:.1f} GiB, under {KV_SHARE_WARNING:.0%} of the "
             f"{plan.gpu_memory_gib:.0f} GiB GPU: few requests will run at once."
         )
-    longest = largest_max_model_len(model, gpu, par, eng) if plan.kv_cache_gib > 0 else 0
+    longest = largest_max_model_len(model, gpu, par, eng, plan) if plan.kv_cache_gib > 0 else 0
     at_ctx = plan_memory(model, gpu, par, dataclasses.replace(eng, max_model_len=context))
     fp8_tokens = fp8_gain = None
     if not is_fp8(plan.kv_cache_dtype) and plan.fits:
