@@ -78,3 +78,18 @@ def test_prefill_attention_is_causal_on_average() -> None:
     m = load_model("meta-llama/Llama-3.1-8B")
     # 2048 queries over a mean of 1024 keys each.
     assert attention_flops(m, 2048, 2048) == 2048 * 32 * 32 * 2 * 256 * 1024
+
+
+def test_expert_parallel_gpu_reads_its_share_of_all_experts_at_large_batch() -> None:
+    from kvscope.plan.step_costs import per_gpu_weight_bytes
+
+    m = load_model("deepseek-ai/DeepSeek-V3")
+    c = step_costs(m)
+    routed = m.weight_bytes["routed_experts"]
+    # 8 replicas x 512 tokens touch every one of the 256 experts: each GPU streams its 32.
+    ep = per_gpu_weight_bytes(c, 1, 1, 8, 512, 512 * 8)
+    non_expert = c.body_bytes + c.replicated_bytes + c.head_bytes + 512 * c.row_bytes
+    assert ep - non_expert == pytest.approx(routed / 8, rel=1e-6)
+    # One token on one GPU without EP streams its 8 routed experts in each of 58 layers.
+    one = per_gpu_weight_bytes(c, 1, 1, 1, 1, 1) - c.body_bytes - c.replicated_bytes
+    assert one - c.head_bytes - c.row_bytes == pytest.approx(8 * 58 * c.expert_bytes)
