@@ -84,7 +84,7 @@ def test_search_json_ranks_candidates(capsys: pytest.CaptureFixture[str]) -> Non
     costs = [c["usd_per_million_tokens"] for c in d["candidates"]]
     assert costs and costs == sorted(costs)
     assert {c["gpu"] for c in d["candidates"]} == {"H100-SXM-80GB"}
-    assert d["configs_per_s"] > 10_000
+    assert d["evaluated"] >= d["feasible"] >= len(d["candidates"])
 
 
 def test_search_table(capsys: pytest.CaptureFixture[str]) -> None:
