@@ -31,7 +31,9 @@ def _parallelism(
 
 def plan(
     model: str = typer.Option(..., "--model", help="Preset id/alias, config.json or folder."),
-    gpu: str = typer.Option(..., "--gpu", help="GPU name (see `kvscope gpus`)."),
+    gpu: str | None = typer.Option(
+        None, "--gpu", help="GPU name (see `kvscope gpus`); with --search, limits the search."
+    ),
     num_gpus: int | None = typer.Option(None, "--num-gpus", help="GPUs in all."),
     tensor_parallel_size: int | None = typer.Option(None, "--tensor-parallel-size", "--tp"),
     pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "--pp"),
@@ -63,6 +65,24 @@ def plan(
     context: int | None = typer.Option(
         None, "--context", help="Context length for the max-num-seqs advice (kvscope option)."
     ),
+    search: bool = typer.Option(
+        False, "--search", help="Rank (GPU, count, TP/PP/DP/EP, KV dtype) by $/M output tokens."
+    ),
+    target_context: int | None = typer.Option(
+        None, "--target-context", help="Tokens per request for --search and the throughput figures."
+    ),
+    target_concurrency: int | None = typer.Option(
+        None, "--target-concurrency", help="Requests served at once (all replicas)."
+    ),
+    gpu_hour_price: float | None = typer.Option(
+        None, "--gpu-hour-price", help="USD per GPU-hour (default: indicative list price)."
+    ),
+    hbm_efficiency: float = typer.Option(
+        0.8, "--hbm-efficiency", help="Achievable fraction of HBM bandwidth (kvscope option)."
+    ),
+    flops_efficiency: float = typer.Option(
+        0.45, "--flops-efficiency", help="Achievable fraction of peak FLOPS (kvscope option)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Predict the weights, KV cache and concurrency vLLM/SGLang will report, per GPU."""
@@ -80,10 +100,6 @@ def plan(
         enable_dp_attention,
     )
     spec = load_model(model, dtype, quantization)
-    gpu_spec = get_gpu(gpu)
-    par = Parallelism(
-        tp=tp, pp=pp, dp=dp, ep=enable_expert_parallel, dp_attention=enable_dp_attention
-    )
     eng = EngineConfig(
         engine=engine,
         engine_version=engine_version,
@@ -98,6 +114,28 @@ def plan(
         cudagraph_memory=cudagraph_memory,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
     )
+    from kvscope.plan.roofline import Efficiency
+
+    eff = Efficiency(hbm=hbm_efficiency, flops=flops_efficiency)
+    if search:
+        _search(
+            spec,
+            gpu,
+            num_gpus,
+            eng,
+            target_context,
+            target_concurrency,
+            gpu_hour_price,
+            eff,
+            as_json,
+        )
+        return
+    if gpu is None:
+        raise KvscopeError("--gpu is required.", "Name a GPU (see `kvscope gpus`) or use --search.")
+    gpu_spec = get_gpu(gpu)
+    par = Parallelism(
+        tp=tp, pp=pp, dp=dp, ep=enable_expert_parallel, dp_attention=enable_dp_attention
+    )
     memory = plan_memory(spec, gpu_spec, par, eng)
     from pathlib import Path
 
@@ -110,14 +148,67 @@ def plan(
         elif advice.largest_max_model_len:
             hint = f"Try --max-model-len {advice.largest_max_model_len} or more GPUs."
         raise KvscopeError(f"{spec.name} does not fit on {gpu_spec.name}: {memory.problem}", hint)
+    from kvscope.cli import plan_perf
+
+    perf = plan_perf.plan_performance(
+        spec,
+        gpu_spec,
+        par,
+        memory,
+        target_context or context,
+        target_concurrency,
+        gpu_hour_price,
+        eff,
+    )
     if as_json:
         from kvscope.cli.output import print_json, to_jsonable
 
         out: dict[str, Any] = to_jsonable(memory)
-        out.update({"advice": to_jsonable(advice), "roofline": None, "comm": None, "cost": None})
+        out["advice"] = to_jsonable(advice)
+        out.update(plan_perf.performance_json(perf))
         print_json(out)
         return
     _print_table(memory, advice)
+    from kvscope.cli.output import stdout
+
+    stdout.print(plan_perf.performance_table(perf))
+
+
+def _search(
+    spec: Any,
+    gpu: str | None,
+    num_gpus: int | None,
+    eng: Any,
+    target_context: int | None,
+    target_concurrency: int | None,
+    gpu_hour_price: float | None,
+    eff: Any,
+    as_json: bool,
+) -> None:
+    from kvscope.cli import plan_perf
+    from kvscope.cli.output import print_json, stdout
+    from kvscope.specs.hardware import get_gpu
+
+    if target_context is None or target_concurrency is None:
+        raise KvscopeError(
+            "--search needs --target-context and --target-concurrency.",
+            "For example: --search --target-context 8192 --target-concurrency 64.",
+        )
+    gpus = [get_gpu(gpu)] if gpu else None
+    counts = (num_gpus,) if num_gpus else (1, 2, 4, 8, 16)
+    res = plan_perf.run_search(
+        spec, gpus, target_context, target_concurrency, gpu_hour_price, eng, eff, counts=counts
+    )
+    if as_json:
+        print_json(plan_perf.search_json(res))
+        return
+    if not res.candidates:
+        raise KvscopeError(
+            f"no configuration of {spec.name} serves {target_concurrency} requests of "
+            f"{target_context} tokens within {max(counts)} GPUs.",
+            "Lower --target-context or --target-concurrency, or try --kv-cache-dtype fp8.",
+        )
+    stdout.print(plan_perf.search_table(res))
 
 
 def _print_table(memory: Any, advice: Any) -> None:
