@@ -8,13 +8,33 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class _LazyConsole:
+    """A rich Console created on first use, so ``--json`` runs never import rich."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._console: Console | None = None
+
+    def _get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._kwargs)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
 
 #: Human output goes to stdout; diagnostics and progress go to stderr.
-stdout = Console(highlight=False, soft_wrap=False)
-stderr = Console(stderr=True, highlight=False)
+stdout: Console = _LazyConsole(highlight=False, soft_wrap=False)  # type: ignore[assignment]
+stderr: Console = _LazyConsole(stderr=True, highlight=False)  # type: ignore[assignment]
 
 
 def _plain(obj: Any) -> Any:

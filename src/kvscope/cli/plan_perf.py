@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from kvscope.plan.config import EngineConfig, Parallelism
     from kvscope.plan.memory import MemoryPlan
     from kvscope.plan.performance import Performance
@@ -85,6 +85,8 @@ def _gb(b: float) -> str:
 def performance_table(perf: Performance) -> Table:
     """Human table: decode/prefill bounds, turning points, communication, cost."""
     r, t, c = perf.roofline, perf.throughput, perf.cost
+    from rich.table import Table
+
     tab = Table(title="Speed, communication and cost (roofline bounds)", title_justify="left")
     tab.add_column("figure")
     tab.add_column("value", justify="right")
@@ -186,6 +188,8 @@ def run_search(
 
 def search_table(res: SearchResult) -> Table:
     """Human table of ranked search candidates."""
+    from rich.table import Table
+
     tab = Table(
         title=(
             f"{res.model}: {res.target_concurrency} requests x {res.target_context:,} tokens, "
