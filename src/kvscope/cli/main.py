@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import gpus, models
+from kvscope.cli import comm, gpus, models
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -40,6 +40,7 @@ def root(
 
 
 app.add_typer(models.app, name="models")
+app.add_typer(comm.app, name="comm")
 app.command("gpus")(gpus.gpus)
 
 
