@@ -62,6 +62,7 @@ def bench(
     """Latency P50/P95/P99/max, jitter, algbw/busbw and slowest rank per size; alpha-beta fit."""
     from kvscope.comm.bench import BenchConfig, run_bench
     from kvscope.comm.launch import Fault
+    from kvscope.comm.rundir import summary_document
     from kvscope.comm.sizes import format_size, parse_sweep
 
     config = BenchConfig(
@@ -83,7 +84,7 @@ def bench(
 
         result = run_bench(config, out, tick)
     if json_out:
-        print_json(result.summary())
+        print_json(summary_document(result.summary()))
         return
     _render_bench(result.rows, result.summary())
 
@@ -188,6 +189,7 @@ def moe(
     """MoE dispatch: all-to-all with uneven splits from top-k routing; how skew moves the tail."""
     from kvscope.comm.dispatch import MoeConfig, run_moe
     from kvscope.comm.launch import Fault
+    from kvscope.comm.rundir import summary_document
     from kvscope.errors import KvscopeError
 
     try:
@@ -217,7 +219,7 @@ def moe(
 
         result = run_moe(config, out, tick)
     if json_out:
-        print_json(result.summary())
+        print_json(summary_document(result.summary()))
         return
     from rich.table import Table
 

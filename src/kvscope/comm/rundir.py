@@ -23,6 +23,11 @@ from kvscope import __version__
 from kvscope.errors import KvscopeError
 
 
+def summary_document(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with ``kind`` and ``kvscope_version`` first: what ``summary.json`` holds."""
+    return {"kind": "comm", "kvscope_version": __version__, **summary}
+
+
 def _json_default(obj: Any) -> Any:
     if hasattr(obj, "item"):
         return obj.item()
@@ -64,7 +69,7 @@ class CommRunDir:
         self.write_summary(summary)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        doc = {"kind": "comm", "kvscope_version": __version__, **summary}
+        doc = summary_document(summary)
         tmp = self.path / "summary.json.tmp"
         tmp.write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")
         tmp.replace(self.path / "summary.json")

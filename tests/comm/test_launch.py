@@ -1,0 +1,93 @@
+"""The supervisor: a rank that dies or hangs ends the run fast, named, with no rank left.
+
+These start real gloo ranks (processes) on this host.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+import numpy as np
+import pytest
+
+from kvscope.comm.launch import (
+    BARRIER,
+    COLLECTIVE,
+    OUTSIDE,
+    Fault,
+    Job,
+    RankFailure,
+    Step,
+    _stall_message,
+    launch,
+)
+from kvscope.errors import KvscopeError
+
+pytest.importorskip("torch")
+
+STEPS = tuple(Step("all_reduce", s, "float32", 1, 3) for s in (1024, 4096, 16384))
+
+
+def _run(job: Job) -> tuple[list[int], RankFailure, float]:
+    seen: list[int] = []
+    t0 = time.monotonic()
+    with pytest.raises(RankFailure) as info:
+        launch(job, lambda i, times, wrong: seen.append(i))
+    return seen, info.value, time.monotonic() - t0
+
+
+@pytest.mark.integration
+def test_healthy_run_delivers_every_step_in_order() -> None:
+    got: list[tuple[int, tuple[int, ...], list[int]]] = []
+    launch(Job("gloo", 2, STEPS, 20.0), lambda i, t, w: got.append((i, t.shape, w)))
+    assert got == [(0, (2, 3), []), (1, (2, 3), []), (2, (2, 3), [])]
+    assert mp.active_children() == []
+
+
+@pytest.mark.integration
+def test_rank_that_exits_is_named_and_the_rest_are_killed() -> None:
+    job = Job("gloo", 4, STEPS, 20.0, fault=Fault(2, "exit", step=1))
+    seen, err, elapsed = _run(job)
+    assert err.rank == 2
+    assert "rank 2 exited with code 17" in str(err)
+    assert "step 1 (all_reduce, 4096 B" in str(err)
+    assert "stopped ranks 0, 1 and 3" in str(err)
+    assert seen == [0]  # the step measured before the failure still arrived
+    assert elapsed < 10  # far below the 20 s stall timeout: death is seen at once
+    assert mp.active_children() == []
+
+
+@pytest.mark.integration
+def test_rank_that_hangs_is_named_after_the_timeout() -> None:
+    job = Job("gloo", 4, STEPS, 2.0, fault=Fault(1, "hang", step=0))
+    _, err, elapsed = _run(job)
+    assert err.rank == 1
+    assert "rank 1 stopped making progress outside any collective" in str(err)
+    assert "ranks 0, 2 and 3 waited in the barrier" in str(err)
+    assert 2.0 <= elapsed < 9.0
+    assert mp.active_children() == []
+
+
+def test_stall_inside_the_collective_blames_the_collective() -> None:
+    job = Job("gloo", 3, STEPS, 5.0)
+    rows = [(COLLECTIVE, 1, 2, 9), (COLLECTIVE, 1, 2, 9), (COLLECTIVE, 1, 2, 8)]
+    text, culprit = _stall_message(job, rows)
+    assert culprit is None
+    assert "collective itself hung" in text
+    behind = [(BARRIER, 1, 2, 9), (OUTSIDE, 1, 1, 5), (BARRIER, 1, 2, 9)]
+    text, culprit = _stall_message(job, behind)
+    assert culprit == 1 and text.startswith("rank 1 stopped")
+
+
+def test_fault_parsing() -> None:
+    assert Fault.parse("2:exit") == Fault(2, "exit", 0)
+    assert Fault.parse("1:hang@3") == Fault(1, "hang", 3)
+    for bad in ("x:exit", "1:explode", "1"):
+        with pytest.raises(KvscopeError):
+            Fault.parse(bad)
+
+
+def test_step_carries_dispatch_tokens() -> None:
+    s = Step("all_to_all", 64, "float32", 0, 1, tokens=np.ones((1, 2, 2), dtype=np.int64))
+    assert s.tokens is not None and s.tokens.shape == (1, 2, 2)
