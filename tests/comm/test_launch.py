@@ -5,12 +5,18 @@ These start real gloo ranks (processes) on this host.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import kvscope
 from kvscope.comm.launch import (
     BARRIER,
     COLLECTIVE,
@@ -21,6 +27,7 @@ from kvscope.comm.launch import (
     Step,
     _stall_message,
     launch,
+    torchrun_rank,
 )
 from kvscope.errors import KvscopeError
 
@@ -91,3 +98,53 @@ def test_fault_parsing() -> None:
 def test_step_carries_dispatch_tokens() -> None:
     s = Step("all_to_all", 64, "float32", 0, 1, tokens=np.ones((1, 2, 2), dtype=np.int64))
     assert s.tokens is not None and s.tokens.shape == (1, 2, 2)
+
+
+def test_torchrun_is_detected_from_its_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    assert torchrun_rank() is None
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert torchrun_rank() is None  # RANK alone (some schedulers set it) is not a launch
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "abc")
+    assert torchrun_rank() == (3, 4)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_bench_under_torchrun(tmp_path: Path) -> None:
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.exists():
+        pytest.skip("torchrun is not installed beside this python")
+    env = {**os.environ, "PYTHONPATH": str(Path(kvscope.__file__).parents[1])}
+    out = subprocess.run(
+        [
+            str(torchrun),
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "kvscope.cli.main",
+            "comm",
+            "bench",
+            "--sizes",
+            "1K,16K",
+            "--iters",
+            "3",
+            "--json",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout)  # only rank 0 printed
+    assert doc["environment"]["world_size"] == 2
+    assert doc["environment"]["variables"]["WORLD_SIZE"] == "2"
+    assert [r["wrong_ranks"] for r in doc["rows"]] == [[], []]
+    assert (tmp_path / "summary.json").is_file()

@@ -13,7 +13,9 @@ app = typer.Typer(help="Collective communication: latency tails, bandwidth, the 
 _BACKEND = typer.Option(
     "gloo", "--backend", help="gloo (CPU, any host) or nccl (one GPU per rank)."
 )
-_WORLD = typer.Option(2, "--world-size", "-n", help="Ranks to launch on this host.")
+_WORLD = typer.Option(
+    2, "--world-size", "-n", help="Ranks to launch on this host (under torchrun: its WORLD_SIZE)."
+)
 _ITERS = typer.Option(20, "--iters", help="Timed iterations per point.")
 _WARMUP = typer.Option(5, "--warmup", help="Untimed iterations before them.")
 _TIMEOUT = typer.Option(
@@ -83,6 +85,8 @@ def bench(
             bar.update(task, completed=done, description=format_size(row["size_bytes"]))
 
         result = run_bench(config, out, tick)
+    if result.rank != 0:
+        return  # under torchrun, rank 0 reports
     if json_out:
         print_json(summary_document(result.summary()))
         return
@@ -218,6 +222,8 @@ def moe(
             bar.update(task, completed=done, description=f"skew {row['skew']:g}")
 
         result = run_moe(config, out, tick)
+    if result.rank != 0:
+        return  # under torchrun, rank 0 reports
     if json_out:
         print_json(summary_document(result.summary()))
         return

@@ -28,7 +28,15 @@ from kvscope.comm.collectives import (
     canonical_op,
 )
 from kvscope.comm.latency import latency_fields, latency_stats
-from kvscope.comm.launch import Fault, Job, RankFailure, Step, launch, require_torch
+from kvscope.comm.launch import (
+    Fault,
+    Job,
+    RankFailure,
+    Step,
+    execute,
+    require_torch,
+    torchrun_rank,
+)
 from kvscope.comm.model import LinkFit, Measurement, fit_alpha_beta, predict_collective_time_s
 from kvscope.comm.rundir import CommRunDir
 from kvscope.errors import KvscopeError, UnknownNameError
@@ -125,6 +133,7 @@ class BenchResult:
     fit_note: str
     environment: dict[str, Any]
     out_dir: Path | None
+    rank: int = 0  # under torchrun, the rank this process played; only rank 0 has rows
 
     def summary(self) -> dict[str, Any]:
         """The ``summary.json`` document (without kind and version)."""
@@ -206,12 +215,16 @@ def run_bench(
     """Measure ``config`` for real; write the run directory as it goes when ``out_dir`` is set."""
     from kvscope.comm.environment import capture_environment
 
+    under = torchrun_rank()
+    if under is not None and under[1] != config.world_size:
+        config = dataclasses.replace(config, world_size=under[1])  # torchrun decides
     check_backend(config.backend, config.world_size)
     env = capture_environment(config.backend, config.world_size)
     steps = tuple(
         Step(config.op, s, config.dtype, config.warmup, config.iters) for s in config.sizes
     )
-    run_dir = CommRunDir(out_dir) if out_dir is not None else None
+    reporting = under is None or under[0] == 0
+    run_dir = CommRunDir(out_dir) if out_dir is not None and reporting else None
     rows: list[dict[str, Any]] = []
 
     def on_step(index: int, times: np.ndarray, wrong: list[int]) -> None:
@@ -225,13 +238,13 @@ def run_bench(
 
     job = Job(config.backend, config.world_size, steps, config.timeout_s, fault=config.fault)
     try:
-        launch(job, on_step)
+        rank = execute(job, on_step)
     except RankFailure as err:
         if run_dir is not None:
             run_dir.finish(rows, bench_summary(config, rows, None, "", env, err.message))
         raise
-    fit, note = add_model(rows)
-    result = BenchResult(config, rows, fit, note, env, Path(out_dir) if out_dir else None)
+    fit, note = add_model(rows) if rows else (None, "")
+    result = BenchResult(config, rows, fit, note, env, Path(out_dir) if out_dir else None, rank)
     if run_dir is not None:
         run_dir.finish(rows, result.summary())
     return result

@@ -23,7 +23,7 @@ import numpy as np
 from kvscope.comm.bench import ProgressFn, check_backend, check_common
 from kvscope.comm.collectives import DTYPE_BYTES, canonical_dtype
 from kvscope.comm.latency import latency_fields, latency_stats
-from kvscope.comm.launch import Fault, Job, RankFailure, Step, launch
+from kvscope.comm.launch import Fault, Job, RankFailure, Step, execute, torchrun_rank
 from kvscope.comm.routing import RoutingSpec, dispatch_plan, imbalance
 from kvscope.comm.rundir import CommRunDir
 from kvscope.errors import KvscopeError
@@ -104,6 +104,7 @@ class MoeResult:
     config: MoeConfig
     rows: list[dict[str, Any]]
     environment: dict[str, Any]
+    rank: int = 0  # under torchrun, the rank this process played; only rank 0 has rows
 
     def summary(self) -> dict[str, Any]:
         return moe_summary(self.config, self.rows, self.environment)
@@ -140,6 +141,9 @@ def run_moe(
     """Measure the dispatch all-to-all at every skew; rows arrive in the run dir as measured."""
     from kvscope.comm.environment import capture_environment
 
+    under = torchrun_rank()
+    if under is not None and under[1] != config.world_size:
+        config = dataclasses.replace(config, world_size=under[1])  # torchrun decides
     check_backend(config.backend, config.world_size)
     env = capture_environment(config.backend, config.world_size)
     n_iter = config.warmup + config.iters
@@ -160,7 +164,8 @@ def run_moe(
         )
         for p in plans
     )
-    run_dir = CommRunDir(out_dir) if out_dir is not None else None
+    reporting = under is None or under[0] == 0
+    run_dir = CommRunDir(out_dir) if out_dir is not None and reporting else None
     rows: list[dict[str, Any]] = []
 
     def on_step(index: int, times: np.ndarray, wrong: list[int]) -> None:
@@ -174,15 +179,16 @@ def run_moe(
 
     job = Job(config.backend, config.world_size, steps, config.timeout_s, fault=config.fault)
     try:
-        launch(job, on_step)
+        rank = execute(job, on_step)
     except RankFailure as err:
         if run_dir is not None:
             run_dir.finish(rows, moe_summary(config, rows, env, err.message))
         raise
-    base = min(rows, key=lambda r: r["skew"])["lat_p99_s"]
-    for r in rows:
-        r["p99_vs_least_skew"] = r["lat_p99_s"] / base if base > 0 else None
-    result = MoeResult(config, rows, env)
+    if rows:
+        base = min(rows, key=lambda r: r["skew"])["lat_p99_s"]
+        for r in rows:
+            r["p99_vs_least_skew"] = r["lat_p99_s"] / base if base > 0 else None
+    result = MoeResult(config, rows, env, rank)
     if run_dir is not None:
         run_dir.finish(rows, result.summary())
     return result

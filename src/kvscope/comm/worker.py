@@ -77,17 +77,23 @@ def run_rank(rank: int, job: Job, progress: Any, sink: Sink) -> None:
             os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # local ranks talk over loopback only
     prog = _Progress(progress, rank)
     prog.mark(RENDEZVOUS)
+    device = torch.device("cpu")
+    if job.backend == "nccl":
+        # One GPU per rank, bound before the communicator is created. Under torchrun,
+        # LOCAL_RANK is the GPU on this node.
+        local = int(os.environ.get("LOCAL_RANK", rank))
+        device = torch.device("cuda", local % max(1, torch.cuda.device_count()))
+        torch.cuda.set_device(device)
     dist.init_process_group(
         job.backend,
         init_method=job.init_method,
         rank=rank,
         world_size=job.world_size,
+        # Past this a collective raises instead of waiting forever (the backstop when
+        # no supervisor watches, as under torchrun).
         timeout=timedelta(seconds=job.timeout_s + 10),
     )
-    device = torch.device("cpu")
-    if job.backend == "nccl":
-        device = torch.device("cuda", rank % max(1, torch.cuda.device_count()))
-        torch.cuda.set_device(device)
+    barrier = _barrier(device)
     try:
         for index, step in enumerate(job.steps):
             prog.mark(OUTSIDE, index, 0)
@@ -100,7 +106,7 @@ def run_rank(rank: int, job: Job, progress: Any, sink: Sink) -> None:
                 table = torch.stack(rows).cpu().numpy()
                 bad = [r for r in range(job.world_size) if table[r, -1] > 0]
                 sink(("step", index, table[:, :-1].tolist(), bad))
-        dist.barrier()
+        barrier()
         prog.mark(DONE)
         sink(("done", rank))
     finally:
@@ -111,6 +117,7 @@ def _measure(
     rank: int, job: Job, index: int, step: Step, device: torch.device, prog: _Progress
 ) -> tuple[list[float], bool]:
     n = job.world_size
+    barrier = _barrier(device)
     run, check = _operation(rank, n, step, device)
     wrong = not check()
     sync = torch.cuda.synchronize if device.type == "cuda" else _noop
@@ -123,7 +130,7 @@ def _measure(
             while True:  # hang: sleep until the parent kills us
                 time.sleep(3600)
         prog.mark(BARRIER, index, it)
-        dist.barrier()
+        barrier()
         sync()
         prog.mark(COLLECTIVE, index, it)
         t0 = time.perf_counter()
@@ -137,6 +144,13 @@ def _measure(
 
 def _noop() -> None:
     return None
+
+
+def _barrier(device: torch.device) -> Callable[[], None]:
+    """``dist.barrier`` on the rank's own GPU under NCCL (torch warns without device_ids)."""
+    if device.type == "cuda":
+        return lambda: dist.barrier(device_ids=[device.index])
+    return lambda: dist.barrier()
 
 
 def _operation(
