@@ -150,7 +150,7 @@ def _render_bench(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     con.print(t)
     fit = summary["fit"]
     if fit is None:
-        con.print(f"link fit: not done ({summary['fit_note']})")
+        con.print(f"link fit: not done ({summary['fit_note'].rstrip('.')})")
     else:
         con.print(
             f"link fit (alpha-beta, P50s): alpha = {fit['alpha_s'] * 1e6:,.1f} µs per step, "
