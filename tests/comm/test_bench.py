@@ -34,6 +34,7 @@ def test_every_collective_runs_for_real(op: str, n: int) -> None:
         assert r["algbw_gbps"] * 1e9 * r["lat_mean_s"] == pytest.approx(r["size_bytes"])
         assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * bus_factor(op, n))
         assert r["predicted_s"] > 0
+        assert r["p99_over_predicted"] >= r["measured_over_predicted"] > 0
     assert result.fit is not None
 
 

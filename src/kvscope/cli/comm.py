@@ -106,6 +106,10 @@ def _us(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e6:,.1f}"
 
 
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _render_bench(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -127,12 +131,12 @@ def _render_bench(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
         "busbw",
         "slowest rank",
         "model",
-        "meas/model",
+        "p50/model",
+        "p99/model",
     )
     for c in cols:
         t.add_column(c, justify="right")
     for r in rows:
-        ratio = r["measured_over_predicted"]
         t.add_row(
             format_size(r["size_bytes"]),
             _us(r["lat_p50_s"]),
@@ -144,7 +148,8 @@ def _render_bench(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
             f"{r['busbw_gbps']:.3f}",
             f"{r['slowest_rank']} (×{r['rank_spread']:.2f})",
             _us(r["predicted_s"]),
-            "-" if ratio is None else f"{ratio:.2f}",
+            _ratio(r["measured_over_predicted"]),
+            _ratio(r["p99_over_predicted"]),
         )
     con = _table_console()
     con.print(t)

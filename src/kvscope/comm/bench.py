@@ -198,7 +198,7 @@ def add_model(rows: list[dict[str, Any]]) -> tuple[LinkFit | None, str]:
         fit = fit_alpha_beta(points)
     except KvscopeError as err:
         for r in rows:
-            r["predicted_s"], r["measured_over_predicted"] = None, None
+            r["predicted_s"] = r["measured_over_predicted"] = r["p99_over_predicted"] = None
         return None, err.message
     for r in rows:
         pred = predict_collective_time_s(
@@ -206,6 +206,8 @@ def add_model(rows: list[dict[str, Any]]) -> tuple[LinkFit | None, str]:
         )
         r["predicted_s"] = pred
         r["measured_over_predicted"] = r["lat_p50_s"] / pred if pred > 0 else None
+        # How far the tail sits above the model: what an SLA on this link must budget.
+        r["p99_over_predicted"] = r["lat_p99_s"] / pred if pred > 0 else None
     return fit, "alpha-beta least squares on relative error of each size's P50"
 
 
