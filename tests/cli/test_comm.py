@@ -138,7 +138,7 @@ def test_hung_rank_exits_3_after_the_timeout(capsys: pytest.CaptureFixture[str])
         "--iters",
         "2",
         "--timeout",
-        "1.5",
+        "3",
         "--inject-fault",
         "0:hang",
     )

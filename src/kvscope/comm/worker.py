@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -54,6 +55,8 @@ class _Progress:
 
 def rank_entry(rank: int, job: Job, progress: Any, conn: Any) -> None:
     """Process target: run the rank, report an error up the pipe, exit non-zero on failure."""
+    parent = os.getppid()
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     try:
         run_rank(rank, job, progress, conn.send)
     except BaseException as err:
@@ -62,6 +65,14 @@ def rank_entry(rank: int, job: Job, progress: Any, conn: Any) -> None:
         finally:
             os._exit(1)
     conn.close()
+
+
+def _exit_with_parent(parent: int) -> None:
+    # A parent killed outright (SIGKILL, OOM) cannot stop its ranks: they stop themselves
+    # rather than linger until the process group times out.
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def run_rank(rank: int, job: Job, progress: Any, sink: Sink) -> None:
