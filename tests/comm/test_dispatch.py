@@ -26,6 +26,13 @@ def test_skew_raises_imbalance_and_rows_are_consistent(tmp_path: Path) -> None:
         assert r["busiest_rank_recv_bytes_mean"] >= r["bytes_per_rank_mean"]
         assert r["busiest_rank_recv_bytes_mean"] <= 4 * r["bytes_per_rank_mean"]
     assert uniform["p99_vs_least_skew"] == 1.0
+    # the skewed routing puts more traffic on its busiest rank, and the model sees it
+    assert skewed["bottleneck_bytes_p50"] > uniform["bottleneck_bytes_p50"]
+    for r in result.rows:
+        assert r["bottleneck_bytes_p50"] <= r["bottleneck_bytes_p99"]
+        assert 0 < r["predicted_p50_s"] <= r["predicted_p99_s"]
+        assert r["p99_over_predicted"] == pytest.approx(r["lat_p99_s"] / r["predicted_p99_s"])
+    assert result.fit is not None and result.fit.points == 2 * 8
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["kind"] == "comm" and summary["pattern"] == "moe_dispatch"
     assert len((tmp_path / "comm.jsonl").read_text().splitlines()) == 2

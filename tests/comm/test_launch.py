@@ -148,3 +148,14 @@ def test_bench_under_torchrun(tmp_path: Path) -> None:
     assert doc["environment"]["variables"]["WORLD_SIZE"] == "2"
     assert [r["wrong_ranks"] for r in doc["rows"]] == [[], []]
     assert (tmp_path / "summary.json").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_spawned_ranks_as_nccl_uses_them() -> None:
+    # NCCL ranks are spawned (fresh interpreters, no inherited CUDA state); run that path
+    # on gloo so the pickled job, pipes and shared progress array are exercised here.
+    got: list[int] = []
+    launch(Job("gloo", 2, STEPS[:1], 60.0), lambda i, t, w: got.append(i), "spawn")
+    assert got == [0]
+    assert mp.active_children() == []

@@ -11,8 +11,11 @@ from kvscope.comm.model import (
     AlphaBeta,
     Measurement,
     collective_cost_terms,
+    dispatch_cost_terms,
     fit_alpha_beta,
+    fit_cost_terms,
     predict_collective_time_s,
+    predict_dispatch_time_s,
 )
 from kvscope.errors import KvscopeError
 
@@ -109,3 +112,14 @@ def test_fit_needs_two_sizes() -> None:
         fit_alpha_beta([Measurement("all_reduce", 1024, 4, 1e-4)] * 3)
     with pytest.raises(KvscopeError):
         AlphaBeta(-1.0, 1e-9)
+
+
+def test_dispatch_model_and_its_fit() -> None:
+    # 8 ranks, busiest rank moves 3 MiB: 7 steps of 10 us + 3 MiB at 50 GB/s.
+    t = predict_dispatch_time_s(3 * 2**20, 8, 10e-6, 1 / 50e9)
+    assert t == pytest.approx(70e-6 + 3 * 2**20 / 50e9)
+    pts = [dispatch_cost_terms(b, 8) for b in (1e5, 1e6, 4e6)]
+    times = [predict_dispatch_time_s(b, 8, 10e-6, 1 / 50e9) for b in (1e5, 1e6, 4e6)]
+    fit = fit_cost_terms(pts, times)
+    assert fit.link.alpha_s == pytest.approx(10e-6)
+    assert fit.link.bandwidth_bytes_per_s == pytest.approx(50e9)

@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvscope.comm.routing import RoutingSpec, dispatch_plan, expert_popularity, imbalance
+from kvscope.comm.routing import (
+    RoutingSpec,
+    bottleneck_tokens,
+    dispatch_plan,
+    expert_popularity,
+    imbalance,
+)
 from kvscope.errors import KvscopeError
 
 
@@ -66,3 +72,10 @@ def test_bad_specs() -> None:
         RoutingSpec(8, 2, 10, 16, skew=-1)
     with pytest.raises(KvscopeError, match="evenly"):
         dispatch_plan(RoutingSpec(6, 2, 10, 16), 4, 1, 0)
+
+
+def test_bottleneck_is_the_busiest_ranks_off_rank_traffic() -> None:
+    tokens = np.array([[5, 1, 1], [2, 9, 0], [7, 3, 4]])
+    # off-rank sends: 2, 2, 10; off-rank receives: 9, 4, 1 -> rank 2 sends 10
+    assert bottleneck_tokens(tokens) == 10
+    assert imbalance(tokens) == pytest.approx(14 / (32 / 3))

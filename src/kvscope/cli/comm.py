@@ -106,6 +106,12 @@ def _us(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e6:,.1f}"
 
 
+def _bandwidth(gbps: float | None) -> str:
+    return (
+        "bandwidth: no size dependence measured" if gbps is None else f"bandwidth = {gbps:.3f} GB/s"
+    )
+
+
 def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -159,8 +165,8 @@ def _render_bench(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     else:
         con.print(
             f"link fit (alpha-beta, P50s): alpha = {fit['alpha_s'] * 1e6:,.1f} µs per step, "
-            f"bandwidth = {fit['bandwidth_gbps']:.3f} GB/s; "
-            f"RMS error {fit['rms_rel_error'] * 100:.1f} %"
+            + _bandwidth(fit["bandwidth_gbps"])
+            + f"; RMS error {fit['rms_rel_error'] * 100:.1f} %"
         )
     wrong = summary["headline"].get("wrong_results", 0)
     if wrong:
@@ -242,12 +248,14 @@ def moe(
         "skew",
         "MiB/rank",
         "imbalance",
-        "max imb.",
+        "bottleneck MiB p99",
         "p50",
         "p95",
         "p99",
         "max",
         "p99/least skew",
+        "model p99",
+        "p99/model",
         "corr(imb,lat)",
     ):
         t.add_column(c, justify="right")
@@ -257,12 +265,24 @@ def moe(
             f"{r['skew']:g}",
             f"{r['bytes_per_rank_mean'] / 2**20:.2f}",
             f"{r['imbalance_mean']:.2f}",
-            f"{r['imbalance_max']:.2f}",
+            f"{r['bottleneck_bytes_p99'] / 2**20:.2f}",
             _us(r["lat_p50_s"]),
             _us(r["lat_p95_s"]),
             _us(r["lat_p99_s"]),
             _us(r["lat_max_s"]),
-            f"{r['p99_vs_least_skew']:.2f}",
+            _ratio(r["p99_vs_least_skew"]),
+            _us(r["predicted_p99_s"]),
+            _ratio(r["p99_over_predicted"]),
             "-" if corr is None else f"{corr:+.2f}",
         )
-    _table_console().print(t)
+    con = _table_console()
+    con.print(t)
+    fit = result.summary()["fit"]
+    if fit is not None:
+        bw = fit["bandwidth_gbps"]
+        con.print(
+            f"dispatch link fit: alpha = {fit['alpha_s'] * 1e6:,.1f} µs per step, "
+            + _bandwidth(bw)
+            + f"; RMS error {fit['rms_rel_error'] * 100:.1f} %. p99/model near 1: the tail is "
+            "the busiest rank's traffic; well above 1: it comes from elsewhere."
+        )

@@ -158,11 +158,12 @@ def bench_summary(
             "busbw_gbps_peak": max(r["busbw_gbps"] for r in rows),
             "wrong_results": sum(len(r["wrong_ranks"]) for r in rows),
         }
-    if fit is not None:
+    fitted = fit_dict(fit)
+    if fitted is not None:
         headline.update(
-            alpha_s=fit.link.alpha_s,
-            link_bandwidth_gbps=fit.link.bandwidth_bytes_per_s / 1e9,
-            model_rms_rel_error=fit.rms_rel_error,
+            alpha_s=fitted["alpha_s"],
+            link_bandwidth_gbps=fitted["bandwidth_gbps"],
+            model_rms_rel_error=fitted["rms_rel_error"],
         )
     return {
         "status": "error" if error else "ok",
@@ -171,7 +172,7 @@ def bench_summary(
         "config": cfg,
         "environment": environment,
         "headline": headline,
-        "fit": fit_dict(fit),
+        "fit": fitted,
         "fit_note": fit_note,
         "rows": rows,
     }
@@ -184,7 +185,10 @@ def fit_dict(fit: LinkFit | None) -> dict[str, Any] | None:
     return {
         "alpha_s": fit.link.alpha_s,
         "beta_s_per_byte": fit.link.beta_s_per_byte,
-        "bandwidth_gbps": fit.link.bandwidth_bytes_per_s / 1e9,
+        # None when beta is 0: the data showed no size dependence (infinite bandwidth).
+        "bandwidth_gbps": (
+            fit.link.bandwidth_bytes_per_s / 1e9 if fit.link.beta_s_per_byte > 0 else None
+        ),
         "points": fit.points,
         "rms_rel_error": fit.rms_rel_error,
         "max_rel_error": fit.max_rel_error,

@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from kvscope.comm.bench import ProgressFn, check_backend, check_common
+from kvscope.comm.bench import ProgressFn, check_backend, check_common, fit_dict
 from kvscope.comm.collectives import DTYPE_BYTES, canonical_dtype
 from kvscope.comm.latency import latency_fields, latency_stats
 from kvscope.comm.launch import Fault, Job, RankFailure, Step, execute, torchrun_rank
-from kvscope.comm.routing import RoutingSpec, dispatch_plan, imbalance
+from kvscope.comm.model import LinkFit, dispatch_cost_terms, fit_cost_terms, predict_dispatch_time_s
+from kvscope.comm.routing import RoutingSpec, bottleneck_tokens, dispatch_plan, imbalance
 from kvscope.comm.rundir import CommRunDir
 from kvscope.errors import KvscopeError
 
@@ -76,6 +77,7 @@ def skew_row(
     token_bytes = config.hidden * DTYPE_BYTES[config.dtype]
     per_iter_imb = np.array([imbalance(t) for t in tokens])
     busiest = np.array([t.sum(axis=0).max() for t in tokens]) * token_bytes
+    bottleneck = np.array([bottleneck_tokens(t) for t in tokens]) * token_bytes
     latency = np.asarray(times_s).max(axis=0)
     corr = (
         float(np.corrcoef(per_iter_imb, latency)[0, 1])
@@ -90,6 +92,8 @@ def skew_row(
         "dtype": config.dtype,
         "bytes_per_rank_mean": float(tokens.sum(axis=2).mean() * token_bytes),
         "busiest_rank_recv_bytes_mean": float(busiest.mean()),
+        "bottleneck_bytes_p50": float(np.percentile(bottleneck, 50)),
+        "bottleneck_bytes_p99": float(np.percentile(bottleneck, 99)),
         "imbalance_mean": float(per_iter_imb.mean()),
         "imbalance_max": float(per_iter_imb.max()),
         **latency_fields(stats),
@@ -99,19 +103,56 @@ def skew_row(
     }
 
 
+def add_dispatch_model(
+    rows: list[dict[str, Any]], points: list[tuple[float, float]], world_size: int
+) -> LinkFit | None:
+    """Fit the link to every dispatch, then predict each skew's P50 and P99 from its bytes.
+
+    ``p99_over_predicted`` near 1 means the tail is the traffic the imbalance puts on
+    the busiest rank; well above 1, the tail comes from somewhere else (scheduling,
+    contention) and balancing the experts would not remove it.
+    """
+    try:
+        fit = fit_cost_terms(
+            [dispatch_cost_terms(b, world_size) for b, _ in points], [t for _, t in points]
+        )
+    except KvscopeError:
+        fit = None
+    for r in rows:
+        for q in ("p50", "p99"):
+            r[f"predicted_{q}_s"] = (
+                None
+                if fit is None
+                else predict_dispatch_time_s(
+                    r[f"bottleneck_bytes_{q}"],
+                    world_size,
+                    fit.link.alpha_s,
+                    fit.link.beta_s_per_byte,
+                )
+            )
+        pred = r["predicted_p99_s"]
+        r["p99_over_predicted"] = r["lat_p99_s"] / pred if pred else None
+    return fit
+
+
 @dataclass(frozen=True)
 class MoeResult:
     config: MoeConfig
     rows: list[dict[str, Any]]
     environment: dict[str, Any]
+    fit: LinkFit | None = None
     rank: int = 0  # under torchrun, the rank this process played; only rank 0 has rows
 
     def summary(self) -> dict[str, Any]:
-        return moe_summary(self.config, self.rows, self.environment)
+        return moe_summary(self.config, self.rows, self.environment, self.fit)
 
 
 def moe_summary(
-    config: MoeConfig, rows: list[dict[str, Any]], env: dict[str, Any], error: str | None = None
+    config: MoeConfig,
+    rows: list[dict[str, Any]],
+    env: dict[str, Any],
+    fit: LinkFit | None = None,
+    error: str | None = None,
 ) -> dict[str, Any]:
     cfg = dataclasses.asdict(config)
     cfg["skews"] = list(config.skews)
@@ -131,6 +172,9 @@ def moe_summary(
         "config": cfg,
         "environment": env,
         "headline": headline,
+        "fit": fit_dict(fit),
+        "fit_note": "alpha-beta on every timed dispatch: (n-1) steps + the busiest rank's "
+        "off-rank bytes",
         "rows": rows,
     }
 
@@ -167,11 +211,16 @@ def run_moe(
     reporting = under is None or under[0] == 0
     run_dir = CommRunDir(out_dir) if out_dir is not None and reporting else None
     rows: list[dict[str, Any]] = []
+    points: list[tuple[float, float]] = []  # (bottleneck bytes, latency s) per dispatch
 
     def on_step(index: int, times: np.ndarray, wrong: list[int]) -> None:
         timed = plans[index][config.warmup :]
         row = skew_row(config, config.skews[index], timed, times, wrong)
         rows.append(row)
+        points.extend(
+            (bottleneck_tokens(t) * token_bytes, float(lat))
+            for t, lat in zip(timed, times.max(axis=0), strict=True)
+        )
         if run_dir is not None:
             run_dir.append(row, times)
         if progress is not None:
@@ -182,13 +231,14 @@ def run_moe(
         rank = execute(job, on_step)
     except RankFailure as err:
         if run_dir is not None:
-            run_dir.finish(rows, moe_summary(config, rows, env, err.message))
+            run_dir.finish(rows, moe_summary(config, rows, env, None, err.message))
         raise
     if rows:
         base = min(rows, key=lambda r: r["skew"])["lat_p99_s"]
         for r in rows:
             r["p99_vs_least_skew"] = r["lat_p99_s"] / base if base > 0 else None
-    result = MoeResult(config, rows, env, rank)
+    fit = add_dispatch_model(rows, points, config.world_size)
+    result = MoeResult(config, rows, env, fit, rank)
     if run_dir is not None:
         run_dir.finish(rows, result.summary())
     return result

@@ -190,16 +190,19 @@ def _stall_message(job: Job, rows: list[tuple[int, ...]]) -> tuple[str, int | No
     return text, stuck[0]
 
 
-def launch(job: Job, on_step: StepSink) -> None:
+def launch(job: Job, on_step: StepSink, start_method: str | None = None) -> None:
     """Run ``job`` on local processes; call ``on_step`` as each step's timings arrive.
 
     ``on_step(step_index, times_s[rank, iteration], wrong_ranks)``. Raises
-    :class:`RankFailure` when a rank dies or hangs.
+    :class:`RankFailure` when a rank dies or hangs. ``start_method`` overrides the
+    choice of ``fork`` (gloo) or ``spawn`` (NCCL).
     """
     require_torch()
     from kvscope.comm import worker
 
-    method = "fork" if job.backend == "gloo" and "fork" in mp.get_all_start_methods() else "spawn"
+    method = start_method or (
+        "fork" if job.backend == "gloo" and "fork" in mp.get_all_start_methods() else "spawn"
+    )
     ctx: Any = mp.get_context(method)
     n = job.world_size
     progress = ctx.Array("q", n * SLOTS, lock=False)

@@ -108,21 +108,22 @@ class LinkFit:
 
 def fit_alpha_beta(points: Sequence[Measurement]) -> LinkFit:
     """Least-squares ``alpha`` and ``beta`` (both >= 0) from measured collectives."""
-    rows: list[tuple[float, float]] = []
-    times: list[float] = []
-    for p in points:
-        if not (p.time_s > 0 and math.isfinite(p.time_s)):
-            raise KvscopeError(f"measured time must be positive, got {p.time_s} s.")
-        rows.append(collective_cost_terms(p.op, p.size_bytes, p.world_size))
-        times.append(p.time_s)
-    x = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
-    t = np.asarray(times, dtype=np.float64)
+    terms = [collective_cost_terms(p.op, p.size_bytes, p.world_size) for p in points]
+    return fit_cost_terms(terms, [p.time_s for p in points])
+
+
+def fit_cost_terms(terms: Sequence[tuple[float, float]], times_s: Sequence[float]) -> LinkFit:
+    """Fit ``time = steps * alpha + wire_bytes * beta`` to ``(steps, wire_bytes)`` points."""
+    t = np.asarray(times_s, dtype=np.float64)
+    if not (np.all(t > 0) and np.all(np.isfinite(t))):
+        raise KvscopeError("measured times must be positive and finite.")
+    x = np.asarray(terms, dtype=np.float64).reshape(-1, 2)
     # Relative errors: divide each equation by its measured time. Scale the columns so
     # the solve is well conditioned (wire bytes are ~1e6x the step counts).
     a = x / t[:, None]
     scale = np.where(np.abs(a).max(axis=0) > 0, np.abs(a).max(axis=0), 1.0)
     a_scaled = a / scale
-    if len(points) < 2 or np.linalg.matrix_rank(a_scaled) < 2:
+    if len(t) < 2 or np.linalg.matrix_rank(a_scaled) < 2:
         raise KvscopeError(
             "fitting alpha and beta needs at least two different message sizes "
             "(with more than one rank)."
@@ -141,7 +142,27 @@ def fit_alpha_beta(points: Sequence[Measurement]) -> LinkFit:
     rel = (x @ np.array([link.alpha_s, link.beta_s_per_byte]) - t) / t
     return LinkFit(
         link=link,
-        points=len(points),
+        points=len(t),
         rms_rel_error=float(np.sqrt(np.mean(rel**2))),
         max_rel_error=float(np.max(np.abs(rel))),
     )
+
+
+def dispatch_cost_terms(bottleneck_bytes: float, world_size: int) -> tuple[float, float]:
+    """``(steps, wire_bytes)`` of an uneven all-to-all (MoE dispatch).
+
+    Pairwise exchange takes ``n - 1`` steps; with uneven splits the busiest rank's
+    off-rank traffic (the larger of what it sends and receives) is what the link must
+    carry before the operation can end, so it replaces ``(n-1)/n * S``.
+    """
+    if world_size < 1 or bottleneck_bytes < 0:
+        raise KvscopeError("dispatch needs at least one rank and non-negative bytes.")
+    return float(world_size - 1), float(bottleneck_bytes)
+
+
+def predict_dispatch_time_s(
+    bottleneck_bytes: float, world_size: int, alpha_s: float, beta_s_per_byte: float
+) -> float:
+    """Seconds an uneven all-to-all takes when its busiest rank moves ``bottleneck_bytes``."""
+    steps, wire = dispatch_cost_terms(bottleneck_bytes, world_size)
+    return steps * alpha_s + wire * beta_s_per_byte

@@ -83,6 +83,13 @@ def imbalance(tokens: np.ndarray) -> float:
     return float(recv.max() / mean) if mean > 0 else 1.0
 
 
+def bottleneck_tokens(tokens: np.ndarray) -> int:
+    """Off-rank tokens of the busiest rank: the larger of what it sends and receives."""
+    t = np.asarray(tokens)
+    off = t - np.diag(np.diag(t))  # a rank's tokens for itself never touch the link
+    return int(max(off.sum(axis=1).max(), off.sum(axis=0).max()))
+
+
 def dispatch_plan(
     spec: RoutingSpec, world_size: int, iterations: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:

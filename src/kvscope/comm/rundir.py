@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,17 @@ from kvscope.errors import KvscopeError
 def summary_document(summary: dict[str, Any]) -> dict[str, Any]:
     """``summary`` with ``kind`` and ``kvscope_version`` first: what ``summary.json`` holds."""
     return {"kind": "comm", "kvscope_version": __version__, **summary}
+
+
+def _finite(obj: Any) -> Any:
+    """Non-finite floats become None: strict JSON has no NaN or Infinity."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def _json_default(obj: Any) -> Any:
@@ -50,7 +62,7 @@ class CommRunDir:
     def append(self, row: dict[str, Any], times_s: np.ndarray) -> None:
         """Record one measured point now: its row and its raw ``times_s[rank, iteration]``."""
         with (self.path / "comm.jsonl").open("a") as f:
-            f.write(json.dumps(row, default=_json_default) + "\n")
+            f.write(json.dumps(_finite(row), default=_json_default, allow_nan=False) + "\n")
             f.flush()
         step, self._steps = self._steps, self._steps + 1
         for rank, per_rank in enumerate(np.asarray(times_s)):
@@ -71,5 +83,6 @@ class CommRunDir:
     def write_summary(self, summary: dict[str, Any]) -> None:
         doc = summary_document(summary)
         tmp = self.path / "summary.json.tmp"
-        tmp.write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")
+        text = json.dumps(_finite(doc), indent=2, default=_json_default, allow_nan=False)
+        tmp.write_text(text + "\n")
         tmp.replace(self.path / "summary.json")
