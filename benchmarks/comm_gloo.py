@@ -55,7 +55,7 @@ def main() -> None:
     print("MoE dispatch, top-2 of 8 experts, 128 tokens x 4096 bf16 per rank, 4 ranks")
     print(
         f"{'skew':>5} {'MiB/rank':>8} {'imbalance':>9} {'p50 us':>9} {'p99 us':>9} "
-        f"{'p99/least':>9} {'corr':>6}"
+        f"{'p99/least':>9} {'model p99':>9} {'p99/model':>9} {'corr':>6}"
     )
     for r in moe.rows:
         corr = r["corr_imbalance_latency"]
@@ -63,6 +63,7 @@ def main() -> None:
             f"{r['skew']:>5g} {r['bytes_per_rank_mean'] / 2**20:>8.2f} "
             f"{r['imbalance_mean']:>9.2f} {r['lat_p50_s'] * 1e6:>9.1f} "
             f"{r['lat_p99_s'] * 1e6:>9.1f} {r['p99_vs_least_skew']:>9.2f} "
+            f"{(r['predicted_p99_s'] or 0) * 1e6:>9.1f} {r['p99_over_predicted'] or 0:>9.2f} "
             f"{'-' if corr is None else f'{corr:+.2f}':>6}"
         )
     print(f"\nwall time {time.perf_counter() - t0:.1f} s")

@@ -87,6 +87,7 @@ def bench(
         result = run_bench(config, out, tick)
     if result.rank != 0:
         return  # under torchrun, rank 0 reports
+    _warn_oversubscribed(result.environment)
     if json_out:
         print_json(summary_document(result.summary()))
         return
@@ -100,6 +101,14 @@ def _table_console() -> Any:
     from rich.console import Console
 
     return Console(width=150, highlight=False, soft_wrap=False)
+
+
+def _warn_oversubscribed(env: dict[str, Any]) -> None:
+    if env.get("cpu_oversubscribed"):
+        stderr.print(
+            f"note: {env['world_size']} gloo ranks on {env['cpu_count']} CPU cores; the "
+            "latency tail includes the ranks waiting for a core."
+        )
 
 
 def _us(seconds: float | None) -> str:
@@ -235,6 +244,7 @@ def moe(
         result = run_moe(config, out, tick)
     if result.rank != 0:
         return  # under torchrun, rank 0 reports
+    _warn_oversubscribed(result.environment)
     if json_out:
         print_json(summary_document(result.summary()))
         return

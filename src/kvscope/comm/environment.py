@@ -67,6 +67,8 @@ def capture_environment(backend: str, world_size: int) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.release()} {platform.machine()}",
         "cpu_count": os.cpu_count(),
+        # gloo ranks spin on CPU cores: more ranks than cores puts scheduling in the tail
+        "cpu_oversubscribed": backend == "gloo" and world_size > (os.cpu_count() or 1),
         "variables": comm_variables(),
         "gpu_topology": gpu_topology(),
     }
