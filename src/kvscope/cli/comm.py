@@ -8,7 +8,10 @@ import typer
 
 from kvscope.cli.output import print_json, stderr, stdout
 
-app = typer.Typer(help="Collective communication: latency tails, bandwidth, the alpha-beta model.")
+app = typer.Typer(
+    help="Collective communication: latency tails, bandwidth, the alpha-beta model.",
+    no_args_is_help=True,
+)
 
 _BACKEND = typer.Option(
     "gloo", "--backend", help="gloo (CPU, any host) or nccl (one GPU per rank)."
@@ -49,7 +52,7 @@ def bench(
     sizes: str = typer.Option(
         "1K:1M:x4",
         "--sizes",
-        help="START:END:xFACTOR, START:END:+STEP or A,B,C (bytes; K/M/G are binary).",
+        help="FIRST:LAST:xFACTOR, FIRST:LAST:+STEP or A,B,C (bytes; K/M/G are binary).",
     ),
     backend: str = _BACKEND,
     world_size: int = _WORLD,
