@@ -21,14 +21,15 @@ from kvscope.comm.launch import (
     BARRIER,
     COLLECTIVE,
     OUTSIDE,
+    RENDEZVOUS,
     Fault,
     Job,
     RankFailure,
     Step,
     _stall_message,
     launch,
-    torchrun_rank,
 )
+from kvscope.comm.torchrun import torchrun_rank
 from kvscope.errors import KvscopeError
 
 pytest.importorskip("torch")
@@ -82,6 +83,8 @@ def test_stall_inside_the_collective_blames_the_collective() -> None:
     text, culprit = _stall_message(job, rows)
     assert culprit is None
     assert "collective itself hung" in text
+    text, culprit = _stall_message(job, [(RENDEZVOUS, -1, -1, 1)] * 3)
+    assert culprit is None and "rendezvous never completed" in text
     behind = [(BARRIER, 1, 2, 9), (OUTSIDE, 1, 1, 5), (BARRIER, 1, 2, 9)]
     text, culprit = _stall_message(job, behind)
     assert culprit == 1 and text.startswith("rank 1 stopped")
@@ -159,3 +162,26 @@ def test_spawned_ranks_as_nccl_uses_them() -> None:
     launch(Job("gloo", 2, STEPS[:1], 60.0), lambda i, t, w: got.append(i), "spawn")
     assert got == [0]
     assert mp.active_children() == []
+
+
+@pytest.mark.integration
+def test_rank_that_never_joins_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Rank 1's worker hangs before the rendezvous: the startup allowance applies, then
+    # the rank that never joined is named.
+    from kvscope.comm import worker
+
+    real = worker.run_rank
+
+    def stuck_rank(rank: int, job: Job, progress: object, sink: object) -> None:
+        if rank == 1:
+            time.sleep(3600)
+        real(rank, job, progress, sink)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(worker, "run_rank", stuck_rank)
+    job = Job("gloo", 2, STEPS, 1.0, startup_timeout_s=2.0)
+    _, err, elapsed = _run(job)
+    assert err.rank == 1
+    assert "rank 1 stopped making progress before reaching the rendezvous" in str(err)
+    assert "while rank 0 waited at the rendezvous" in str(err)
+    assert "no rank moved for 2 s" in str(err)
+    assert 2.0 <= elapsed < 10.0

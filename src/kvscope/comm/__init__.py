@@ -19,6 +19,7 @@ Modules (only ``worker`` and ``environment`` import torch, and only when called)
 - :mod:`~kvscope.comm.model` the alpha-beta link model and its least-squares fit;
 - :mod:`~kvscope.comm.routing` MoE routing (top-k of E, Zipf skew) -> dispatch splits;
 - :mod:`~kvscope.comm.launch` starting ranks, failing fast on a dead or hung rank;
+- :mod:`~kvscope.comm.torchrun` playing one rank when torchrun started the process;
 - :mod:`~kvscope.comm.worker` one rank's timed loop (torch);
 - :mod:`~kvscope.comm.environment` backend, versions, NCCL_/GLOO_ variables, topology;
 - :mod:`~kvscope.comm.bench` and :mod:`~kvscope.comm.dispatch` the two measurements;

@@ -33,12 +33,11 @@ from kvscope.comm.launch import (
     Job,
     RankFailure,
     Step,
-    execute,
     require_torch,
-    torchrun_rank,
 )
 from kvscope.comm.model import LinkFit, Measurement, fit_alpha_beta, predict_collective_time_s
 from kvscope.comm.rundir import CommRunDir
+from kvscope.comm.torchrun import execute, torchrun_rank
 from kvscope.errors import KvscopeError, UnknownNameError
 
 BACKENDS = ("gloo", "nccl")

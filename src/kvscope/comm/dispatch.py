@@ -23,10 +23,11 @@ import numpy as np
 from kvscope.comm.bench import ProgressFn, check_backend, check_common, fit_dict
 from kvscope.comm.collectives import DTYPE_BYTES, canonical_dtype
 from kvscope.comm.latency import latency_fields, latency_stats
-from kvscope.comm.launch import Fault, Job, RankFailure, Step, execute, torchrun_rank
+from kvscope.comm.launch import Fault, Job, RankFailure, Step
 from kvscope.comm.model import LinkFit, dispatch_cost_terms, fit_cost_terms, predict_dispatch_time_s
 from kvscope.comm.routing import RoutingSpec, bottleneck_tokens, dispatch_plan, imbalance
 from kvscope.comm.rundir import CommRunDir
+from kvscope.comm.torchrun import execute, torchrun_rank
 from kvscope.errors import KvscopeError
 
 # Defaults follow Mixtral-8x7B's config.json: num_local_experts 8, num_experts_per_tok 2,

@@ -13,7 +13,8 @@ The run fails fast and names the culprit:
   its exit code or signal and where it was, and all other ranks are killed;
 - when no rank moves for ``timeout_s`` seconds, the ranks outside the collective (or
   behind the others) are named as the ones that hung; if all of them sit inside the same
-  collective, the collective itself is named.
+  collective, the collective itself is named. Until every rank has joined the process
+  group the allowance is at least ``startup_timeout_s`` (spawned ranks import torch first).
 
 Either way :class:`RankFailure` is raised (CLI exit code 3) within about
 ``timeout_s + 1`` seconds.
@@ -39,7 +40,7 @@ from kvscope.errors import KvscopeError
 # Phases a rank reports (slot 0 of its row in the shared progress array).
 STARTING, RENDEZVOUS, OUTSIDE, BARRIER, COLLECTIVE, GATHER, DONE = range(7)
 PHASE_NAMES = (
-    "starting",
+    "before reaching the rendezvous",
     "at the rendezvous",
     "outside any collective",
     "in the barrier",
@@ -137,6 +138,9 @@ class Job:
     init_method: str = "env://"
     fault: Fault | None = None
     restrict_to_loopback: bool = True
+    #: Until every rank has joined, the stall clock allows at least this long: spawned
+    #: ranks import torch first, which on a loaded host takes many seconds.
+    startup_timeout_s: float = 120.0
 
 
 @dataclass
@@ -171,18 +175,22 @@ def _where(job: Job, row: tuple[int, ...]) -> str:
 
 def _stall_message(job: Job, rows: list[tuple[int, ...]]) -> tuple[str, int | None]:
     """Name the rank(s) that hung from where every rank last reported itself."""
-    waiting = [r for r, row in enumerate(rows) if row[0] in (BARRIER, COLLECTIVE, GATHER)]
+    # A rank at the rendezvous, a barrier or inside a collective is waiting for its peers.
+    waiting = [
+        r for r, row in enumerate(rows) if row[0] in (RENDEZVOUS, BARRIER, COLLECTIVE, GATHER)
+    ]
     positions = [(row[1], row[2]) for row in rows]
     behind = [r for r, p in enumerate(positions) if p < max(positions)]
     stuck = [r for r in range(len(rows)) if r not in waiting] if waiting else behind
     if not stuck:
         stuck = behind
     if not stuck:
-        return (
-            f"all {len(rows)} ranks stopped {_where(job, rows[0])}: the collective itself "
-            "hung (a peer, the link or the backend)",
-            None,
+        cause = (
+            "the rendezvous never completed"
+            if all(row[0] == RENDEZVOUS for row in rows)
+            else "the collective itself hung (a peer, the link or the backend)"
         )
+        return f"all {len(rows)} ranks stopped {_where(job, rows[0])}: {cause}", None
     others = [r for r in range(len(rows)) if r not in stuck]
     text = f"{ranks_text(stuck)} stopped making progress {_where(job, rows[stuck[0]])}"
     if others:
@@ -236,60 +244,6 @@ def _with_rendezvous(job: Job, init_method: str) -> Job:
     return replace(job, init_method=init_method)
 
 
-def torchrun_rank() -> tuple[int, int] | None:
-    """``(rank, world size)`` when torchrun (or another ``env://`` launcher) started us."""
-    env = os.environ
-    launched = "TORCHELASTIC_RUN_ID" in env or all(
-        k in env for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-    )
-    if not launched or "RANK" not in env or "WORLD_SIZE" not in env:
-        return None
-    try:
-        return int(env["RANK"]), int(env["WORLD_SIZE"])
-    except ValueError as err:
-        raise KvscopeError(f"RANK/WORLD_SIZE are not integers: {err}.") from err
-
-
-def run_as_rank(job: Job, rank: int, on_step: StepSink) -> None:
-    """Play one rank of ``job`` in this process (under torchrun; ``env://`` rendezvous).
-
-    No supervisor watches here: torchrun stops the other ranks when one fails, and the
-    process group's timeout (``timeout_s + 10`` s) ends a hung collective.
-    """
-    require_torch()
-    from kvscope.comm import worker
-
-    def sink(msg: tuple[Any, ...]) -> None:
-        if msg[0] == "step":
-            on_step(int(msg[1]), np.asarray(msg[2], dtype=np.float64), list(msg[3]))
-
-    try:
-        worker.run_rank(
-            rank, replace(job, init_method="env://", restrict_to_loopback=False), None, sink
-        )
-    except Exception as err:
-        first = str(err).strip().splitlines()[:1]
-        detail = f"{type(err).__name__}: {first[0] if first else ''}"[:300]
-        raise RankFailure(f"rank {rank} failed under torchrun: {detail}", rank) from err
-
-
-def execute(job: Job, on_step: StepSink) -> int:
-    """Run ``job``: as one rank under torchrun, else on launched local ranks.
-
-    Returns this process's rank (0 when it launched the ranks itself); only rank 0 gets
-    ``on_step`` calls.
-    """
-    under = torchrun_rank()
-    if under is None:
-        launch(job, on_step)
-        return 0
-    rank, world = under
-    if world != job.world_size:
-        raise KvscopeError(f"torchrun started {world} ranks but the run asks for {job.world_size}.")
-    run_as_rank(job, rank, on_step)
-    return rank
-
-
 def _supervise(
     job: Job,
     procs: list[Any],
@@ -327,12 +281,16 @@ def _supervise(
         now = time.monotonic()
         if snapshot != watch.last_snapshot:
             watch.last_snapshot, watch.last_change = snapshot, now
-        elif now - watch.last_change > job.timeout_s:
-            text, culprit = _stall_message(job, _rows(progress, n))
-            raise RankFailure(
-                f"{text}; no rank moved for {job.timeout_s:g} s, so all ranks were stopped.",
-                culprit,
-            )
+        else:
+            rows = _rows(progress, n)
+            starting = any(row[0] <= RENDEZVOUS for row in rows)
+            limit = max(job.timeout_s, job.startup_timeout_s) if starting else job.timeout_s
+            if now - watch.last_change > limit:
+                text, culprit = _stall_message(job, rows)
+                raise RankFailure(
+                    f"{text}; no rank moved for {limit:g} s, so all ranks were stopped.",
+                    culprit,
+                )
 
 
 def _rows(progress: Any, n: int) -> list[tuple[int, ...]]:
