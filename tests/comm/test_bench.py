@@ -46,7 +46,10 @@ def test_run_directory(tmp_path: Path) -> None:
     assert summary["kind"] == "comm" and summary["status"] == "ok"
     assert summary["config"]["sizes"] == [256, 4096, 65536]
     assert summary["environment"]["backend"] == "gloo"
-    assert summary["fit"]["alpha_s"] >= 0 and summary["fit"]["bandwidth_gbps"] > 0
+    fit = summary["fit"]
+    assert fit["alpha_s"] >= 0 and fit["beta_s_per_byte"] >= 0
+    # on a loaded host small sizes may show no size dependence: beta 0, bandwidth None
+    assert (fit["bandwidth_gbps"] is None) == (fit["beta_s_per_byte"] == 0)
     lines = (out / "comm.jsonl").read_text().splitlines()
     assert [json.loads(x)["size_bytes"] for x in lines] == [256, 4096, 65536]
     table = pq.read_table(out / "comm.parquet").to_pylist()
