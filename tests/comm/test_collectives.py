@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvscope.comm.collectives import (
@@ -64,6 +64,7 @@ def test_buffers_follow_nccl_tests_size_convention() -> None:
     assert (ar.input_elems, ar.output_elems, ar.size_bytes) == (500, 500, 1000)
 
 
+@settings(deadline=None)  # timing on a shared 2-core host is not the property
 @given(
     st.sampled_from(OPS),
     st.integers(min_value=1, max_value=1 << 26),

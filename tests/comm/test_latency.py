@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -24,6 +24,7 @@ def test_golden_two_ranks() -> None:
     assert s.rank_spread == pytest.approx(2.5 / 1.5)
 
 
+@settings(deadline=None)  # timing on a shared 2-core host is not the property
 @given(
     arrays(
         np.float64,

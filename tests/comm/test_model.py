@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvscope.comm.collectives import OPS
@@ -71,6 +71,7 @@ def test_one_rank_costs_nothing() -> None:
         predict_collective_time_s("send_recv", 1 << 20, 1, 1e-5, 1e-9)
 
 
+@settings(deadline=None)  # timing on a shared 2-core host is not the property
 @given(
     alpha=st.floats(1e-7, 1e-3),
     bw=st.floats(1e8, 1e12),
