@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import doctor, gpus, models, plan, report, workload
+from kvscope.cli import comm, doctor, gpus, models, plan, report, workload
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -40,6 +40,7 @@ def root(
 
 
 app.add_typer(models.app, name="models")
+app.add_typer(comm.app, name="comm")
 app.command("gpus")(gpus.gpus)
 app.command("report")(report.report)
 app.add_typer(workload.app, name="workload")

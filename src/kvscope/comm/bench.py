@@ -1,0 +1,255 @@
+"""``kvscope comm bench``: latency percentiles and bandwidths of one collective over a size sweep.
+
+:func:`run_bench` launches the ranks (:mod:`kvscope.comm.launch`), turns each size's
+timings into a row as soon as they arrive (latency percentiles from
+:mod:`kvscope.comm.latency`, nccl-tests bandwidths from :mod:`kvscope.comm.collectives`),
+appends it to the run directory, and at the end fits the link's alpha and beta
+(:mod:`kvscope.comm.model`) to the P50s and adds the model's prediction to every row.
+
+Row fields: times in seconds (``lat_p50_s``, ...), bandwidths in GB/s (1e9 bytes/s, as
+nccl-tests prints them), computed from the *mean* latency as nccl-tests does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kvscope.comm.collectives import (
+    algbw_bytes_per_s,
+    buffers_for,
+    busbw_bytes_per_s,
+    canonical_dtype,
+    canonical_op,
+)
+from kvscope.comm.latency import latency_fields, latency_stats
+from kvscope.comm.launch import (
+    Fault,
+    Job,
+    RankFailure,
+    Step,
+    require_torch,
+)
+from kvscope.comm.model import LinkFit, Measurement, fit_alpha_beta, predict_collective_time_s
+from kvscope.comm.rundir import CommRunDir
+from kvscope.comm.torchrun import execute, torchrun_rank
+from kvscope.errors import KvscopeError, UnknownNameError
+
+BACKENDS = ("gloo", "nccl")
+#: Called after each measured point with (points done, points in all, the new row).
+ProgressFn = Callable[[int, int, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One ``kvscope comm bench`` run. Sizes in bytes (nccl-tests' ``S``), times in seconds."""
+
+    op: str
+    sizes: tuple[int, ...]
+    backend: str = "gloo"
+    world_size: int = 2
+    iters: int = 20
+    warmup: int = 5
+    dtype: str = "float32"
+    timeout_s: float = 60.0
+    fault: Fault | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "op", canonical_op(self.op))
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
+        check_common(self.backend, self.world_size, self.iters, self.warmup, self.timeout_s)
+        if not self.sizes:
+            raise KvscopeError("--sizes is empty.")
+        for s in self.sizes:
+            buffers_for(self.op, s, self.dtype, self.world_size)  # validates op x size x n
+
+
+def check_common(backend: str, world_size: int, iters: int, warmup: int, timeout_s: float) -> None:
+    """Validate what every comm run shares (before any process starts)."""
+    if backend not in BACKENDS:
+        raise UnknownNameError("backend", backend, BACKENDS)
+    if world_size < 1:
+        raise KvscopeError(f"--world-size must be at least 1, got {world_size}.")
+    if iters < 1 or warmup < 0:
+        raise KvscopeError("--iters must be at least 1 and --warmup at least 0.")
+    if not timeout_s > 0:
+        raise KvscopeError(f"--timeout must be positive, got {timeout_s}.")
+
+
+def check_backend(backend: str, world_size: int) -> None:
+    """Fail with one clear line when this host cannot run ``backend`` on ``world_size`` ranks."""
+    dist = require_torch()
+    import torch
+
+    if backend == "gloo" and not dist.is_gloo_available():
+        raise KvscopeError(f"this torch build ({torch.__version__}) has no gloo backend.")
+    if backend == "nccl":
+        if not torch.cuda.is_available():
+            raise KvscopeError(
+                f"--backend nccl needs CUDA GPUs, and torch {torch.__version__} sees none "
+                "on this host (torch.cuda.is_available() is False).",
+                "Use --backend gloo here, or run on a GPU host.",
+            )
+        if not dist.is_nccl_available():
+            raise KvscopeError(f"this torch build ({torch.__version__}) has no NCCL backend.")
+        gpus = torch.cuda.device_count()
+        if gpus < world_size:
+            raise KvscopeError(
+                f"--backend nccl runs one rank per GPU: {world_size} ranks need "
+                f"{world_size} GPUs, this host has {gpus}."
+            )
+
+
+def size_row(
+    op: str, size_bytes: int, dtype: str, world_size: int, times_s: np.ndarray, wrong: list[int]
+) -> dict[str, Any]:
+    """One measured size as a flat row (see the module docstring)."""
+    stats = latency_stats(times_s)
+    return {
+        "op": op,
+        "size_bytes": size_bytes,
+        "dtype": dtype,
+        "world_size": world_size,
+        **latency_fields(stats),
+        "algbw_gbps": algbw_bytes_per_s(size_bytes, stats.mean_s) / 1e9,
+        "busbw_gbps": busbw_bytes_per_s(op, size_bytes, stats.mean_s, world_size) / 1e9,
+        "wrong_ranks": wrong,
+    }
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """Rows (one per size), the link fitted to them (None with fewer than 2 sizes)."""
+
+    config: BenchConfig
+    rows: list[dict[str, Any]]
+    fit: LinkFit | None
+    fit_note: str
+    environment: dict[str, Any]
+    out_dir: Path | None
+    rank: int = 0  # under torchrun, the rank this process played; only rank 0 has rows
+
+    def summary(self) -> dict[str, Any]:
+        """The ``summary.json`` document (without kind and version)."""
+        return bench_summary(self.config, self.rows, self.fit, self.fit_note, self.environment)
+
+
+def bench_summary(
+    config: BenchConfig,
+    rows: list[dict[str, Any]],
+    fit: LinkFit | None,
+    fit_note: str,
+    environment: dict[str, Any],
+    error: str | None = None,
+) -> dict[str, Any]:
+    cfg = dataclasses.asdict(config)
+    cfg["sizes"] = list(config.sizes)
+    headline: dict[str, Any] = {}
+    if rows:
+        headline = {
+            "lat_p50_s_smallest": rows[0]["lat_p50_s"],
+            "lat_p99_s_smallest": rows[0]["lat_p99_s"],
+            "busbw_gbps_peak": max(r["busbw_gbps"] for r in rows),
+            "wrong_results": sum(len(r["wrong_ranks"]) for r in rows),
+        }
+    fitted = fit_dict(fit)
+    if fitted is not None:
+        headline.update(
+            alpha_s=fitted["alpha_s"],
+            link_bandwidth_gbps=fitted["bandwidth_gbps"],
+            model_rms_rel_error=fitted["rms_rel_error"],
+        )
+    return {
+        "status": "error" if error else "ok",
+        "error": error,
+        "pattern": "sweep",
+        "config": cfg,
+        "environment": environment,
+        "headline": headline,
+        "fit": fitted,
+        "fit_note": fit_note,
+        "rows": rows,
+    }
+
+
+def fit_dict(fit: LinkFit | None) -> dict[str, Any] | None:
+    """A link fit as plain JSON fields (seconds, seconds per byte, GB/s)."""
+    if fit is None:
+        return None
+    return {
+        "alpha_s": fit.link.alpha_s,
+        "beta_s_per_byte": fit.link.beta_s_per_byte,
+        # None when beta is 0: the data showed no size dependence (infinite bandwidth).
+        "bandwidth_gbps": (
+            fit.link.bandwidth_bytes_per_s / 1e9 if fit.link.beta_s_per_byte > 0 else None
+        ),
+        "points": fit.points,
+        "rms_rel_error": fit.rms_rel_error,
+        "max_rel_error": fit.max_rel_error,
+    }
+
+
+def add_model(rows: list[dict[str, Any]]) -> tuple[LinkFit | None, str]:
+    """Fit alpha-beta to the rows' P50s and add ``predicted_s`` and the measured/predicted ratio."""
+    points = [Measurement(r["op"], r["size_bytes"], r["world_size"], r["lat_p50_s"]) for r in rows]
+    try:
+        fit = fit_alpha_beta(points)
+    except KvscopeError as err:
+        for r in rows:
+            r["predicted_s"] = r["measured_over_predicted"] = r["p99_over_predicted"] = None
+        return None, err.message
+    for r in rows:
+        pred = predict_collective_time_s(
+            r["op"], r["size_bytes"], r["world_size"], fit.link.alpha_s, fit.link.beta_s_per_byte
+        )
+        r["predicted_s"] = pred
+        r["measured_over_predicted"] = r["lat_p50_s"] / pred if pred > 0 else None
+        # How far the tail sits above the model: what an SLA on this link must budget.
+        r["p99_over_predicted"] = r["lat_p99_s"] / pred if pred > 0 else None
+    return fit, "alpha-beta least squares on relative error of each size's P50"
+
+
+def run_bench(
+    config: BenchConfig, out_dir: str | Path | None = None, progress: ProgressFn | None = None
+) -> BenchResult:
+    """Measure ``config`` for real; write the run directory as it goes when ``out_dir`` is set."""
+    from kvscope.comm.environment import capture_environment
+
+    under = torchrun_rank()
+    if under is not None and under[1] != config.world_size:
+        config = dataclasses.replace(config, world_size=under[1])  # torchrun decides
+    check_backend(config.backend, config.world_size)
+    env = capture_environment(config.backend, config.world_size)
+    steps = tuple(
+        Step(config.op, s, config.dtype, config.warmup, config.iters) for s in config.sizes
+    )
+    reporting = under is None or under[0] == 0
+    run_dir = CommRunDir(out_dir) if out_dir is not None and reporting else None
+    rows: list[dict[str, Any]] = []
+
+    def on_step(index: int, times: np.ndarray, wrong: list[int]) -> None:
+        b = buffers_for(config.op, config.sizes[index], config.dtype, config.world_size)
+        row = size_row(config.op, b.size_bytes, config.dtype, config.world_size, times, wrong)
+        rows.append(row)
+        if run_dir is not None:
+            run_dir.append(row, times)
+        if progress is not None:
+            progress(len(rows), len(steps), row)
+
+    job = Job(config.backend, config.world_size, steps, config.timeout_s, fault=config.fault)
+    try:
+        rank = execute(job, on_step)
+    except RankFailure as err:
+        if run_dir is not None:
+            run_dir.finish(rows, bench_summary(config, rows, None, "", env, err.message))
+        raise
+    fit, note = add_model(rows) if rows else (None, "")
+    result = BenchResult(config, rows, fit, note, env, Path(out_dir) if out_dir else None, rank)
+    if run_dir is not None:
+        run_dir.finish(rows, result.summary())
+    return result
