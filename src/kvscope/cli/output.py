@@ -31,6 +31,13 @@ class _LazyConsole:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)
 
+    # Dunder lookups bypass __getattr__: forward the ones callers use.
+    def __enter__(self) -> Console:
+        return self._get().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._get().__exit__(*exc)
+
 
 #: Human output goes to stdout; diagnostics and progress go to stderr.
 stdout: Console = _LazyConsole(highlight=False, soft_wrap=False)  # type: ignore[assignment]
