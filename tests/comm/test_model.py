@@ -124,3 +124,25 @@ def test_dispatch_model_and_its_fit() -> None:
     fit = fit_cost_terms(pts, times)
     assert fit.link.alpha_s == pytest.approx(10e-6)
     assert fit.link.bandwidth_bytes_per_s == pytest.approx(50e9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.floats(1.0, 1e9),
+    n=st.integers(2, 64),
+    alpha=st.floats(1e-7, 1e-3),
+    beta=st.floats(1e-12, 1e-8),
+)
+def test_planner_link_agrees_with_the_measured_model(
+    size: float, n: int, alpha: float, beta: float
+) -> None:
+    """One set of formulas: the planner's per-collective link built from a fitted per-step
+    link predicts the same all-reduce and all-to-all times as the comm model."""
+    from kvscope.comm.model import AlphaBeta, predict_collective_time_s, to_link_model
+    from kvscope.plan.comm import alltoall_bytes, ring_allreduce_bytes
+
+    fit = AlphaBeta(alpha, beta)
+    ar = to_link_model(fit, "all_reduce", n).time(ring_allreduce_bytes(size, n))
+    assert ar == pytest.approx(predict_collective_time_s("all_reduce", size, n, alpha, beta))
+    a2a = to_link_model(fit, "all_to_all", n).time(alltoall_bytes(size, n))
+    assert a2a == pytest.approx(predict_collective_time_s("all_to_all", size, n, alpha, beta))

@@ -83,6 +83,11 @@ def plan(
     flops_efficiency: float = typer.Option(
         0.45, "--flops-efficiency", help="Achievable fraction of peak FLOPS (kvscope option)."
     ),
+    comm_run: str | None = typer.Option(
+        None,
+        "--comm-run",
+        help="A `kvscope comm bench` run directory: use its fitted link for TP all-reduces.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Predict the weights, KV cache and concurrency vLLM/SGLang will report, per GPU."""
@@ -159,6 +164,7 @@ def plan(
         target_concurrency,
         gpu_hour_price,
         eff,
+        comm_run,
     )
     if as_json:
         from kvscope.cli.output import print_json, to_jsonable

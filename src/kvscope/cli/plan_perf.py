@@ -43,8 +43,12 @@ def plan_performance(
     target_concurrency: int | None = None,
     gpu_hour_price: float | None = None,
     eff: Efficiency | None = None,
+    comm_run: str | None = None,
 ) -> Performance:
     """Roofline, communication and cost for a planned deployment.
+
+    ``comm_run``: a ``kvscope comm bench`` run directory whose fitted alpha-beta link
+    replaces the catalogue's tensor-parallel link.
 
     The context is ``--target-context`` or, failing that, ``--max-model-len``; the prefill
     chunk is ``--max-num-batched-tokens`` (the engine's chunked-prefill size).
@@ -64,6 +68,7 @@ def plan_performance(
         prefill_chunk=chunk,
         gpu_hour_price=gpu_hour_price,
         eff=eff,
+        link=measured_link(comm_run, par.tp) if comm_run else None,
     )
 
 
@@ -235,3 +240,17 @@ def search_json(res: SearchResult) -> dict[str, Any]:
 
     out: dict[str, Any] = to_jsonable(res)
     return out
+
+
+def measured_link(run_dir: str, tp: int) -> Any:
+    """The tensor-parallel all-reduce link fitted by a ``kvscope comm bench`` run."""
+    from kvscope.comm.model import AlphaBeta, to_link_model
+    from kvscope.errors import KvscopeError
+    from kvscope.results import read_summary
+
+    summary = read_summary(run_dir)
+    fit = (summary or {}).get("fit")
+    if not summary or summary.get("kind") != "comm" or not isinstance(fit, dict):
+        raise KvscopeError(f"{run_dir}: not a `kvscope comm bench` run directory with a link fit.")
+    link = AlphaBeta(float(fit["alpha_s"]), float(fit["beta_s_per_byte"]))
+    return to_link_model(link, "all_reduce", tp, f"measured ({run_dir})")

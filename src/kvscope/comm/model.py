@@ -33,11 +33,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kvscope.comm.collectives import OPS, canonical_op
 from kvscope.errors import KvscopeError
+
+if TYPE_CHECKING:
+    from kvscope.plan.comm import LinkModel
 
 
 @dataclass(frozen=True)
@@ -166,3 +170,17 @@ def predict_dispatch_time_s(
     """Seconds an uneven all-to-all takes when its busiest rank moves ``bottleneck_bytes``."""
     steps, wire = dispatch_cost_terms(bottleneck_bytes, world_size)
     return steps * alpha_s + wire * beta_s_per_byte
+
+
+def to_link_model(link: AlphaBeta, op: str, world_size: int, name: str = "") -> LinkModel:
+    """The planner's per-collective :class:`~kvscope.plan.comm.LinkModel` for ``op`` on
+    ``world_size`` ranks: the planner charges one alpha per collective, this model one per
+    message step (2(n-1) for a ring all-reduce), and both charge beta per byte a rank sends.
+    """
+    from kvscope.plan.comm import LinkModel
+
+    if link.beta_s_per_byte <= 0:
+        raise KvscopeError("the fitted link has no bandwidth term (beta = 0); measure more sizes.")
+    steps, _ = collective_cost_terms(op, 0.0, max(2, world_size))
+    label = name or f"measured {canonical_op(op)} link"
+    return LinkModel(steps * link.alpha_s, link.beta_s_per_byte, label)

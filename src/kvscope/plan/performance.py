@@ -62,9 +62,11 @@ def performance(
     gpu_hour_price: float | None = None,
     eff: Efficiency | None = None,
     alpha_s: float = DEFAULT_ALPHA_S,
+    link: LinkModel | None = None,
 ) -> Performance:
     """Roofline, communication and cost of ``par`` serving ``batch`` sequences per replica
-    at ``context`` tokens each."""
+    at ``context`` tokens each. ``link`` overrides the catalogue's tensor-parallel link
+    (e.g. one fitted by ``kvscope comm bench``)."""
     if batch < 1:
         raise KvscopeError(
             f"serving batch must be at least 1, got {batch}.",
@@ -75,10 +77,14 @@ def performance(
     roof = roofline(model, gpu, par, batch, context, prefill_chunk, kv, e)
     latency = decode_bound(model, gpu, par, 1, context, kv, e)
     micro = math.ceil(batch / par.pp)
-    link = LinkModel.for_gpu(gpu, par.tp, alpha_s)
-    comm_d = comm_volume(model, gpu, par, micro, "decode", roof.decode.step_s, alpha_s=alpha_s)
+    link = link or LinkModel.for_gpu(gpu, par.tp, alpha_s)
+    comm_d = comm_volume(
+        model, gpu, par, micro, "decode", roof.decode.step_s, link=link, alpha_s=alpha_s
+    )
     chunk = roof.prefill.tokens
-    comm_p = comm_volume(model, gpu, par, chunk, "prefill", roof.prefill.step_s, alpha_s=alpha_s)
+    comm_p = comm_volume(
+        model, gpu, par, chunk, "prefill", roof.prefill.step_s, link=link, alpha_s=alpha_s
+    )
     stage = roof.decode.step_s + comm_d.total_s
     tpot = par.pp * stage
     per_replica = batch / tpot
