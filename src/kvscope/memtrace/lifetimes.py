@@ -1,0 +1,72 @@
+"""Pairing trace events into lifetimes: which ``alloc`` a ``free_completed`` ends, which
+``segment_alloc`` / ``segment_map`` a ``segment_free`` / ``segment_unmap`` ends.
+
+Pairing is by (device, address) in trace order: a block's address is reused only after the
+block was freed, so an opening event and the next closing event at the same address belong
+together. A closing event with no opening before it ends something that existed before the
+trace's first entry (the trace is a ring buffer of the last ``max_entries`` events). All of
+it is vectorized: one ``lexsort`` over the events, no Python loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kvscope.memtrace.columns import (
+    ALLOC,
+    FREE_DONE,
+    SEG_ALLOC,
+    SEG_FREE,
+    SEG_MAP,
+    SEG_UNMAP,
+    Trace,
+)
+
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Lifetimes:
+    """``open_idx[i]`` is an opening entry and ``close_idx[i]`` the entry that ended it, or -1
+    when it was still live at the end. ``pre_idx`` are closings of things older than the
+    trace (each ended at that entry)."""
+
+    open_idx: I64
+    close_idx: I64
+    pre_idx: I64
+
+
+def pair(trace: Trace, opens: tuple[int, ...], closes: tuple[int, ...]) -> Lifetimes:
+    """Pair opening and closing actions by (device, address) in trace order."""
+    o = np.flatnonzero(np.isin(trace.action, opens))
+    c = np.flatnonzero(np.isin(trace.action, closes))
+    ev = np.concatenate([o, c])
+    kind = np.concatenate([np.zeros(o.size, np.int8), np.ones(c.size, np.int8)])
+    order = np.lexsort((ev, trace.addr[ev], trace.device[ev]))
+    ev, kind = ev[order], kind[order]
+    addr, dev = trace.addr[ev], trace.device[ev]
+    same = (addr[1:] == addr[:-1]) & (dev[1:] == dev[:-1])
+    paired = same & (kind[:-1] == 0) & (kind[1:] == 1)
+    close_of = np.full(ev.size, -1, np.int64)
+    close_of[:-1][paired] = ev[1:][paired]
+    is_open = kind == 0
+    opened = np.zeros(ev.size, bool)
+    opened[1:] = paired
+    pre = ev[(kind == 1) & ~opened]
+    open_idx = ev[is_open]
+    close_idx = close_of[is_open]
+    back = np.argsort(open_idx, kind="stable")
+    return Lifetimes(open_idx[back], close_idx[back], np.sort(pre))
+
+
+def block_lifetimes(trace: Trace) -> Lifetimes:
+    """Tensor blocks: ``alloc`` ... ``free_completed``."""
+    return pair(trace, (ALLOC,), (FREE_DONE,))
+
+
+def segment_lifetimes(trace: Trace) -> Lifetimes:
+    """Reserved ranges: ``segment_alloc``/``segment_map`` ... ``segment_free``/``segment_unmap``."""
+    return pair(trace, (SEG_ALLOC, SEG_MAP), (SEG_FREE, SEG_UNMAP))
