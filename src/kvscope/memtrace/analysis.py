@@ -18,7 +18,7 @@ import numpy as np
 
 from kvscope.errors import KvscopeError
 from kvscope.memtrace.categories import CategoryStat, categorize
-from kvscope.memtrace.columns import ALLOC, SnapshotColumns
+from kvscope.memtrace.columns import OOM, SnapshotColumns
 from kvscope.memtrace.fragmentation import (
     FragSummary,
     Replay,
@@ -30,7 +30,7 @@ from kvscope.memtrace.leaks import LeakCandidate, leak_candidates
 from kvscope.memtrace.lifetimes import block_lifetimes
 from kvscope.memtrace.oom import OomEvent, count_retries, oom_events
 from kvscope.memtrace.sites import SiteStat, site_table, top_sites
-from kvscope.memtrace.timeline import DeviceSeries, device_series
+from kvscope.memtrace.timeline import levels
 
 
 @dataclass(frozen=True)
@@ -102,13 +102,11 @@ class MemtraceReport:
         }
 
 
-def _per_entry(n: int, series: list[DeviceSeries]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    t = np.zeros(n)
-    a = np.zeros(n, np.int64)
-    r = np.zeros(n, np.int64)
-    for s in series:
-        t[s.entry], a[s.entry], r[s.entry] = s.t_s, s.allocated_bytes, s.reserved_bytes
-    return t, a, r
+def _window(t: np.ndarray, since_s: float | None, until_s: float | None) -> tuple[int, int]:
+    """Index range of sorted times ``t`` inside ``[since_s, until_s]``."""
+    lo = 0 if since_s is None else int(np.searchsorted(t, since_s, side="left"))
+    hi = t.size if until_s is None else int(np.searchsorted(t, until_s, side="right"))
+    return lo, max(lo, hi)
 
 
 def analyze(
@@ -124,41 +122,42 @@ def analyze(
         raise KvscopeError(f"--until ({until_s}) is before --since ({since_s}).")
     tr = cols.trace
     n = len(tr)
-    series = device_series(cols)
-    t_s, alloc_at, _res_at = _per_entry(n, series)
-    win = np.ones(n, bool)
-    if since_s is not None:
-        win &= t_s >= since_s
-    if until_s is not None:
-        win &= t_s <= until_s
-    in_win = np.flatnonzero(win)
+    lv = levels(cols)
+    t_s = lv.t_s
+    # Entries inside the window, per device (each device's times are in order).
+    spans = [(s, *_window(s.t_s, since_s, until_s)) for s in lv.devices]
+    win_idx = [np.arange(s.start + lo, s.start + hi) for s, lo, hi in spans]
+    in_win = np.concatenate(win_idx) if win_idx else np.zeros(0, np.int64)
     lt = block_lifetimes(tr)
-    close_of = np.full(n, -2, np.int64)
-    close_of[lt.open_idx] = lt.close_idx
-    allocs = np.flatnonzero((tr.action == ALLOC) & win)
-    live_end = close_of[allocs] == -1
+    if since_s is None and until_s is None:
+        allocs, live_end = lt.open_idx, lt.close_idx < 0
+    else:
+        keep = np.zeros(n, bool)
+        keep[in_win] = True
+        m = keep[lt.open_idx]
+        allocs, live_end = lt.open_idx[m], lt.close_idx[m] < 0
     table = site_table(cols.frames)
-    w_lo = float(t_s[in_win].min()) if in_win.size else 0.0
-    w_hi = float(t_s[in_win].max()) if in_win.size else 0.0
-    leaks = leak_candidates(cols, table, allocs, live_end, t_s[allocs], w_hi - w_lo)
+    w_lo = min((float(s.t_s[lo]) for s, lo, hi in spans if hi > lo), default=0.0)
+    w_hi = max((float(s.t_s[hi - 1]) for s, lo, hi in spans if hi > lo), default=0.0)
+    a_t = t_s[allocs]
+    leaks = leak_candidates(cols, table, allocs, live_end, a_t, w_hi - w_lo)
     by_bytes, by_count = top_sites(cols, table, allocs, live_end, top)
     total_span = float(t_s.max()) if n else 0.0
-    t_frac = t_s[allocs] / total_span if total_span > 0 else np.zeros(allocs.size)
+    t_frac = a_t / total_span if total_span > 0 else np.zeros(allocs.size)
     _, cats = categorize(cols, allocs, live_end, t_frac)
-    replay = Replay(cols)
-    ooms = oom_events(cols, replay, in_win, t_s[in_win], alloc_at[in_win])
+    replay = Replay(cols, lt)
+    oom_idx = in_win[tr.action[in_win] == OOM]
+    ooms = oom_events(cols, replay, oom_idx, t_s[oom_idx], lv.allocated_bytes[oom_idx])
     devices, course = [], []
-    for s in series:
-        m = win[s.entry]
-        if not m.any():
+    for s, lo, hi in spans:
+        if hi <= lo:
             continue
-        e = s.entry[m]
-        a, r, tt = s.allocated_bytes[m], s.reserved_bytes[m], s.t_s[m]
+        a, r, tt = s.allocated_bytes[lo:hi], s.reserved_bytes[lo:hi], s.t_s[lo:hi]
         k = int(np.argmax(a))
         devices.append(
             DeviceSummary(
                 device=s.device,
-                entries=int(e.size),
+                entries=hi - lo,
                 start_t_s=float(tt[0]),
                 end_t_s=float(tt[-1]),
                 peak_allocated_bytes=int(a[k]),
@@ -167,14 +166,13 @@ def analyze(
                 end_allocated_bytes=int(a[-1]),
                 end_reserved_bytes=int(r[-1]),
                 ooms=sum(1 for o in ooms if o.device == s.device),
-                alloc_retries=count_retries(cols, e),
+                alloc_retries=count_retries(cols, s.start + lo, s.start + hi),
             )
         )
-        picks = np.unique(
-            np.searchsorted(tt, np.linspace(tt[0], tt[-1], max(frag_samples, 1)), side="right") - 1
-        )
+        grid = np.linspace(tt[0], tt[-1], max(frag_samples, 1))
+        picks = np.unique(np.searchsorted(tt, grid, side="right") - 1)
         for p in picks[picks >= 0].tolist():
-            fs = replay.at(int(e[p]), s.device)
+            fs = replay.at(s.start + lo + p, s.device)
             course.append(
                 FragPoint(
                     float(tt[p]),

@@ -126,6 +126,9 @@ class _Interner:
         self._frame_by_value: dict[tuple[str, int, str], int] = {}
         self._stack_by_ids: dict[tuple[int, ...], int] = {}
         self._stack_by_value: dict[tuple[int, ...], int] = {}
+        # Keys use id(); holding each frame object keeps its id from being reused when the
+        # raw trace is released chunk by chunk.
+        self._alive: list[Any] = []
 
     def frame(self, f: Any) -> int:
         fid = self._frame_by_id.get(id(f))
@@ -138,6 +141,7 @@ class _Interner:
                 fid = self._frame_by_value[key] = len(self.frames)
                 self.frames.append(key)
             self._frame_by_id[id(f)] = fid
+            self._alive.append(f)
         return fid
 
     def stack(self, frames: Any) -> int:
@@ -162,9 +166,13 @@ def _ints(values: Any, n: int, what: str) -> I64:
         raise KvscopeError(f"trace field '{what}' holds a non-integer value ({err}).") from None
 
 
-def _device_trace(entries: Any, dev: int, it: _Interner, unknown: dict[str, int]) -> list[Any]:
-    if not isinstance(entries, list):
-        raise KvscopeError(f"device_traces[{dev}] is not a list: not a memory snapshot.")
+#: Entries converted per step; each converted chunk is deleted from the raw list at once,
+#: so the raw dicts are released while the columns grow and the peak stays near the size
+#: of the unpickled object alone.
+CHUNK = 1 << 18
+
+
+def _chunk(entries: list[Any], dev: int, it: _Interner, unknown: dict[str, int]) -> list[Any]:
     n = len(entries)
     if n and not all(isinstance(e, dict) for e in (entries[0], entries[-1], entries[n // 2])):
         raise KvscopeError(f"device_traces[{dev}] holds non-dict entries: not a memory snapshot.")
@@ -199,13 +207,31 @@ def _device_trace(entries: Any, dev: int, it: _Interner, unknown: dict[str, int]
     return cols
 
 
-def _trace(device_traces: Sequence[Any], it: _Interner, unknown: dict[str, int]) -> Trace:
-    parts = [_device_trace(tr, d, it, unknown) for d, tr in enumerate(device_traces)]
+def _trace(
+    device_traces: list[Any], it: _Interner, unknown: dict[str, int], consume: bool
+) -> Trace:
+    parts: list[list[Any]] = []
+    for dev, entries in enumerate(device_traces):
+        if not isinstance(entries, list):
+            raise KvscopeError(f"device_traces[{dev}] is not a list: not a memory snapshot.")
+        if consume:
+            while entries:
+                parts.append(_chunk(entries[:CHUNK], dev, it, unknown))
+                del entries[:CHUNK]
+        else:
+            for a in range(0, len(entries), CHUNK):
+                parts.append(_chunk(entries[a : a + CHUNK], dev, it, unknown))
     if not parts:
         e = np.zeros(0, np.int64)
         return Trace(e.astype(np.int16), e.astype(np.int8), e, e, e, e, e.astype(np.int32), e)
-    cat = [np.concatenate([p[k] for p in parts]) for k in range(8)]
-    return Trace(*cat)
+    if len(parts) == 1:
+        return Trace(*parts[0])
+    cols = []
+    for k in range(8):  # concatenate one column at a time and drop its chunks at once
+        cols.append(np.concatenate([p[k] for p in parts]))
+        for p in parts:
+            p[k] = None
+    return Trace(*cols)
 
 
 def _segments(raw_segments: Sequence[Any], it: _Interner) -> tuple[Segments, bool]:
@@ -268,13 +294,19 @@ def _segments(raw_segments: Sequence[Any], it: _Interner) -> tuple[Segments, boo
     return segs, legacy
 
 
-def to_columns(raw: Any) -> SnapshotColumns:
-    """Convert a loaded snapshot (dict, or legacy list of segments) into columns."""
+def to_columns(raw: Any, consume: bool = False) -> SnapshotColumns:
+    """Convert a loaded snapshot (dict, or legacy list of segments) into columns.
+
+    With ``consume=True`` the trace lists of ``raw`` are emptied as they are converted, which
+    keeps the peak memory near the size of ``raw`` alone (``load_snapshot`` does this)."""
     if isinstance(raw, list):
         raw = {"segments": raw, "device_traces": []}
     it = _Interner()
     unknown: dict[str, int] = {}
-    trace = _trace(raw.get("device_traces") or [], it, unknown)
+    traces = raw.get("device_traces") or []
+    if not isinstance(traces, list):
+        raise KvscopeError("'device_traces' is not a list: not a memory snapshot.")
+    trace = _trace(traces, it, unknown, consume)
     segs, legacy = _segments(raw.get("segments") or [], it)
     t = trace.time_us
     has_time = bool(t.size) and bool((t >= 0).any())

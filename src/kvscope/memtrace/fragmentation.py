@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from kvscope.memtrace.caching_allocator import K_MIN_BLOCK
 from kvscope.memtrace.columns import ACTIVE, INACTIVE, PENDING_FREE, SnapshotColumns
-from kvscope.memtrace.lifetimes import block_lifetimes, segment_lifetimes
+from kvscope.memtrace.lifetimes import Lifetimes, block_lifetimes, segment_lifetimes
 
 I64 = npt.NDArray[np.int64]
 _NEVER = np.iinfo(np.int64).max
@@ -150,9 +150,9 @@ class FreeSpace:
 class Replay:
     """Live ranges and blocks at any trace entry, from the trace plus the end state."""
 
-    def __init__(self, cols: SnapshotColumns) -> None:
+    def __init__(self, cols: SnapshotColumns, blocks: Lifetimes | None = None) -> None:
         tr, sg = cols.trace, cols.segments
-        bl = block_lifetimes(tr)
+        bl = blocks if blocks is not None else block_lifetimes(tr)
         sl = segment_lifetimes(tr)
         live_state = sg.blk_state != INACTIVE
         end_blk_addr = sg.blk_address[live_state]

@@ -41,14 +41,14 @@ class Lifetimes:
 
 def pair(trace: Trace, opens: tuple[int, ...], closes: tuple[int, ...]) -> Lifetimes:
     """Pair opening and closing actions by (device, address) in trace order."""
-    o = np.flatnonzero(np.isin(trace.action, opens))
-    c = np.flatnonzero(np.isin(trace.action, closes))
-    ev = np.concatenate([o, c])
-    kind = np.concatenate([np.zeros(o.size, np.int8), np.ones(c.size, np.int8)])
-    order = np.lexsort((ev, trace.addr[ev], trace.device[ev]))
-    ev, kind = ev[order], kind[order]
-    addr, dev = trace.addr[ev], trace.device[ev]
-    same = (addr[1:] == addr[:-1]) & (dev[1:] == dev[:-1])
+    ev = np.flatnonzero(np.isin(trace.action, opens + closes))  # already in trace order
+    kind = np.isin(trace.action[ev], closes).astype(np.int8)
+    # One sort key: the device in the top byte, the address below (GPU virtual addresses use
+    # at most 49 bits). A stable sort keeps trace order among events at one address.
+    key = trace.addr[ev] ^ (trace.device[ev].astype(np.int64) << 56)
+    order = np.argsort(key, kind="stable")
+    ev, kind, key = ev[order], kind[order], key[order]
+    same = key[1:] == key[:-1]
     paired = same & (kind[:-1] == 0) & (kind[1:] == 1)
     close_of = np.full(ev.size, -1, np.int64)
     close_of[:-1][paired] = ev[1:][paired]
@@ -58,7 +58,7 @@ def pair(trace: Trace, opens: tuple[int, ...], closes: tuple[int, ...]) -> Lifet
     pre = ev[(kind == 1) & ~opened]
     open_idx = ev[is_open]
     close_idx = close_of[is_open]
-    back = np.argsort(open_idx, kind="stable")
+    back = np.argsort(open_idx)
     return Lifetimes(open_idx[back], close_idx[back], np.sort(pre))
 
 

@@ -32,7 +32,7 @@ def load_snapshot(path: str | Path, use_cache: bool = True) -> tuple[SnapshotCol
     try:
         raw = load_raw(p)
         try:
-            cols = to_columns(raw)
+            cols = to_columns(raw, consume=True)
         except KvscopeError as err:
             raise KvscopeError(f"{p}: {err.message}", err.hint) from None
         del raw

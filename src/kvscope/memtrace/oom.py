@@ -55,8 +55,8 @@ def oom_events(
     t_s: npt.NDArray[np.float64],
     allocated_at: npt.NDArray[np.int64],
 ) -> list[OomEvent]:
-    """OOM events among trace entries ``entries`` (times ``t_s``, allocated levels
-    ``allocated_at``)."""
+    """One :class:`OomEvent` per ``oom`` entry in ``entries`` (times ``t_s``, allocated
+    levels ``allocated_at``)."""
     tr = cols.trace
     out = []
     for k, e in enumerate(entries.tolist()):
@@ -83,13 +83,14 @@ def oom_events(
     return out
 
 
-def count_retries(cols: SnapshotColumns, entries: npt.NDArray[np.int64]) -> int:
-    """Allocation retries among the trace entries ``entries`` (one device's, in order)."""
+def count_retries(cols: SnapshotColumns, start: int, stop: int) -> int:
+    """Allocation retries among trace entries ``start .. stop - 1`` (one device's)."""
     tr = cols.trace
-    act = tr.action[entries]
+    act = tr.action[start:stop]
     if act.size < 2:
         return 0
-    t = tr.time_us[entries]
-    end_of_run = (act[:-1] == SEG_FREE) & np.isin(act[1:], (SEG_ALLOC, OOM))
-    quick = (t[1:] - t[:-1]) <= (RETRY_GAP_US if cols.has_time else 1)
-    return int((end_of_run & quick).sum())
+    free_then_alloc = (act[:-1] == SEG_FREE) & np.isin(act[1:], (SEG_ALLOC, OOM))
+    ends = np.flatnonzero(free_then_alloc)
+    t = tr.time_us[start:stop]
+    gap = t[ends + 1] - t[ends]
+    return int((gap <= (RETRY_GAP_US if cols.has_time else 1)).sum())

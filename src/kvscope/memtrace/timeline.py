@@ -33,13 +33,25 @@ I64 = npt.NDArray[np.int64]
 
 @dataclass(frozen=True)
 class DeviceSeries:
-    """One device's levels after each of its trace entries (``entry`` indexes the trace)."""
+    """One device's levels after each of its trace entries ``start .. stop - 1`` (the trace
+    is stored device by device, so the arrays are views into :class:`Levels`)."""
 
     device: int
-    entry: I64
+    start: int
+    stop: int
     t_s: F64
     allocated_bytes: I64
     reserved_bytes: I64
+
+
+@dataclass(frozen=True)
+class Levels:
+    """Time (s from the first entry) and levels after every trace entry, all devices."""
+
+    t_s: F64
+    allocated_bytes: I64
+    reserved_bytes: I64
+    devices: list[DeviceSeries]
 
 
 def trace_t0_us(cols: SnapshotColumns) -> int:
@@ -48,31 +60,48 @@ def trace_t0_us(cols: SnapshotColumns) -> int:
     return int(t.min()) if t.size else 0
 
 
-def device_series(cols: SnapshotColumns) -> list[DeviceSeries]:
-    """Allocated and reserved bytes after every trace entry, one series per device."""
+def device_bounds(cols: SnapshotColumns) -> list[tuple[int, int, int]]:
+    """``(device, start, stop)`` of each device's contiguous run of trace entries."""
+    dev = cols.trace.device
+    if dev.size == 0:
+        return []
+    cuts = np.flatnonzero(dev[1:] != dev[:-1]) + 1
+    starts = np.concatenate([[0], cuts]).tolist()
+    stops = np.concatenate([cuts, [dev.size]]).tolist()
+    return [(int(dev[a]), int(a), int(b)) for a, b in zip(starts, stops, strict=True)]
+
+
+def levels(cols: SnapshotColumns) -> Levels:
+    """Allocated and reserved bytes after every trace entry, per device."""
     tr, sg = cols.trace, cols.segments
-    t0 = trace_t0_us(cols)
-    scale = 1e-6 if cols.has_time else 1.0
-    d_alloc = np.where(tr.action == ALLOC, tr.size, 0) - np.where(
-        tr.action == FREE_DONE, tr.size, 0
-    )
-    grow = np.isin(tr.action, (SEG_ALLOC, SEG_MAP))
-    shrink = np.isin(tr.action, (SEG_FREE, SEG_UNMAP))
-    d_res = np.where(grow, tr.size, 0) - np.where(shrink, tr.size, 0)
+    act = tr.action
+    sign = (act == ALLOC).astype(np.int8)
+    sign -= act == FREE_DONE
+    alloc = tr.size * sign
+    sign[:] = np.isin(act, (SEG_ALLOC, SEG_MAP))
+    sign -= np.isin(act, (SEG_FREE, SEG_UNMAP))
+    res = tr.size * sign
+    t = tr.time_us - trace_t0_us(cols)
+    t_s = t.astype(np.float64)
+    if cols.has_time:
+        t_s *= 1e-6
     live_blk = sg.blk_state != INACTIVE
     blk_dev = sg.device[sg.blk_segment] if sg.blk_segment.size else np.zeros(0, np.int64)
     out = []
-    for dev in np.unique(tr.device).tolist():
-        idx = np.flatnonzero(tr.device == dev)
-        a = np.cumsum(d_alloc[idx])
-        r = np.cumsum(d_res[idx])
-        end_a = int(sg.blk_requested[live_blk & (blk_dev == dev)].sum())
-        end_r = int(sg.total_size[sg.device == dev].sum())
-        a += end_a - int(a[-1])
-        r += end_r - int(r[-1])
-        t = (tr.time_us[idx] - t0).astype(np.float64) * scale
-        out.append(DeviceSeries(int(dev), idx.astype(np.int64), t, a, r))
-    return out
+    for dev, a, b in device_bounds(cols):
+        sa, sr = alloc[a:b], res[a:b]
+        np.cumsum(sa, out=sa)
+        np.cumsum(sr, out=sr)
+        # the ring buffer may start late: anchor the last level on the end state
+        sa += int(sg.blk_requested[live_blk & (blk_dev == dev)].sum()) - int(sa[-1])
+        sr += int(sg.total_size[sg.device == dev].sum()) - int(sr[-1])
+        out.append(DeviceSeries(dev, a, b, t_s[a:b], sa, sr))
+    return Levels(t_s, alloc, res, out)
+
+
+def device_series(cols: SnapshotColumns) -> list[DeviceSeries]:
+    """One :class:`DeviceSeries` per device (see :func:`levels`)."""
+    return levels(cols).devices
 
 
 @dataclass(frozen=True)
