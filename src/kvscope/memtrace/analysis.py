@@ -27,7 +27,7 @@ from kvscope.memtrace.fragmentation import (
     summarize,
 )
 from kvscope.memtrace.leaks import LeakCandidate, leak_candidates
-from kvscope.memtrace.lifetimes import block_lifetimes
+from kvscope.memtrace.lifetimes import with_lifetimes
 from kvscope.memtrace.oom import OomEvent, count_retries, oom_events
 from kvscope.memtrace.sites import SiteStat, site_table, top_sites
 from kvscope.memtrace.timeline import levels
@@ -120,15 +120,16 @@ def analyze(
     """Analyse a snapshot in columns; see the module docstring."""
     if since_s is not None and until_s is not None and until_s < since_s:
         raise KvscopeError(f"--until ({until_s}) is before --since ({since_s}).")
-    tr = cols.trace
-    n = len(tr)
+    n = len(cols.trace)
     lv = levels(cols)
     t_s = lv.t_s
     # Entries inside the window, per device (each device's times are in order).
     spans = [(s, *_window(s.t_s, since_s, until_s)) for s in lv.devices]
     win_idx = [np.arange(s.start + lo, s.start + hi) for s, lo, hi in spans]
     in_win = np.concatenate(win_idx) if win_idx else np.zeros(0, np.int64)
-    lt = block_lifetimes(tr)
+    cols = with_lifetimes(cols)
+    lt = cols.blocks
+    assert lt is not None
     if since_s is None and until_s is None:
         allocs, live_end = lt.open_idx, lt.close_idx < 0
     else:
@@ -136,6 +137,7 @@ def analyze(
         keep[in_win] = True
         m = keep[lt.open_idx]
         allocs, live_end = lt.open_idx[m], lt.close_idx[m] < 0
+    tr = cols.trace
     table = site_table(cols.frames)
     w_lo = min((float(s.t_s[lo]) for s, lo, hi in spans if hi > lo), default=0.0)
     w_hi = max((float(s.t_s[hi - 1]) for s, lo, hi in spans if hi > lo), default=0.0)
@@ -145,7 +147,7 @@ def analyze(
     total_span = float(t_s.max()) if n else 0.0
     t_frac = a_t / total_span if total_span > 0 else np.zeros(allocs.size)
     _, cats = categorize(cols, allocs, live_end, t_frac)
-    replay = Replay(cols, lt)
+    replay = Replay(cols)
     oom_idx = in_win[tr.action[in_win] == OOM]
     ooms = oom_events(cols, replay, oom_idx, t_s[oom_idx], lv.allocated_bytes[oom_idx])
     devices, course = [], []
@@ -171,8 +173,10 @@ def analyze(
         )
         grid = np.linspace(tt[0], tt[-1], max(frag_samples, 1))
         picks = np.unique(np.searchsorted(tt, grid, side="right") - 1)
-        for p in picks[picks >= 0].tolist():
-            fs = replay.at(s.start + lo + p, s.device)
+        picks = picks[picks >= 0]
+        for p, fs in zip(
+            picks.tolist(), replay.at_many(s.start + lo + picks, s.device), strict=True
+        ):
             course.append(
                 FragPoint(
                     float(tt[p]),

@@ -26,11 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from kvscope.memtrace.columns import Frames, Segments, SnapshotColumns, Trace
+from kvscope.memtrace.columns import Frames, Lifetimes, Segments, SnapshotColumns, Trace
 
 #: Bumped whenever the cached layout or the meaning of a column changes.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 _SAMPLE = 1 << 20
+_GROUPS: dict[str, type] = {
+    "trace": Trace,
+    "segments": Segments,
+    "blocks": Lifetimes,
+    "ranges": Lifetimes,
+}
 
 
 def cache_root() -> Path:
@@ -66,9 +72,12 @@ def save(path: Path, cols: SnapshotColumns) -> Path | None:
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=dest.parent))
-        for group in ("trace", "segments"):
-            for f in dataclasses.fields(getattr(cols, group)):
-                np.save(tmp / f"{group}.{f.name}.npy", getattr(getattr(cols, group), f.name))
+        for group in _GROUPS:
+            obj = getattr(cols, group)
+            if obj is None:
+                continue
+            for f in dataclasses.fields(obj):
+                np.save(tmp / f"{group}.{f.name}.npy", getattr(obj, f.name))
         meta: dict[str, Any] = {
             "format": CACHE_FORMAT,
             "source": str(path),
@@ -98,14 +107,18 @@ def load(path: Path) -> SnapshotColumns | None:
         meta = json.loads(meta_file.read_text())
         if meta.get("format") != CACHE_FORMAT:
             return None
-        groups = {}
-        for group, cls in (("trace", Trace), ("segments", Segments)):
-            groups[group] = cls(
-                **{f.name: np.load(d / f"{group}.{f.name}.npy") for f in dataclasses.fields(cls)}
-            )
+        groups: dict[str, Any] = {}
+        for group, cls in _GROUPS.items():
+            names = [f.name for f in dataclasses.fields(cls)]
+            if group in ("blocks", "ranges") and not (d / f"{group}.{names[0]}.npy").is_file():
+                groups[group] = None
+                continue
+            groups[group] = cls(**{n: np.load(d / f"{group}.{n}.npy") for n in names})
         return SnapshotColumns(
-            trace=groups["trace"],  # type: ignore[arg-type]
-            segments=groups["segments"],  # type: ignore[arg-type]
+            trace=groups["trace"],
+            segments=groups["segments"],
+            blocks=groups["blocks"],
+            ranges=groups["ranges"],
             frames=Frames(
                 [(str(a), int(b), str(c)) for a, b, c in meta["frames"]],
                 [tuple(s) for s in meta["stacks"]],

@@ -105,6 +105,17 @@ class Segments:
 
 
 @dataclass(frozen=True)
+class Lifetimes:
+    """``open_idx[i]`` is an opening entry and ``close_idx[i]`` the entry that ended it, or -1
+    when it was still live at the end. ``pre_idx`` are closings of things older than the
+    trace (each ended at that entry). Built by :mod:`kvscope.memtrace.lifetimes`."""
+
+    open_idx: I64
+    close_idx: I64
+    pre_idx: I64
+
+
+@dataclass(frozen=True)
 class SnapshotColumns:
     """A whole snapshot in columns. ``has_time`` is False for files without ``time_us``
     (old versions); ``time_us`` then holds the entry index."""
@@ -116,6 +127,10 @@ class SnapshotColumns:
     allocator_settings: dict[str, Any] = field(default_factory=dict)
     unknown_actions: dict[str, int] = field(default_factory=dict)
     legacy_blocks: bool = False
+    #: tensor blocks (alloc .. free_completed) and reserved ranges paired; None until
+    #: :func:`kvscope.memtrace.lifetimes.with_lifetimes` fills them (cached with the columns)
+    blocks: Lifetimes | None = None
+    ranges: Lifetimes | None = None
 
 
 class _Interner:

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from kvscope.memtrace.caching_allocator import K_MIN_BLOCK
 from kvscope.memtrace.columns import ACTIVE, INACTIVE, PENDING_FREE, SnapshotColumns
-from kvscope.memtrace.lifetimes import Lifetimes, block_lifetimes, segment_lifetimes
+from kvscope.memtrace.lifetimes import with_lifetimes
 
 I64 = npt.NDArray[np.int64]
 _NEVER = np.iinfo(np.int64).max
@@ -150,10 +150,11 @@ class FreeSpace:
 class Replay:
     """Live ranges and blocks at any trace entry, from the trace plus the end state."""
 
-    def __init__(self, cols: SnapshotColumns, blocks: Lifetimes | None = None) -> None:
+    def __init__(self, cols: SnapshotColumns) -> None:
+        cols = with_lifetimes(cols)
         tr, sg = cols.trace, cols.segments
-        bl = blocks if blocks is not None else block_lifetimes(tr)
-        sl = segment_lifetimes(tr)
+        bl, sl = cols.blocks, cols.ranges
+        assert bl is not None and sl is not None
         live_state = sg.blk_state != INACTIVE
         end_blk_addr = sg.blk_address[live_state]
         end_blk_size = sg.blk_size[live_state]
@@ -202,16 +203,45 @@ class Replay:
             [tr.size[sl.open_idx], tr.size[sl.pre_idx], sg.total_size[old_seg]]
         )
 
+        self._by_dev: dict[int, tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]] = {}
+
+    def _masks(self, device: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        if device not in self._by_dev:
+            self._by_dev[device] = (self.s_dev == device, self.b_dev == device)
+        return self._by_dev[device]
+
     def at(self, entry: int, device: int) -> FreeSpace:
         """Free space on ``device`` just after trace entry ``entry``."""
-        sm = (self.s_open <= entry) & (self.s_close > entry) & (self.s_dev == device)
-        bm = (self.b_open <= entry) & (self.b_close > entry) & (self.b_dev == device)
-        gaps = free_gaps(self.s_addr[sm], self.s_size[sm], self.b_addr[bm], self.b_size[bm])
-        free = int(gaps.sum())
-        largest = int(gaps.max()) if gaps.size else 0
-        return FreeSpace(
-            entry, device, int(self.s_size[sm].sum()), free, largest, _ratio(largest, free)
-        )
+        return self.at_many(np.array([entry], np.int64), device)[0]
+
+    def at_many(self, entries: I64, device: int) -> list[FreeSpace]:
+        """Free space on ``device`` just after each of the sorted trace ``entries``.
+
+        A block matters only if some sample falls inside its lifetime, so each block is
+        mapped to the range of samples it spans and short-lived blocks drop out at once."""
+        q = np.asarray(entries, np.int64)
+        sm, bm = self._masks(device)
+
+        def spans(o: I64, c: I64) -> tuple[I64, I64]:
+            return np.searchsorted(q, o, side="left"), np.searchsorted(q, c, side="left")
+
+        s_lo, s_hi = spans(self.s_open[sm], self.s_close[sm])
+        b_lo, b_hi = spans(self.b_open[bm], self.b_close[bm])
+        sk, bk = s_hi > s_lo, b_hi > b_lo
+        s_addr, s_size = self.s_addr[sm][sk], self.s_size[sm][sk]
+        b_addr, b_size = self.b_addr[bm][bk], self.b_size[bm][bk]
+        s_lo, s_hi, b_lo, b_hi = s_lo[sk], s_hi[sk], b_lo[bk], b_hi[bk]
+        out = []
+        for j, e in enumerate(q.tolist()):
+            ls = (s_lo <= j) & (s_hi > j)
+            lb = (b_lo <= j) & (b_hi > j)
+            gaps = free_gaps(s_addr[ls], s_size[ls], b_addr[lb], b_size[lb])
+            free = int(gaps.sum())
+            largest = int(gaps.max()) if gaps.size else 0
+            out.append(
+                FreeSpace(e, device, int(s_size[ls].sum()), free, largest, _ratio(largest, free))
+            )
+        return out
 
 
 def _isin2(

@@ -10,10 +10,9 @@ it is vectorized: one ``lexsort`` over the events, no Python loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
 
 import numpy as np
-import numpy.typing as npt
 
 from kvscope.memtrace.columns import (
     ALLOC,
@@ -22,21 +21,10 @@ from kvscope.memtrace.columns import (
     SEG_FREE,
     SEG_MAP,
     SEG_UNMAP,
+    Lifetimes,
+    SnapshotColumns,
     Trace,
 )
-
-I64 = npt.NDArray[np.int64]
-
-
-@dataclass(frozen=True)
-class Lifetimes:
-    """``open_idx[i]`` is an opening entry and ``close_idx[i]`` the entry that ended it, or -1
-    when it was still live at the end. ``pre_idx`` are closings of things older than the
-    trace (each ended at that entry)."""
-
-    open_idx: I64
-    close_idx: I64
-    pre_idx: I64
 
 
 def pair(trace: Trace, opens: tuple[int, ...], closes: tuple[int, ...]) -> Lifetimes:
@@ -70,3 +58,12 @@ def block_lifetimes(trace: Trace) -> Lifetimes:
 def segment_lifetimes(trace: Trace) -> Lifetimes:
     """Reserved ranges: ``segment_alloc``/``segment_map`` ... ``segment_free``/``segment_unmap``."""
     return pair(trace, (SEG_ALLOC, SEG_MAP), (SEG_FREE, SEG_UNMAP))
+
+
+def with_lifetimes(cols: SnapshotColumns) -> SnapshotColumns:
+    """``cols`` with both pairings computed (stored in the cache with the columns)."""
+    if cols.blocks is not None and cols.ranges is not None:
+        return cols
+    return dataclasses.replace(
+        cols, blocks=block_lifetimes(cols.trace), ranges=segment_lifetimes(cols.trace)
+    )

@@ -13,6 +13,7 @@ from pathlib import Path
 from kvscope.errors import KvscopeError
 from kvscope.memtrace import cache
 from kvscope.memtrace.columns import SnapshotColumns, to_columns
+from kvscope.memtrace.lifetimes import with_lifetimes
 from kvscope.memtrace.loader import load_raw
 
 
@@ -36,6 +37,7 @@ def load_snapshot(path: str | Path, use_cache: bool = True) -> tuple[SnapshotCol
         except KvscopeError as err:
             raise KvscopeError(f"{p}: {err.message}", err.hint) from None
         del raw
+        cols = with_lifetimes(cols)
     finally:
         if was_enabled:
             gc.enable()
