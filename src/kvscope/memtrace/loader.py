@@ -94,7 +94,7 @@ def check_snapshot_shape(raw: Any, label: str) -> None:
         raise KvscopeError(f"{label}: a pickled list, but not a list of memory segments.")
     if not isinstance(raw, dict):
         raise KvscopeError(
-            f"{label}: the pickle holds a {type(raw).__name__}, not a memory snapshot dict."
+            f"{label}: the pickle holds a {type(raw).__name__!r} value, not a memory snapshot dict."
         )
     if "segments" not in raw and "device_traces" not in raw:
         keys = ", ".join(sorted(map(str, raw))[:5]) or "none"
