@@ -107,18 +107,17 @@ def segment_table(cols: SnapshotColumns) -> list[SegmentFrag]:
 def summarize(cols: SnapshotColumns, rows: list[SegmentFrag]) -> list[FragSummary]:
     """Overall totals, then one row per (device, pool) that has segments."""
     sg = cols.segments
-    inactive = sg.blk_size[sg.blk_state == INACTIVE].astype(np.float64)
-    groups: dict[str, list[SegmentFrag]] = {"all": rows}
-    for r in rows:
-        groups.setdefault(f"device{r.device}/{r.pool}", []).append(r)
+    free_blk = sg.blk_state == INACTIVE
+    groups: dict[str, list[int]] = {"all": list(range(len(rows)))}
+    for i, r in enumerate(rows):
+        groups.setdefault(f"device{r.device}/{r.pool}", []).append(i)
     out = []
-    for scope, rs in groups.items():
+    for scope, idx in groups.items():
+        rs = [rows[i] for i in idx]
         free = sum(r.free_bytes for r in rs)
         largest = max((r.largest_free_bytes for r in rs), default=0)
-        if scope == "all":
-            rss = 0.0 if free == 0 else 1.0 - float(np.sqrt((inactive**2).sum())) / free
-        else:
-            rss = float("nan")
+        f = sg.blk_size[free_blk & np.isin(sg.blk_segment, idx)].astype(np.float64)
+        rss = 0.0 if free == 0 else 1.0 - float(np.sqrt((f**2).sum())) / free
         out.append(
             FragSummary(
                 scope=scope,
