@@ -16,9 +16,11 @@ pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine 
 
 def test_context_manager_needs_cuda(tmp_path: Path) -> None:
     ran = False
-    with pytest.raises(KvscopeError, match="needs a CUDA device") as err:  # noqa: PT012
-        with recording(tmp_path / "s.pickle"):
-            ran = True
+    with (
+        pytest.raises(KvscopeError, match="needs a CUDA device") as err,
+        recording(tmp_path / "s.pickle"),
+    ):
+        ran = True
     assert not ran and "\n" not in err.value.one_line()
     assert not (tmp_path / "s.pickle").exists()
 

@@ -76,5 +76,5 @@ def test_window(snaps: dict[str, Path]) -> None:
     cols = load_snapshot(snaps["leak"])[0]
     r = analyze(cols, since_s=10.0, until_s=20.0)
     d = r.devices[0]
-    assert 10.0 <= d.start_t_s and d.end_t_s <= 20.0
+    assert d.start_t_s >= 10.0 and d.end_t_s <= 20.0
     assert 0 < r.entries_in_window < r.trace_entries
