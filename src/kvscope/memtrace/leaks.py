@@ -2,8 +2,9 @@
 
 A site is a candidate when, inside the analysed window, at least ``min_count`` of its
 allocations are still live at the end of the trace and those allocations are spread over at
-least ``min_span_frac`` of the window (memory loaded once at start-up, such as weights or a
-KV-cache pool, is live at the end too, but all of it is allocated in a short burst). The
+least ``min_span_frac`` (a quarter) of the window (memory loaded once at start-up, such as
+weights or a KV-cache pool, is live at the end too, but all of it is allocated in a short
+burst). The
 growth rate is the least-squares slope of the site's cumulative live bytes against time,
 in MB/min with MB = 10^6 bytes (the unit of the leak rates quoted for tensor-parallel
 communication buffers in SPEC.md, "tens of MB/min"). ``r2`` says how straight the growth is.
@@ -44,7 +45,7 @@ def leak_candidates(
     t_s: npt.NDArray[np.float64],
     window_s: float,
     min_count: int = 4,
-    min_span_frac: float = 0.5,
+    min_span_frac: float = 0.25,
 ) -> list[LeakCandidate]:
     """Leak candidates among the ``alloc`` entries ``entries`` (times ``t_s``, seconds from
     the trace start, or entry numbers without ``time_us``), largest slope first."""
