@@ -47,24 +47,26 @@ def analyze_cmd(
 ) -> None:
     """Timeline, fragmentation, OOMs, retries, leak candidates, top sites, categories."""
     from kvscope.memtrace.analysis import analyze
-    from kvscope.memtrace.compare import compare
-    from kvscope.memtrace.rundir import as_dict, write_run
 
     cols = _load(file, not no_cache)
     if compare_with is not None:
+        from kvscope.memtrace.compare import compare
+
         other = _load(compare_with, not no_cache)
         diff = compare(cols, other, top=top)
         if json_out:
-            print_json(as_dict(diff))
+            print_json(diff)
         else:
             _print_diff(diff, file, compare_with)
         return
     report = analyze(cols, since_s=since, until_s=until, top=top, source=str(file))
     if out is not None:
+        from kvscope.memtrace.rundir import write_run
+
         write_run(report, cols, out)
         stderr.print(f"run directory: {out}")
     if json_out:
-        print_json({"kind": "memtrace", **report.headline(), "report": as_dict(report)})
+        print_json({"kind": "memtrace", **report.headline(), "report": report})
     else:
         _print_report(report)
 
@@ -155,6 +157,11 @@ def _print_report(r: MemtraceReport) -> None:
             f"{_mib(o.requested_bytes)}, CUDA free {_mib(o.device_free_bytes)}, free in "
             f"reserved {_mib(o.free_in_reserved_bytes)}, largest free block "
             f"{_mib(o.largest_free_bytes)} -> {o.verdict}"
+        )
+    if any(o.verdict == "fragmentation" for o in r.ooms):
+        stdout.print(
+            "  the memory existed but in pieces: try PYTORCH_CUDA_ALLOC_CONF="
+            "expandable_segments:True (lets free blocks of a segment grow and merge)"
         )
     if r.leaks:
         t = Table(title="leak candidates (live at the end, same site, growing)")

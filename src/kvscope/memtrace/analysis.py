@@ -125,16 +125,17 @@ def analyze(
     t_s = lv.t_s
     # Entries inside the window, per device (each device's times are in order).
     spans = [(s, *_window(s.t_s, since_s, until_s)) for s in lv.devices]
-    win_idx = [np.arange(s.start + lo, s.start + hi) for s, lo, hi in spans]
-    in_win = np.concatenate(win_idx) if win_idx else np.zeros(0, np.int64)
+    windowed = since_s is not None or until_s is not None
+    n_win = sum(hi - lo for _s, lo, hi in spans)
     cols = with_lifetimes(cols)
     lt = cols.blocks
     assert lt is not None
-    if since_s is None and until_s is None:
+    if not windowed:
         allocs, live_end = lt.open_idx, lt.close_idx < 0
     else:
         keep = np.zeros(n, bool)
-        keep[in_win] = True
+        for s, lo, hi in spans:
+            keep[s.start + lo : s.start + hi] = True
         m = keep[lt.open_idx]
         allocs, live_end = lt.open_idx[m], lt.close_idx[m] < 0
     tr = cols.trace
@@ -148,7 +149,12 @@ def analyze(
     t_frac = a_t / total_span if total_span > 0 else np.zeros(allocs.size)
     _, cats = categorize(cols, allocs, live_end, t_frac)
     replay = Replay(cols)
-    oom_idx = in_win[tr.action[in_win] == OOM]
+    oom_idx = np.flatnonzero(tr.action == OOM)
+    if windowed:
+        inside = np.zeros(oom_idx.size, bool)
+        for s, lo, hi in spans:
+            inside |= (oom_idx >= s.start + lo) & (oom_idx < s.start + hi)
+        oom_idx = oom_idx[inside]
     ooms = oom_events(cols, replay, oom_idx, t_s[oom_idx], lv.allocated_bytes[oom_idx])
     devices, course = [], []
     for s, lo, hi in spans:
@@ -194,7 +200,7 @@ def analyze(
         since_s=since_s,
         until_s=until_s,
         trace_entries=n,
-        entries_in_window=int(in_win.size),
+        entries_in_window=int(n_win),
         devices=devices,
         fragmentation=summarize(cols, rows),
         segments=rows,
