@@ -9,7 +9,8 @@ snapshot changes its size or mtime, and the sampled hash catches a copy with a p
 mtime but different bytes at the ends or middle.
 
 Each array of :class:`~kvscope.memtrace.columns.SnapshotColumns` is one ``.npy`` file; frames,
-stacks and settings are one JSON file. An entry is written to a temporary folder and renamed
+stacks and settings are one JSON file; a hit maps the arrays read-only (``mmap_mode="r"``),
+so the operating system's page cache serves them without a copy. An entry is written to a temporary folder and renamed
 into place, so a reader never sees half of one.
 """
 
@@ -113,7 +114,9 @@ def load(path: Path) -> SnapshotColumns | None:
             if group in ("blocks", "ranges") and not (d / f"{group}.{names[0]}.npy").is_file():
                 groups[group] = None
                 continue
-            groups[group] = cls(**{n: np.load(d / f"{group}.{n}.npy") for n in names})
+            groups[group] = cls(
+                **{n: np.load(d / f"{group}.{n}.npy", mmap_mode="r") for n in names}
+            )
         return SnapshotColumns(
             trace=groups["trace"],
             segments=groups["segments"],
