@@ -10,8 +10,8 @@ mtime but different bytes at the ends or middle.
 
 Each array of :class:`~kvscope.memtrace.columns.SnapshotColumns` is one ``.npy`` file; frames,
 stacks and settings are one JSON file; a hit maps the arrays read-only (``mmap_mode="r"``),
-so the operating system's page cache serves them without a copy. An entry is written to a temporary folder and renamed
-into place, so a reader never sees half of one.
+so the operating system's page cache serves them without a copy. An entry is written to a
+temporary folder and renamed into place, so a reader never sees half of one.
 """
 
 from __future__ import annotations
