@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,107 +23,13 @@ from kvscope.memtrace.columns import (
 )
 from kvscope.memtrace.load import load_snapshot
 
+Handmade = Callable[[], dict[str, Any]]
+
 MIB = 1 << 20
-F_USER = {"filename": "train.py", "line": 7, "name": "step"}
-F_CPP = {"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::malloc"}
+F_CPP_NAME = "c10::cuda::CUDACachingAllocator::malloc"
 
 
-def _entry(action: str, addr: int, size: int, t: int, **kw: Any) -> dict[str, Any]:
-    e = {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t}
-    e["frames"] = [F_CPP, F_USER]
-    e.update(kw)
-    return e
-
-
-def handmade() -> dict[str, Any]:
-    """Two devices; both pending-free spellings; expandable mapping; an unknown action."""
-    base0, base1 = 0x7F0000000000, 0x7F1000000000
-    seg0 = {
-        "device": 0,
-        "address": base0,
-        "total_size": 4 * MIB,
-        "allocated_size": MIB,
-        "active_size": 3 * MIB,
-        "requested_size": MIB - 100,
-        "stream": 0,
-        "segment_type": "large",
-        "segment_pool_id": (0, 0),
-        "is_expandable": True,
-        "frames": [],
-        "blocks": [
-            {
-                "address": base0,
-                "size": MIB,
-                "requested_size": MIB - 100,
-                "state": "active_allocated",
-                "frames": [F_CPP, F_USER],
-            },
-            {
-                "address": base0 + MIB,
-                "size": MIB,
-                "requested_size": MIB,
-                "state": "active_pending_free",
-                "frames": [],
-            },
-            {
-                "address": base0 + 2 * MIB,
-                "size": MIB,
-                "requested_size": MIB,
-                "state": "active_awaiting_free",
-                "frames": [],
-            },
-            {
-                "address": base0 + 3 * MIB,
-                "size": MIB,
-                "requested_size": 0,
-                "state": "inactive",
-                "frames": [],
-            },
-        ],
-    }
-    seg1 = {
-        "device": 1,
-        "address": base1,
-        "total_size": 2 * MIB,
-        "allocated_size": 0,
-        "active_size": 0,
-        "stream": 7,
-        "segment_type": "small",
-        "blocks": [{"size": 2 * MIB, "state": "inactive"}],
-    }
-    dev0 = [
-        _entry("segment_map", base0, 4 * MIB, 10),
-        _entry("alloc", base0, MIB - 100, 11),
-        _entry("alloc", base0 + MIB, MIB, 12),
-        _entry("alloc", base0 + 2 * MIB, MIB, 13),
-        _entry("free_requested", base0 + MIB, MIB, 14),
-        _entry("free_requested", base0 + 2 * MIB, MIB, 15),
-        {
-            "action": "oom",
-            "size": 64 * MIB,
-            "stream": 0,
-            "device_free": 5 * MIB,
-            "time_us": 16,
-            "frames": [F_CPP, F_USER],
-        },
-        _entry("workspace_snapshot", 0, 0, 17),
-        _entry("snapshot", 0, 0, 18),
-    ]
-    dev1 = [
-        _entry("segment_alloc", base1, 2 * MIB, 20),
-        _entry("alloc", base1, 4096, 21),
-        _entry("free_requested", base1, 4096, 22),
-        _entry("free_completed", base1, 4096, 23),
-        _entry("segment_unmap", base1 + 2 * MIB, 2 * MIB, 24),
-    ]
-    return {
-        "segments": [seg0, seg1],
-        "device_traces": [dev0, dev1],
-        "allocator_settings": {"max_split_size": 2**64 - 1},
-    }
-
-
-def test_handmade_snapshot_columns() -> None:
+def test_handmade_snapshot_columns(handmade: Handmade) -> None:
     c = to_columns(handmade())
     tr, sg = c.trace, c.segments
     assert len(tr) == 14
@@ -140,11 +47,11 @@ def test_handmade_snapshot_columns() -> None:
     assert sg.blk_requested.tolist() == [MIB - 100, MIB, MIB, 0, 0]
     assert c.allocator_settings["max_split_size"] == 2**64 - 1
     # frames interned: cpp frame + user frame shared by all stacked entries
-    assert c.frames.frames == [("??", 0, F_CPP["name"]), ("train.py", 7, "step")]
+    assert c.frames.frames == [("??", 0, F_CPP_NAME), ("train.py", 7, "step")]
     assert set(tr.stack[tr.stack >= 0].tolist()) == {0}
 
 
-def test_unshared_frames_intern_to_the_same_stack() -> None:
+def test_unshared_frames_intern_to_the_same_stack(handmade: Handmade) -> None:
     snap = handmade()
     for e in snap["device_traces"][0]:
         e["frames"] = [dict(f) for f in e["frames"]]  # copies: identity no longer helps
@@ -161,7 +68,7 @@ def test_legacy_flavor(snaps: dict[str, Path]) -> None:
     assert int(cols.segments.blk_requested[active].sum()) == 20 * MIB
 
 
-def test_bare_segment_list(tmp_path: Path) -> None:
+def test_bare_segment_list(tmp_path: Path, handmade: Handmade) -> None:
     p = tmp_path / "old.pickle"
     p.write_bytes(pickle.dumps(handmade()["segments"]))
     cols, _ = load_snapshot(p)
@@ -200,7 +107,7 @@ def test_codes_cover_every_documented_action() -> None:
         (lambda s: s["segments"][0].pop("total_size"), "malformed"),
     ],
 )
-def test_malformed_snapshots(mutate: Any, needle: str) -> None:
+def test_malformed_snapshots(mutate: Any, needle: str, handmade: Handmade) -> None:
     snap = handmade()
     mutate(snap)
     with pytest.raises(KvscopeError, match=needle):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
@@ -78,3 +80,15 @@ def test_window(snaps: dict[str, Path]) -> None:
     d = r.devices[0]
     assert d.start_t_s >= 10.0 and d.end_t_s <= 20.0
     assert 0 < r.entries_in_window < r.trace_entries
+
+
+def test_expandable_map_unmap_and_pending_free(handmade: Callable[[], dict[str, Any]]) -> None:
+    lv = device_series(to_columns(handmade()))
+    d0, d1 = lv
+    # device 0: segment_map of 4 MiB is the first entry; the end state has 4 MiB reserved
+    assert d0.reserved_bytes.tolist() == [4 * MIB] * 9
+    # pending-free blocks still count as allocated until free_completed
+    assert d0.allocated_bytes[-1] == (MIB - 100) + MIB + MIB
+    # device 1: +2 MiB segment, then an unmap of a range mapped before the trace began
+    assert d1.reserved_bytes.tolist() == [4 * MIB] * 4 + [2 * MIB]
+    assert d1.allocated_bytes.tolist() == [0, 4096, 4096, 0, 0]
