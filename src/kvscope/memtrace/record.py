@@ -89,6 +89,12 @@ def record_script(command: Sequence[str], out: str | Path, max_entries: int) -> 
                 raise KvscopeError(
                     f"the recorded script exited with status {stop.code}; the snapshot is in {p}."
                 ) from None
+        except Exception as err:  # the script's own failure, an OOM above all
+            first = str(err).splitlines()[0] if str(err) else ""
+            raise KvscopeError(
+                f"the recorded script raised {type(err).__name__}: {first[:200]}; "
+                f"the snapshot (dumped at the failure) is in {p}."
+            ) from err
         finally:
             sys.argv = saved
     return p
