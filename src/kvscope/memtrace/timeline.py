@@ -6,7 +6,10 @@ memory is reusable only then); reserved bytes move by ``+size`` at ``segment_all
 buffer that may start after the program did, so the level before its first entry is fixed
 from the end state: the snapshot's segments give the final allocated bytes (requested bytes
 of active and pending-free blocks) and reserved bytes (sum of ``total_size``), and the series
-is shifted so its last point equals them. Times are seconds from the first trace entry.
+is shifted so its last point equals them. Trace entries carry the caller's requested size
+(``record_trace(TraceEntry::ALLOC, ptr, orig_size, ...)`` and ``block->requested_size`` for
+``free_completed`` in ``c10/cuda/CUDACachingAllocator.cpp``), so the end state is read in
+requested bytes too. Times are seconds from the first trace entry.
 """
 
 from __future__ import annotations
