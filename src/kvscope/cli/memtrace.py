@@ -36,8 +36,13 @@ def _load(path: Path, use_cache: bool) -> Any:
 def analyze_cmd(
     file: Path = typer.Argument(..., help="Snapshot pickle from torch.cuda.memory._dump_snapshot."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
-    since: float | None = typer.Option(None, "--since", help="Window start, s from trace start."),
-    until: float | None = typer.Option(None, "--until", help="Window end, s from trace start."),
+    since: float | None = typer.Option(
+        None,
+        "--since",
+        help="Window start, s from the first trace entry (entry number if the "
+        "snapshot has no time_us).",
+    ),
+    until: float | None = typer.Option(None, "--until", help="Window end, same unit as --since."),
     compare_with: Path | None = typer.Option(
         None, "--compare", help="A second snapshot: report what changed from FILE to it."
     ),
