@@ -97,3 +97,64 @@ def test_free_gaps_conserve_bytes(blocks: list[tuple[int, bool]]) -> None:
     )
     assert int(g.sum()) == sum(s for s, u in blocks if not u)
     assert (int(g.max()) if g.size else 0) == best
+
+
+def test_mapped_pieces_of_an_expandable_segment_merge() -> None:
+    # two 2 MiB mapped pieces, 1 MiB used at each end: 2 MiB free across the boundary
+    seg_addr = np.array([0, 2 * MIB], np.int64)
+    seg_size = np.array([2 * MIB, 2 * MIB], np.int64)
+    blk_addr = np.array([0, 3 * MIB], np.int64)
+    blk_size = np.array([MIB, MIB], np.int64)
+    both = np.array([True, True])
+    assert free_gaps(seg_addr, seg_size, blk_addr, blk_size, both).tolist() == [2 * MIB]
+    # ordinary segments that happen to touch do not merge
+    assert free_gaps(seg_addr, seg_size, blk_addr, blk_size).tolist() == [MIB, MIB]
+
+
+def test_replay_of_segment_map(tmp_path: Path) -> None:
+    import pickle
+
+    base = 0x7F0000000000
+
+    def e(action: str, addr: int, size: int, t: int) -> dict[str, object]:
+        return {
+            "action": action,
+            "addr": addr,
+            "size": size,
+            "stream": 0,
+            "time_us": t,
+            "frames": [],
+        }
+
+    trace = [
+        e("segment_map", base, 2 * MIB, 1),
+        e("alloc", base, MIB, 2),
+        e("segment_map", base + 2 * MIB, 2 * MIB, 3),
+        e("alloc", base + 3 * MIB, MIB, 4),
+    ]
+    blocks = [
+        {"address": base, "size": MIB, "requested_size": MIB, "state": "active_allocated"},
+        {"address": base + MIB, "size": 2 * MIB, "requested_size": 0, "state": "inactive"},
+        {
+            "address": base + 3 * MIB,
+            "size": MIB,
+            "requested_size": MIB,
+            "state": "active_allocated",
+        },
+    ]
+    seg = {
+        "device": 0,
+        "address": base,
+        "total_size": 4 * MIB,
+        "stream": 0,
+        "segment_type": "large",
+        "is_expandable": True,
+        "blocks": blocks,
+    }
+    p = tmp_path / "exp.pickle"
+    p.write_bytes(pickle.dumps({"segments": [seg], "device_traces": [trace]}))
+    cols, _ = load_snapshot(p)
+    fs = Replay(cols).at(3, 0)
+    assert (fs.reserved_bytes, fs.free_bytes, fs.largest_free_bytes) == (4 * MIB, 2 * MIB, 2 * MIB)
+    overall = summarize(cols, segment_table(cols))[0]
+    assert overall.largest_free_bytes == 2 * MIB and overall.external_frag == 0.0

@@ -27,7 +27,14 @@ import numpy as np
 import numpy.typing as npt
 
 from kvscope.memtrace.caching_allocator import K_MIN_BLOCK
-from kvscope.memtrace.columns import ACTIVE, INACTIVE, PENDING_FREE, SnapshotColumns
+from kvscope.memtrace.columns import (
+    ACTIVE,
+    INACTIVE,
+    PENDING_FREE,
+    SEG_MAP,
+    SEG_UNMAP,
+    SnapshotColumns,
+)
 from kvscope.memtrace.lifetimes import with_lifetimes
 
 I64 = npt.NDArray[np.int64]
@@ -201,6 +208,14 @@ class Replay:
         self.s_size = np.concatenate(
             [tr.size[sl.open_idx], tr.size[sl.pre_idx], sg.total_size[old_seg]]
         )
+        # ranges of an expandable segment (segment_map) merge with their mapped neighbours
+        self.s_merge = np.concatenate(
+            [
+                tr.action[sl.open_idx] == SEG_MAP,
+                tr.action[sl.pre_idx] == SEG_UNMAP,
+                sg.is_expandable[old_seg],
+            ]
+        )
 
         self._by_dev: dict[int, tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]] = {}
 
@@ -228,13 +243,14 @@ class Replay:
         b_lo, b_hi = spans(self.b_open[bm], self.b_close[bm])
         sk, bk = s_hi > s_lo, b_hi > b_lo
         s_addr, s_size = self.s_addr[sm][sk], self.s_size[sm][sk]
+        s_merge = self.s_merge[sm][sk]
         b_addr, b_size = self.b_addr[bm][bk], self.b_size[bm][bk]
         s_lo, s_hi, b_lo, b_hi = s_lo[sk], s_hi[sk], b_lo[bk], b_hi[bk]
         out = []
         for j, e in enumerate(q.tolist()):
             ls = (s_lo <= j) & (s_hi > j)
             lb = (b_lo <= j) & (b_hi > j)
-            gaps = free_gaps(s_addr[ls], s_size[ls], b_addr[lb], b_size[lb])
+            gaps = free_gaps(s_addr[ls], s_size[ls], b_addr[lb], b_size[lb], s_merge[ls])
             free = int(gaps.sum())
             largest = int(gaps.max()) if gaps.size else 0
             out.append(
@@ -252,12 +268,27 @@ def _isin2(
     return np.isin(k1, k2)
 
 
-def free_gaps(seg_addr: I64, seg_size: I64, blk_addr: I64, blk_size: I64) -> I64:
-    """Sizes of the free gaps between live blocks inside live segments (bytes)."""
+def free_gaps(
+    seg_addr: I64,
+    seg_size: I64,
+    blk_addr: I64,
+    blk_size: I64,
+    mergeable: npt.NDArray[np.bool_] | None = None,
+) -> I64:
+    """Sizes of the free gaps between live blocks inside live segments (bytes).
+
+    Touching ranges that are both ``mergeable`` (mapped pieces of one expandable segment)
+    count as one range, so a free block may span them; ordinary segments never merge."""
     if seg_addr.size == 0:
         return np.zeros(0, np.int64)
     so = np.argsort(seg_addr)
     s_start, s_end = seg_addr[so], seg_addr[so] + seg_size[so]
+    if mergeable is not None and mergeable.any():
+        m = mergeable[so]
+        first = np.ones(so.size, bool)
+        first[1:] = ~(m[1:] & m[:-1] & (s_start[1:] == s_end[:-1]))
+        heads = np.flatnonzero(first)
+        s_start, s_end = s_start[heads], np.maximum.reduceat(s_end, heads)
     which = np.searchsorted(s_start, blk_addr, side="right") - 1
     inside = (which >= 0) & (blk_addr < s_end[np.clip(which, 0, None)])
     ids = np.arange(s_start.size)
