@@ -158,3 +158,11 @@ def test_replay_of_segment_map(tmp_path: Path) -> None:
     assert (fs.reserved_bytes, fs.free_bytes, fs.largest_free_bytes) == (4 * MIB, 2 * MIB, 2 * MIB)
     overall = summarize(cols, segment_table(cols))[0]
     assert overall.largest_free_bytes == 2 * MIB and overall.external_frag == 0.0
+
+
+def test_scopes_split_by_device_pool_and_stream(handmade) -> None:  # type: ignore[no-untyped-def]
+    from kvscope.memtrace.columns import to_columns
+
+    cols = to_columns(handmade())
+    scopes = [f.scope for f in summarize(cols, segment_table(cols))]
+    assert scopes == ["all", "device0/large", "device1/small/stream0x7"]

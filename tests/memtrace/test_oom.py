@@ -35,3 +35,36 @@ def test_legacy_oom_without_time(snaps: dict[str, Path]) -> None:
     r = analyze(load_snapshot(snaps["legacy"])[0])
     assert not r.has_time
     assert [(o.largest_free_bytes, o.verdict) for o in r.ooms] == [(10 * MIB, "fragmentation")]
+
+
+def test_capacity_oom(tmp_path: Path) -> None:
+    """A full device with one 2 MiB hole asked for 64 MiB: not fragmentation."""
+    import pickle
+
+    base = 0x7F0000000000
+    blocks = [
+        {
+            "address": base,
+            "size": 18 * MIB,
+            "requested_size": 18 * MIB,
+            "state": "active_allocated",
+        },
+        {"address": base + 18 * MIB, "size": 2 * MIB, "requested_size": 0, "state": "inactive"},
+    ]
+    seg = {"device": 0, "address": base, "total_size": 20 * MIB, "stream": 0, "blocks": blocks}
+    trace = [
+        {"action": "segment_alloc", "addr": base, "size": 20 * MIB, "stream": 0, "time_us": 1},
+        {"action": "alloc", "addr": base, "size": 18 * MIB, "stream": 0, "time_us": 2},
+        {"action": "oom", "size": 64 * MIB, "device_free": 1 * MIB, "stream": 0, "time_us": 3},
+    ]
+    p = tmp_path / "cap.pickle"
+    p.write_bytes(pickle.dumps({"segments": [seg], "device_traces": [trace]}))
+    r = analyze(load_snapshot(p)[0])
+    o = r.ooms[0]
+    assert (o.free_in_reserved_bytes, o.largest_free_bytes, o.device_free_bytes) == (
+        2 * MIB,
+        2 * MIB,
+        MIB,
+    )
+    assert o.verdict == "capacity"
+    assert r.devices[0].alloc_retries == 0

@@ -112,12 +112,15 @@ def segment_table(cols: SnapshotColumns) -> list[SegmentFrag]:
 
 
 def summarize(cols: SnapshotColumns, rows: list[SegmentFrag]) -> list[FragSummary]:
-    """Overall totals, then one row per (device, pool) that has segments."""
+    """Overall totals, then one row per (device, pool, stream) that has segments (the
+    default stream 0 is left out of the name)."""
     sg = cols.segments
     free_blk = sg.blk_state == INACTIVE
     groups: dict[str, list[int]] = {"all": list(range(len(rows)))}
     for i, r in enumerate(rows):
-        groups.setdefault(f"device{r.device}/{r.pool}", []).append(i)
+        # free blocks never move between devices, pools or streams: one row per combination
+        stream = f"/stream{r.stream:#x}" if r.stream else ""
+        groups.setdefault(f"device{r.device}/{r.pool}{stream}", []).append(i)
     out = []
     for scope, idx in groups.items():
         rs = [rows[i] for i in idx]
