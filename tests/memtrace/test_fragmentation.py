@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
@@ -160,7 +162,7 @@ def test_replay_of_segment_map(tmp_path: Path) -> None:
     assert overall.largest_free_bytes == 2 * MIB and overall.external_frag == 0.0
 
 
-def test_scopes_split_by_device_pool_and_stream(handmade) -> None:  # type: ignore[no-untyped-def]
+def test_scopes_split_by_device_pool_and_stream(handmade: Callable[[], dict[str, Any]]) -> None:
     from kvscope.memtrace.columns import to_columns
 
     cols = to_columns(handmade())
