@@ -18,12 +18,34 @@ This package imports no torch at module level; only recording needs it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from kvscope.memtrace.analysis import MemtraceReport, analyze
 from kvscope.memtrace.columns import SnapshotColumns
-from kvscope.memtrace.compare import SnapshotDiff, compare
 from kvscope.memtrace.load import load_snapshot
-from kvscope.memtrace.record import recording
-from kvscope.memtrace.rundir import write_run
+
+if TYPE_CHECKING:
+    from kvscope.memtrace.compare import SnapshotDiff, compare
+    from kvscope.memtrace.record import recording
+    from kvscope.memtrace.rundir import write_run
+
+# Loaded on first use: the run-directory writer pulls in pyarrow, which a plain
+# ``analyze --json`` does not need (start-up time counts for the cached path).
+_LAZY = {
+    "SnapshotDiff": "kvscope.memtrace.compare",
+    "compare": "kvscope.memtrace.compare",
+    "recording": "kvscope.memtrace.record",
+    "write_run": "kvscope.memtrace.rundir",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kvscope.memtrace' has no attribute '{name}'")
+
 
 __all__ = [
     "MemtraceReport",
