@@ -57,6 +57,8 @@ def _load_stream(stream: BinaryIO, label: str) -> Any:
         raise KvscopeError(f"{label}: the snapshot file is truncated (ended mid-pickle).") from None
     except (pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if "truncated" in first:
+            raise KvscopeError(f"{label}: the snapshot file is truncated ({first}).") from None
         raise KvscopeError(f"{label}: not a readable snapshot pickle ({first}).") from None
     except MemoryError:
         raise KvscopeError(f"{label}: not enough memory to read this snapshot.") from None
