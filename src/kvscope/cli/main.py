@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import comm, doctor, gpus, models, plan, report, workload
+from kvscope.cli import comm, doctor, gpus, memtrace, models, plan, report, workload
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -46,6 +46,7 @@ app.command("report")(report.report)
 app.add_typer(workload.app, name="workload")
 app.command("doctor")(doctor.doctor)
 app.command("plan")(plan.plan)
+app.add_typer(memtrace.app, name="memtrace")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,46 @@
+"""Loading a snapshot file into columns, through the cache when it can.
+
+:func:`load_snapshot` first looks for a cached columnar copy (:mod:`.cache`); otherwise it
+unpickles the file safely (:mod:`.loader`), converts it (:mod:`.columns`), drops the raw
+dicts, and stores the columns for next time.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+from kvscope.errors import KvscopeError
+from kvscope.memtrace import cache
+from kvscope.memtrace.columns import SnapshotColumns, to_columns
+from kvscope.memtrace.lifetimes import with_lifetimes
+from kvscope.memtrace.loader import load_raw
+
+
+def load_snapshot(path: str | Path, use_cache: bool = True) -> tuple[SnapshotColumns, bool]:
+    """Return ``(columns, from_cache)`` for the snapshot at ``path``."""
+    p = Path(path)
+    if not p.is_file():
+        raise KvscopeError(f"{p}: no such snapshot file.")
+    if use_cache:
+        hit = cache.load(p)
+        if hit is not None:
+            return hit, True
+    # The raw object holds millions of small dicts; the cyclic GC would scan them again
+    # and again while they are built, for nothing (they hold no cycles).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        raw = load_raw(p)
+        try:
+            cols = to_columns(raw, consume=True)
+        except KvscopeError as err:
+            raise KvscopeError(f"{p}: {err.message}", err.hint) from None
+        del raw
+        cols = with_lifetimes(cols)
+    finally:
+        if was_enabled:
+            gc.enable()
+    if use_cache:
+        cache.save(p, cols)
+    return cols, False
