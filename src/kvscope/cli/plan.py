@@ -89,6 +89,9 @@ def plan(
         help="A `kvscope comm bench` run directory: use its fitted link for TP all-reduces.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    out_dir: str | None = typer.Option(
+        None, "--out", help="Also write a run directory (summary.json, kind plan)."
+    ),
 ) -> None:
     """Predict the weights, KV cache and concurrency vLLM/SGLang will report, per GPU."""
     from kvscope.plan.advice import advise
@@ -166,14 +169,25 @@ def plan(
         eff,
         comm_run,
     )
-    if as_json:
+    if as_json or out_dir:
         from kvscope.cli.output import print_json, to_jsonable
 
         out: dict[str, Any] = to_jsonable(memory)
         out["advice"] = to_jsonable(advice)
         out.update(plan_perf.performance_json(perf))
-        print_json(out)
-        return
+        if out_dir:
+            from kvscope.results import RunDir
+
+            config = {
+                "model": spec.name,
+                "gpu": gpu_spec.name,
+                "parallelism": to_jsonable(par),
+                "engine": to_jsonable(eng),
+            }
+            RunDir(out_dir, "plan").write_summary(config, out)
+        if as_json:
+            print_json(out)
+            return
     _print_table(memory, advice)
     from kvscope.cli.output import stdout
 

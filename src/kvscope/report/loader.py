@@ -34,6 +34,8 @@ KNOWN_TABLES = (
     "segments",
     "blocks",
     "sites",
+    "heatmap",
+    "fragmentation",
 )
 
 

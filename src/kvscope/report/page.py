@@ -31,6 +31,9 @@ KIND_SECTIONS: dict[str, Callable[[Sequence[LoadedRun]], str]] = {}
 
 def build_report(run_dirs: Sequence[str | Path], title: str | None = None) -> str:
     """The HTML of a report over ``run_dirs`` (side by side when several)."""
+    from kvscope.report import kinds as kind_sections
+
+    kind_sections.register()
     runs = [load_run(d) for d in run_dirs]
     kinds = sorted({r.kind for r in runs})
     body = [

@@ -1,0 +1,167 @@
+"""Report sections for run kinds with their own tables: memtrace, comm and plan.
+
+Registered in :data:`kvscope.report.page.KIND_SECTIONS`. Column names follow the tables
+``kvscope memtrace analyze --out``, ``kvscope comm bench --out`` and ``kvscope plan --out``
+write; a missing column or table simply leaves its plot out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kvscope.report.loader import LoadedRun
+from kvscope.report.sections import col, esc, fmt_value
+from kvscope.report.svg import Chart, Series, render_heatmap, render_line, render_stacked_bar
+
+GIB = float(1 << 30)
+
+
+def memtrace_section(runs: Sequence[LoadedRun]) -> str:
+    out = ["<h2>GPU memory (PyTorch snapshot)</h2>"]
+    series, frag = [], []
+    for r in runs:
+        t = r.tables.get("timeline")
+        if t is not None:
+            x = col(t, "t_s")
+            for name in ("allocated_bytes", "reserved_bytes"):
+                y = col(t, name)
+                if x is not None and y is not None:
+                    series.append(
+                        Series(f"{r.label}: {name.removesuffix('_bytes')}", x, y / GIB, step=True)
+                    )
+        f = r.tables.get("fragmentation")
+        if f is not None:
+            x, y = col(f, "t_s"), col(f, "external_frag")
+            if x is not None and y is not None:
+                frag.append(Series(r.label, x, y, step=True))
+    if series:
+        out.append(render_line(Chart("Memory timeline", "time (s)", "memory (GiB)", tuple(series))))
+    if frag:
+        out.append(
+            render_line(
+                Chart(
+                    "External fragmentation",
+                    "time (s)",
+                    "1 − largest free / total free",
+                    tuple(frag),
+                )
+            )
+        )
+    for r in runs:
+        h = r.tables.get("heatmap")
+        if h is None:
+            continue
+        rows, cols_, vals = col(h, "row"), col(h, "col"), col(h, "allocated_frac")
+        if rows is None or cols_ is None or vals is None or rows.size == 0:
+            continue
+        m = np.full((int(rows.max()) + 1, int(cols_.max()) + 1), np.nan)
+        m[rows.astype(int), cols_.astype(int)] = vals
+        cell = col(h, "cell_bytes")
+        span = float(cell[0]) * m.shape[1] / (1 << 20) if cell is not None else m.shape[1]
+        out.append(
+            render_heatmap(
+                f"Segment blocks: {r.label}",
+                "offset in row (MiB)",
+                "address-space row",
+                m,
+                (0.0, span),
+                (0.0, float(m.shape[0])),
+                "allocated fraction",
+            )
+        )
+    rep = [r for r in runs if r.summary.get("ooms") or r.summary.get("leak_candidates")]
+    for r in rep:
+        out.append(
+            f"<p>{esc(r.label)}: {fmt_value(r.summary.get('ooms', 0))} OOM event(s), "
+            f"{fmt_value(r.summary.get('leak_candidates', 0))} leak candidate(s), top "
+            f"leak slope {fmt_value(r.summary.get('top_leak_mb_per_min', 0.0))} MB/min</p>"
+        )
+    return "".join(out) if len(out) > 1 else ""
+
+
+def comm_section(runs: Sequence[LoadedRun]) -> str:
+    out = ["<h2>Collectives</h2>"]
+    lat, bw = [], []
+    for r in runs:
+        t = r.tables.get("comm")
+        if t is None:
+            continue
+        size = col(t, "size_bytes")
+        if size is None:
+            continue
+        for name, label in (("lat_p50_s", "P50"), ("lat_p99_s", "P99"), ("predicted_s", "model")):
+            y = col(t, name)
+            if y is not None:
+                lat.append(Series(f"{r.label}: {label}", size, y * 1e6))
+        y = col(t, "busbw_gbps")
+        if y is not None:
+            bw.append(Series(r.label, size, y))
+    if lat:
+        out.append(
+            render_line(
+                Chart(
+                    "Collective latency vs size",
+                    "message size (bytes)",
+                    "latency (µs)",
+                    tuple(lat),
+                    log_x=True,
+                )
+            )
+        )
+    if bw:
+        out.append(
+            render_line(
+                Chart(
+                    "Bus bandwidth vs size",
+                    "message size (bytes)",
+                    "bus bandwidth (GB/s, nccl-tests definition)",
+                    tuple(bw),
+                    log_x=True,
+                )
+            )
+        )
+    for r in runs:
+        fit = r.summary.get("fit")
+        if isinstance(fit, dict) and "alpha_s" in fit:
+            out.append(
+                f"<p>{esc(r.label)}: fitted link alpha = {fit['alpha_s'] * 1e6:.1f} µs "
+                f"per step, bandwidth = {1e-9 / max(fit['beta_s_per_byte'], 1e-30):.2f} "
+                "GB/s</p>"
+            )
+    return "".join(out) if len(out) > 1 else ""
+
+
+PLAN_PARTS = (
+    ("weights_gib", "weights"),
+    ("activation_peak_gib", "activations"),
+    ("non_torch_gib", "non-torch"),
+    ("cudagraph_gib", "CUDA graphs"),
+    ("kv_cache_gib", "KV cache"),
+)
+
+
+def plan_section(runs: Sequence[LoadedRun]) -> str:
+    bars = []
+    total = None
+    for r in runs:
+        s = r.summary
+        segs = [
+            (label, float(s[k])) for k, label in PLAN_PARTS if isinstance(s.get(k), int | float)
+        ]
+        if segs:
+            bars.append((r.label, segs))
+            if isinstance(s.get("gpu_memory_gib"), int | float):
+                total = (float(s["gpu_memory_gib"]), "GPU memory (CUDA total)")
+    if not bars:
+        return ""
+    return "<h2>Memory per GPU (plan)</h2>" + render_stacked_bar(
+        "Memory per GPU as the engine budgets it", "GiB", bars, total
+    )
+
+
+def register() -> None:
+    from kvscope.report.page import KIND_SECTIONS
+
+    KIND_SECTIONS.update(memtrace=memtrace_section, comm=comm_section, plan=plan_section)
