@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import gpus, models
+from kvscope.cli import dmon, gpus, models, telemetry, watch
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -41,6 +41,9 @@ def root(
 
 app.add_typer(models.app, name="models")
 app.command("gpus")(gpus.gpus)
+app.command("watch")(watch.watch)
+app.add_typer(dmon.app, name="dmon")
+app.add_typer(telemetry.app, name="telemetry")
 
 
 def main(argv: list[str] | None = None) -> None:
