@@ -89,6 +89,11 @@ class DmonLog:
     missing_values: int
 
 
+def _scaled(v: float, scale: float) -> float:
+    # Percent by division keeps 95 % == 0.95 exactly (95 * 0.01 is 0.9500000000000001).
+    return v / 100.0 if scale == 0.01 else v * scale
+
+
 def _value(text: str) -> float | None:
     text = text.strip()
     if text in _MISSING:
@@ -142,7 +147,7 @@ def parse_dmon(text: str, source_name: str = "dmon") -> DmonLog:
             metric, scale = _DMON_COLUMNS.get(col, (f"dmon_{col}", 1.0))
             if col in _DMON_COLUMNS and unit in _UNIT_SCALE:
                 scale = _UNIT_SCALE[unit] if not metric.startswith("gpu_ecc") else 1.0
-            samples.append(Sample(t_s, f"gpu:{gpu}", metric, v * scale))
+            samples.append(Sample(t_s, f"gpu:{gpu}", metric, _scaled(v, scale)))
     if names is None:
         raise KvscopeError(f"{source_name}: no 'nvidia-smi dmon' header found.")
     return DmonLog("dmon", tuple(samples), tuple(seen_cols), rows, missing)
@@ -208,7 +213,7 @@ def parse_query_csv(text: str, source_name: str = "query") -> DmonLog:
                 missing += 1
                 continue
             metric = _QUERY_FIELDS.get(name, "smi_" + name.replace(".", "_"))
-            samples.append(Sample(t_s, f"gpu:{gpu}", metric, v * _QUERY_UNITS.get(unit, 1.0)))
+            samples.append(Sample(t_s, f"gpu:{gpu}", metric, _scaled(v, _QUERY_UNITS.get(unit, 1.0))))
     return DmonLog("query-csv", tuple(samples), tuple(names), rows, missing)
 
 

@@ -57,7 +57,8 @@ def reading_samples(t_s: float, r: DeviceReading) -> list[Sample]:
 
     def put(metric: str, value: float | None, scale: float = 1.0, labels: str = "") -> None:
         if value is not None:
-            out.append(Sample(t_s, src, metric, value * scale, labels))
+            v = value / 100.0 if scale == 0.01 else value * scale  # exact percent -> ratio
+            out.append(Sample(t_s, src, metric, v, labels))
 
     put("gpu_memory_total_bytes", r.memory_total)
     put("gpu_memory_used_bytes", r.memory_used)
