@@ -80,6 +80,7 @@ class Watch:
         engines: list[EngineScraper] | None = None,
         on_tick: Callable[[Watch], None] | None = None,
         on_flush: Callable[[int, int], None] | None = None,
+        on_start: Callable[[Watch], None] | None = None,
     ) -> None:
         self.config = config
         self.gpus = gpus
@@ -90,6 +91,7 @@ class Watch:
         )
         self.on_tick = on_tick
         self.on_flush = on_flush
+        self.on_start = on_start
         self.stop = threading.Event()
         self.board = LatestValues()
         self.state = WatchState()
@@ -147,7 +149,7 @@ class Watch:
     def run(self) -> dict[str, Any]:
         """Sample until stopped or ``duration_s`` passes; returns the summary dict."""
         cfg = self.config
-        self.state.started_unix_s = time.time()
+        self.state.started_unix_s = time.time()  # reset below when sampling starts
         if cfg.store_path is not None:
             self.store = Store(cfg.store_path)
         try:
@@ -155,6 +157,9 @@ class Watch:
                 self.exporter = Exporter.start(self.board, cfg.exporter_port, cfg.listen)
             self._identify()
             last_flush = last_derive = time.monotonic()
+            self.state.started_unix_s = time.time()
+            if self.on_start is not None:
+                self.on_start(self)
             for _k, _due in self.ticker:
                 t = time.time()
                 samples: list[Sample] = []
