@@ -13,9 +13,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvscope.telemetry.exporter import Exporter, LatestValues, make_registry
+from kvscope.telemetry.exporter import Exporter, LatestValues, make_registry, render_text
 from kvscope.telemetry.gpu import GpuSampler
 from kvscope.telemetry.nvml import Nvml
 from kvscope.telemetry.nvml_replay import load_recording, replay_call
@@ -126,3 +128,32 @@ def test_real_prometheus_scrapes_the_exporter(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(timeout=10)
         exp.stop()
+
+
+label_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters=",="), max_size=12
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["gpu:0", "gpu:1", "engine:h:1", "nvml"]),
+            st.sampled_from(["gpu_power_watts", "gpu_energy_joules_total", "kv_cache_usage_ratio"]),
+            st.sampled_from(["", "pid=1", "reason=hw_slowdown"]),
+            st.floats(allow_nan=True, allow_infinity=True),
+        ),
+        max_size=30,
+    ),
+    label_text,
+)
+def test_fast_render_is_byte_identical_to_generate_latest(
+    rows: list[tuple[str, str, str, float]], odd: str
+) -> None:
+    from prometheus_client import generate_latest
+
+    board = LatestValues()
+    board.set_info("gpu:0", {"uuid": odd, "name": 'H100 "SXM"\\n'})
+    board.update([Sample(0.0, src, m, v, lab) for src, m, lab, v in rows])
+    assert render_text(board) == generate_latest(make_registry(board))
