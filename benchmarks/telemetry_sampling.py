@@ -109,9 +109,9 @@ def main() -> None:
     share = cpu / wall * 100
     per_tick_ms = cpu / max(summary["ticks"], 1) * 1e3
     print(
-        f"sampling {args.gpus} GPUs (fixture NVML) + {len(urls)} engines at 10 Hz for {wall:.1f} s: "
-        f"{summary['ticks']} ticks ({summary['missed_ticks']} missed), {summary['samples']} samples, "
-        f"CPU {cpu:.2f} s = {share:.2f} % of one core ({per_tick_ms:.2f} ms/tick); target < 2 %"
+        f"sampling {args.gpus} GPUs (fixture NVML) + {len(urls)} engines at 10 Hz, steady "
+        f"state {wall:.1f} s: {summary['ticks']} ticks ({summary['missed_ticks']} missed in the "
+        f"whole run), CPU {cpu:.2f} s = {share:.2f} % of one core ({per_tick_ms:.2f} ms/tick); target < 2 %"
     )
     shutil.rmtree(tmp, ignore_errors=True)
 
