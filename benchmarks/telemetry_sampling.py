@@ -108,10 +108,11 @@ def main() -> None:
         s.terminate()
     share = cpu / wall * 100
     per_tick_ms = cpu / max(summary["ticks"], 1) * 1e3
+    head = f"sampling {args.gpus} GPUs (fixture NVML) + {len(urls)} engines at 10 Hz"
     print(
-        f"sampling {args.gpus} GPUs (fixture NVML) + {len(urls)} engines at 10 Hz, steady "
-        f"state {wall:.1f} s: {summary['ticks']} ticks ({summary['missed_ticks']} missed in the "
-        f"whole run), CPU {cpu:.2f} s = {share:.2f} % of one core ({per_tick_ms:.2f} ms/tick); target < 2 %"
+        f"{head}, steady state {wall:.1f} s, {summary['ticks']} ticks "
+        f"({summary['missed_ticks']} missed in the whole run): CPU {cpu:.2f} s = "
+        f"{share:.2f} % of one core ({per_tick_ms:.2f} ms/tick); target < 2 %"
     )
     shutil.rmtree(tmp, ignore_errors=True)
 
