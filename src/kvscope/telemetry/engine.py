@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import http.client
 import math
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -90,8 +91,11 @@ def _sample_names(full: bool) -> frozenset[str]:
 
 _FAST_NAMES = _sample_names(full=False)
 _FULL_NAMES = _sample_names(full=True)
+#: Sample lines of the gauges (whole lines, name then labels or a space).
+_FAST_LINE = re.compile(
+    r"^(?:" + "|".join(re.escape(n) for n in sorted(_FAST_NAMES)) + r")[{ ][^\n]*$", re.M
+)
 #: Family names whose # HELP / # TYPE lines go with the selected samples.
-_FAST_HEADS = _FAST_NAMES
 _FULL_HEADS = _FULL_NAMES | frozenset(
     n.removesuffix("_bucket") for n in _FULL_NAMES if n.endswith("_bucket")
 )
@@ -107,8 +111,10 @@ def _select_lines(text: str, full: bool) -> tuple[str, tuple[str, ...]]:
     is what keeps 10 Hz scraping of a 500-line vLLM page affordable. Left-out families are
     returned by name (from their ``# TYPE`` lines) so nothing disappears silently.
     """
-    wanted = _FULL_NAMES if full else _FAST_NAMES
-    heads = _FULL_HEADS if full else _FAST_HEADS
+    if not full:
+        # Gauges only: one C-speed regex pass picks their sample lines (no type needed).
+        return "\n".join(_FAST_LINE.findall(text)) + "\n", ()
+    wanted, heads = _FULL_NAMES, _FULL_HEADS
     keep: list[str] = []
     unmapped: list[str] = []
     for line in text.splitlines():
