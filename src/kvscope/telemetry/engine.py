@@ -36,6 +36,7 @@ from kvscope.telemetry.catalogue import (
     engine_kind,
     lookup,
 )
+from kvscope.telemetry.llamacpp import slots_usage
 from kvscope.telemetry.series import Sample
 from kvscope.telemetry.windows import CounterWindow, HistogramSnapshot, HistogramWindow
 
@@ -323,9 +324,27 @@ class EngineScraper:
         self.last_page = page
         out = [Sample(t, self.source, "engine_up", 1.0)]
         out.extend(self._samples(t, page))
+        if page.kind == "llamacpp" and "kv_cache_usage_ratio" not in page.values:
+            out.extend(self._slots(t))
         dur = time.perf_counter() - start
         out.append(Sample(t, self.source, "engine_scrape_duration_seconds", dur))
         return out
+
+    def _slots(self, t: float) -> list[Sample]:
+        # llama.cpp exports no KV gauge: derive it from /slots (see telemetry.llamacpp).
+        url = self.url.rsplit("/", 1)[0] + "/slots"
+        try:
+            use = slots_usage(self.fetch(url, self.timeout_s))
+        except KvscopeError as err:
+            self.faults += 1
+            self.last_error = err.one_line()
+            return []
+        src = self.source
+        return [
+            Sample(t, src, "kv_cache_usage_ratio", use.usage_ratio),
+            Sample(t, src, "kv_cache_used_tokens", float(use.used_tokens)),
+            Sample(t, src, "kv_cache_capacity_tokens", float(use.capacity_tokens)),
+        ]
 
     def _samples(self, t: float, page: EnginePage) -> Iterable[Sample]:
         src = self.source

@@ -50,9 +50,7 @@ def decode_clock_events(mask: int) -> tuple[str, ...]:
     return tuple(names)
 
 
-def reading_samples(
-    t_s: float, r: DeviceReading, previous_mask: int | None = None
-) -> list[Sample]:
+def reading_samples(t_s: float, r: DeviceReading, previous_mask: int | None = None) -> list[Sample]:
     """Samples of one reading in base units; missing values are left out (never zero-filled).
 
     ``previous_mask`` is the clock-event mask of the last reading of this GPU, if any.
