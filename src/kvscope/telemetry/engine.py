@@ -14,7 +14,6 @@ units: gauges as they are, counters as totals (``*_total``) and windowed rates
 
 from __future__ import annotations
 
-import http.client
 import math
 import re
 import time
@@ -37,6 +36,7 @@ from kvscope.telemetry.catalogue import (
     lookup,
 )
 from kvscope.telemetry.llamacpp import slots_usage
+from kvscope.telemetry.scrape_http import HttpGetter
 from kvscope.telemetry.series import Sample
 from kvscope.telemetry.windows import CounterWindow, HistogramSnapshot, HistogramWindow
 
@@ -237,49 +237,30 @@ def fetch_text(url: str, timeout_s: float = 2.0) -> str:
 
 
 class KeepAliveFetcher:
-    """GETs one URL over a persistent HTTP/1.1 connection, reconnecting when it drops.
+    """Fetches URLs over persistent connections (one per ``host:port``).
 
-    At 10 Hz a new TCP connection per scrape costs more CPU than the request itself;
-    engines' servers (uvicorn for vLLM and SGLang, llama.cpp's httplib) keep connections alive.
+    At 10 Hz a new TCP connection per scrape, or ``http.client``'s header parsing, costs
+    more CPU than the scrape itself (see :mod:`kvscope.telemetry.scrape_http`); engines'
+    servers (uvicorn for vLLM and SGLang, llama.cpp's httplib) keep connections alive.
     """
 
     def __init__(self) -> None:
-        self._conn: http.client.HTTPConnection | None = None
-        self._target: tuple[str, int, float] | None = None
+        self._getters: dict[tuple[str, int, float], HttpGetter] = {}
 
     def __call__(self, url: str, timeout_s: float) -> str:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme != "http" or parts.hostname is None:
             return fetch_text(url, timeout_s)  # https and the odd cases: plain urllib
-        target = (parts.hostname, parts.port or 80, timeout_s)
-        path = parts.path or "/"
-        if parts.query:
-            path += "?" + parts.query
-        for attempt in (0, 1):
-            if self._conn is None or self._target != target:
-                self.close()
-                self._conn = http.client.HTTPConnection(target[0], target[1], timeout=timeout_s)
-                self._target = target
-            try:
-                self._conn.request("GET", path)
-                resp = self._conn.getresponse()
-                body = resp.read()
-                if resp.will_close:
-                    self.close()
-            except (OSError, http.client.HTTPException) as err:
-                self.close()
-                if attempt:
-                    raise KvscopeError(f"cannot scrape {url}: {err}") from err
-                continue
-            if resp.status != 200:
-                raise KvscopeError(f"cannot scrape {url}: HTTP {resp.status} {resp.reason}")
-            return body.decode("utf-8", errors="replace")
-        raise KvscopeError(f"cannot scrape {url}")  # pragma: no cover - loop always returns
+        key = (parts.hostname, parts.port or 80, timeout_s)
+        getter = self._getters.get(key)
+        if getter is None:
+            getter = self._getters[key] = HttpGetter(key[0], key[1], timeout_s)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return getter.get(path).decode("utf-8", errors="replace")
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        for g in self._getters.values():
+            g.close()
 
 
 @dataclass
