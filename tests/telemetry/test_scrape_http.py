@@ -6,8 +6,8 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
-from typing import ClassVar
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 from hypothesis import given, settings
