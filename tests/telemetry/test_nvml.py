@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,9 @@ def test_bad_recording_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(KvscopeError):
         load_recording(p)
     assert nvml_error_name(nvml_error("Timeout")) == "NVMLError_Timeout"
+
+
+def test_only_the_nvml_module_touches_pynvml() -> None:
+    src = Path(__file__).resolve().parents[2] / "src" / "kvscope"
+    users = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if "pynvml" in p.read_text())
+    assert users == ["telemetry/nvml.py"]
