@@ -62,6 +62,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--no-store", action="store_true", help="measure without the DuckDB store")
+    ap.add_argument("--flush", type=float, default=1.0, help="seconds between store commits")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="kvscope-bench-"))
     servers, urls = [], []
@@ -87,8 +89,8 @@ def main() -> None:
         interval_s=0.1,
         duration_s=args.seconds,
         engines=tuple(urls),
-        store_path=tmp / "bench.duckdb",
-        flush_s=1.0,
+        store_path=None if "--no-store" in sys.argv else tmp / "bench.duckdb",
+        flush_s=args.flush,
     )
     # Steady state: CPU from the end of tick 10 to the end of the last tick (start-up,
     # imports and the final summary are one-off costs, not the cost of sampling).

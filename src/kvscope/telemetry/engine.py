@@ -120,8 +120,8 @@ def _select_lines(text: str, full: bool) -> tuple[str, tuple[str, ...]]:
     unmapped: list[str] = []
     for line in text.splitlines():
         if line[:1] == "#":
-            if not line.startswith(("# HELP ", "# TYPE ")):
-                continue
+            if not line.startswith("# TYPE "):
+                continue  # HELP text is documentation: skipping it halves the comment work
             fam = line[7:].split(" ", 1)[0]
             if fam in heads:
                 keep.append(line)
