@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import comm, doctor, gpus, memtrace, models, plan, report, workload
+from kvscope.cli import comm, dmon, doctor, gpus, memtrace, models, plan, report, telemetry, watch, workload
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -47,6 +47,9 @@ app.add_typer(workload.app, name="workload")
 app.command("doctor")(doctor.doctor)
 app.command("plan")(plan.plan)
 app.add_typer(memtrace.app, name="memtrace")
+app.command("watch")(watch.watch)
+app.add_typer(dmon.app, name="dmon")
+app.add_typer(telemetry.app, name="telemetry")
 
 
 def main(argv: list[str] | None = None) -> None:

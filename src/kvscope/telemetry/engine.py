@@ -1,0 +1,367 @@
+"""Engine scraper: fetch an engine's Prometheus ``/metrics`` page and map it to the catalogue.
+
+The page is parsed with ``prometheus_client.parser`` (the maintained parser of the text
+exposition format). Lines of families no engine prefix owns (``process_*``, ``python_gc_*``,
+``http_*``) are dropped *before* parsing, which keeps a 10 Hz scrape cheap; every
+engine-prefixed family that the catalogue does not know is counted in ``unmapped`` so nothing
+disappears silently.
+
+Per scrape, :class:`EngineScraper` emits :class:`~kvscope.telemetry.series.Sample` s in base
+units: gauges as they are, counters as totals (``*_total``) and windowed rates
+(``*_per_second``), histograms as windowed percentiles (``*_p50``/``_p90``/``_p99``), vLLM's
+``cache_config_info`` as block size and block count, and the KV capacity in tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from kvscope.errors import KvscopeError
+from kvscope.telemetry.catalogue import (
+    BY_NAME,
+    CACHE_CONFIG_INFO,
+    CATALOGUE,
+    Aggregate,
+    Kind,
+    engine_kind,
+    lookup,
+)
+from kvscope.telemetry.llamacpp import slots_usage
+from kvscope.telemetry.scrape_http import HttpGetter
+from kvscope.telemetry.series import Sample
+from kvscope.telemetry.windows import CounterWindow, HistogramSnapshot, HistogramWindow
+
+_ENGINE_PREFIXES = ("vllm:", "sglang:", "llamacpp:")
+#: Percentiles reported for every histogram (as ``<name>_p50`` ...).
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    """vLLM's CacheConfig as exposed by ``vllm:cache_config_info`` labels."""
+
+    block_size: int | None
+    num_gpu_blocks: int | None
+    labels: tuple[tuple[str, str], ...]
+
+    @property
+    def capacity_tokens(self) -> int | None:
+        if self.block_size is None or self.num_gpu_blocks is None:
+            return None
+        return self.block_size * self.num_gpu_blocks
+
+
+@dataclass(frozen=True, slots=True)
+class EnginePage:
+    """One parsed ``/metrics`` page, already mapped to catalogue names."""
+
+    kind: str | None
+    model_name: str | None
+    values: dict[str, float]
+    histograms: dict[str, HistogramSnapshot]
+    cache_config: CacheConfig | None
+    resolved_from: dict[str, str]
+    unmapped: tuple[str, ...]
+
+
+def _sample_names(full: bool) -> frozenset[str]:
+    """Exposed sample names worth parsing: gauges always; counters, histograms and the
+    static ``cache_config_info`` (~40 labels) only on ``full`` scrapes."""
+    names = {CACHE_CONFIG_INFO} if full else set()
+    for entry in CATALOGUE:
+        for src in entry.sources + entry.deprecated:
+            if entry.kind is Kind.GAUGE:
+                names.add(src)
+            elif not full:
+                continue
+            elif entry.kind is Kind.COUNTER:
+                names.update((src, src + "_total"))
+            else:
+                names.update((src + "_bucket", src + "_sum", src + "_count"))
+    return frozenset(names)
+
+
+_FAST_NAMES = _sample_names(full=False)
+_FULL_NAMES = _sample_names(full=True)
+#: Sample lines of the gauges (whole lines, name then labels or a space).
+_FAST_LINE = re.compile(
+    r"^(?:" + "|".join(re.escape(n) for n in sorted(_FAST_NAMES)) + r")[{ ][^\n]*$", re.M
+)
+#: Family names whose # HELP / # TYPE lines go with the selected samples.
+_FULL_HEADS = _FULL_NAMES | frozenset(
+    n.removesuffix("_bucket") for n in _FULL_NAMES if n.endswith("_bucket")
+)
+_KNOWN_FAMILIES = frozenset(
+    n.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count") for n in _FULL_NAMES
+)
+
+
+def _select_lines(text: str, full: bool) -> tuple[str, tuple[str, ...]]:
+    """The page cut down to catalogue families, and the engine families it leaves out.
+
+    A cheap textual pass: the maintained parser then sees only the lines kvscope maps, which
+    is what keeps 10 Hz scraping of a 500-line vLLM page affordable. Left-out families are
+    returned by name (from their ``# TYPE`` lines) so nothing disappears silently.
+    """
+    if not full:
+        # Gauges only: one C-speed regex pass picks their sample lines (no type needed).
+        return "\n".join(_FAST_LINE.findall(text)) + "\n", ()
+    wanted, heads = _FULL_NAMES, _FULL_HEADS
+    keep: list[str] = []
+    unmapped: list[str] = []
+    for line in text.splitlines():
+        if line[:1] == "#":
+            if not line.startswith("# TYPE "):
+                continue  # HELP text is documentation: skipping it halves the comment work
+            fam = line[7:].split(" ", 1)[0]
+            if fam in heads:
+                keep.append(line)
+            elif (
+                line[2] == "T"
+                and fam.startswith(_ENGINE_PREFIXES)
+                and fam not in _KNOWN_FAMILIES
+                and not fam.endswith("_created")
+            ):
+                unmapped.append(fam.removesuffix("_total"))
+        elif line.split(" ", 1)[0].split("{", 1)[0] in wanted:
+            keep.append(line)
+    keep.append("")
+    return "\n".join(keep), tuple(sorted(set(unmapped)))
+
+
+def _as_int(text: str | None) -> int | None:
+    if text is None or text in ("", "None"):
+        return None
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def _combine(agg: Aggregate, values: list[float]) -> float:
+    if agg is Aggregate.MEAN:
+        return sum(values) / len(values)
+    if agg is Aggregate.MAX:
+        return max(values)
+    return sum(values)
+
+
+def parse_page(text: str, full: bool = True) -> EnginePage:
+    """Parse an exposition-format page into catalogue values (raises KvscopeError if malformed).
+
+    With ``full=False`` only the gauges are parsed (the fast path of 10 Hz sampling).
+    """
+    selected, unmapped_names = _select_lines(text, full)
+    try:
+        families = list(text_string_to_metric_families(selected))
+    except (ValueError, IndexError, KeyError) as err:
+        raise KvscopeError(f"malformed Prometheus text page: {err!r}") from err
+    raw: dict[str, list[float]] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    hsum: dict[str, float] = {}
+    hcount: dict[str, float] = {}
+    resolved: dict[str, str] = {}
+    unmapped: set[str] = set(unmapped_names)
+    kind: str | None = engine_kind(unmapped_names[0]) if unmapped_names else None
+    model: str | None = None
+    cache: CacheConfig | None = None
+    for fam in families:
+        kind = kind or engine_kind(fam.name)
+        if fam.name == CACHE_CONFIG_INFO or fam.name == CACHE_CONFIG_INFO.removesuffix("_info"):
+            for s in fam.samples:
+                lab = s.labels
+                cache = CacheConfig(
+                    _as_int(lab.get("block_size")),
+                    _as_int(lab.get("num_gpu_blocks")),
+                    tuple(sorted(lab.items())),
+                )
+            continue
+        entry = lookup(fam.name)
+        if entry is None:
+            unmapped.add(fam.name)
+            continue
+        resolved[entry.name] = fam.name
+        for s in fam.samples:
+            model = model or s.labels.get("model_name")
+            if entry.kind is Kind.HISTOGRAM:
+                if s.name.endswith("_bucket"):
+                    le = float(s.labels["le"])
+                    b = buckets.setdefault(entry.name, {})
+                    b[le] = b.get(le, 0.0) + s.value
+                elif s.name.endswith("_sum"):
+                    hsum[entry.name] = hsum.get(entry.name, 0.0) + s.value
+                elif s.name.endswith("_count"):
+                    hcount[entry.name] = hcount.get(entry.name, 0.0) + s.value
+            elif entry.kind is Kind.COUNTER:
+                if s.name.endswith("_total"):
+                    raw.setdefault(entry.name, []).append(s.value)
+            elif not s.name.endswith("_created"):
+                raw.setdefault(entry.name, []).append(s.value)
+    values = {name: _combine(BY_NAME[name].aggregate, vs) for name, vs in raw.items() if vs}
+    hists: dict[str, HistogramSnapshot] = {}
+    for name, b in buckets.items():
+        bounds = tuple(sorted(b))
+        counts = tuple(b[x] for x in bounds)
+        total = hcount.get(name, counts[-1] if counts else 0.0)
+        hists[name] = HistogramSnapshot(bounds, counts, total, hsum.get(name, 0.0))
+    return EnginePage(kind, model, values, hists, cache, resolved, tuple(sorted(unmapped)))
+
+
+def metrics_url(url: str) -> str:
+    """``http://host:port`` -> ``http://host:port/metrics``; a URL with a path is kept."""
+    if "://" not in url:
+        url = "http://" + url
+    scheme, _, rest = url.partition("://")
+    if "/" not in rest:
+        return f"{scheme}://{rest}/metrics"
+    return url
+
+
+def fetch_text(url: str, timeout_s: float = 2.0) -> str:
+    """GET ``url`` once and return the body as text (raises KvscopeError when unreachable)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            body: bytes = resp.read()
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        raise KvscopeError(f"cannot scrape {url}: {err}") from err
+    return body.decode("utf-8", errors="replace")
+
+
+class KeepAliveFetcher:
+    """Fetches URLs over persistent connections (one per ``host:port``).
+
+    At 10 Hz a new TCP connection per scrape, or ``http.client``'s header parsing, costs
+    more CPU than the scrape itself (see :mod:`kvscope.telemetry.scrape_http`); engines'
+    servers (uvicorn for vLLM and SGLang, llama.cpp's httplib) keep connections alive.
+    """
+
+    def __init__(self) -> None:
+        self._getters: dict[tuple[str, int, float], HttpGetter] = {}
+
+    def __call__(self, url: str, timeout_s: float) -> str:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "http" or parts.hostname is None:
+            return fetch_text(url, timeout_s)  # https and the odd cases: plain urllib
+        key = (parts.hostname, parts.port or 80, timeout_s)
+        getter = self._getters.get(key)
+        if getter is None:
+            getter = self._getters[key] = HttpGetter(key[0], key[1], timeout_s)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return getter.get(path).decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        for g in self._getters.values():
+            g.close()
+
+
+@dataclass
+class EngineScraper:
+    """Scrapes one engine and keeps the windows that turn totals into rates and percentiles."""
+
+    url: str
+    window_s: float = 60.0
+    timeout_s: float = 2.0
+    fetch: Callable[[str, float], str] = field(default_factory=KeepAliveFetcher)
+    source: str = ""
+    #: Gauges (the KV waveform) are read on every tick; counters and histograms feed rates
+    #: and percentiles over a window of tens of seconds, so reading them once a second is
+    #: plenty and keeps 10 Hz sampling cheap.
+    cumulative_every_s: float = 1.0
+    _last_full: float = -math.inf
+    faults: int = 0
+    last_error: str = ""
+    last_page: EnginePage | None = None
+    _counters: dict[str, CounterWindow] = field(default_factory=dict)
+    _hists: dict[str, HistogramWindow] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.url = metrics_url(self.url)
+        if not self.source:
+            host = self.url.partition("://")[2].partition("/")[0]
+            self.source = f"engine:{host}"
+
+    def sample(self, t_s: float | None = None) -> list[Sample]:
+        """Scrape once. An unreachable engine yields ``engine_up 0`` and a counted fault."""
+        t = time.time() if t_s is None else t_s
+        start = time.perf_counter()
+        full = t - self._last_full >= self.cumulative_every_s
+        try:
+            page = parse_page(self.fetch(self.url, self.timeout_s), full=full)
+        except KvscopeError as err:
+            self.faults += 1
+            self.last_error = err.one_line()
+            return [Sample(t, self.source, "engine_up", 0.0)]
+        if full:
+            self._last_full = t
+        self.last_page = page
+        out = [Sample(t, self.source, "engine_up", 1.0)]
+        out.extend(self._samples(t, page))
+        if page.kind == "llamacpp" and "kv_cache_usage_ratio" not in page.values:
+            out.extend(self._slots(t))
+        dur = time.perf_counter() - start
+        out.append(Sample(t, self.source, "engine_scrape_duration_seconds", dur))
+        return out
+
+    def _slots(self, t: float) -> list[Sample]:
+        # llama.cpp exports no KV gauge: derive it from /slots (see telemetry.llamacpp).
+        url = self.url.rsplit("/", 1)[0] + "/slots"
+        try:
+            use = slots_usage(self.fetch(url, self.timeout_s))
+        except KvscopeError as err:
+            self.faults += 1
+            self.last_error = err.one_line()
+            return []
+        src = self.source
+        return [
+            Sample(t, src, "kv_cache_usage_ratio", use.usage_ratio),
+            Sample(t, src, "kv_cache_used_tokens", float(use.used_tokens)),
+            Sample(t, src, "kv_cache_capacity_tokens", float(use.capacity_tokens)),
+        ]
+
+    def _samples(self, t: float, page: EnginePage) -> Iterable[Sample]:
+        src = self.source
+        for name, value in page.values.items():
+            entry = BY_NAME[name]
+            if entry.kind is Kind.COUNTER:
+                win = self._counters.setdefault(name, CounterWindow(self.window_s))
+                win.add(t, value)
+                yield Sample(t, src, f"{name}_total", value)
+                rate = win.rate()
+                if not math.isnan(rate):
+                    yield Sample(t, src, f"{name}_per_second", rate)
+            else:
+                yield Sample(t, src, name, value)
+        for name, snap in page.histograms.items():
+            hw = self._hists.setdefault(name, HistogramWindow(self.window_s))
+            hw.add(t, snap)
+            for q in QUANTILES:
+                v = hw.quantile(q)
+                if not math.isnan(v):
+                    yield Sample(t, src, f"{name}_p{round(q * 100)}", v)
+        cfg = page.cache_config
+        if cfg is not None:
+            if cfg.block_size is not None:
+                yield Sample(t, src, "kv_block_size_tokens", float(cfg.block_size))
+            if cfg.num_gpu_blocks is not None:
+                yield Sample(t, src, "kv_blocks_total", float(cfg.num_gpu_blocks))
+            cap = cfg.capacity_tokens
+            if cap is not None and "kv_cache_capacity_tokens" not in page.values:
+                yield Sample(t, src, "kv_cache_capacity_tokens", float(cap))
+                usage = page.values.get("kv_cache_usage_ratio")
+                if usage is not None and "kv_cache_used_tokens" not in page.values:
+                    yield Sample(t, src, "kv_cache_used_tokens", usage * cap)
+        hits = self._counters.get("prefix_cache_hits_tokens")
+        queries = self._counters.get("prefix_cache_queries_tokens")
+        if hits is not None and queries is not None and queries.increase() > 0:
+            yield Sample(t, src, "prefix_cache_hit_ratio", hits.increase() / queries.increase())
+        if page.unmapped:
+            yield Sample(t, src, "engine_unmapped_families", float(len(page.unmapped)))
