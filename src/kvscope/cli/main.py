@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import gpus, models, report, workload
+from kvscope.cli import dmon, gpus, models, report, telemetry, watch, workload
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -43,6 +43,9 @@ app.add_typer(models.app, name="models")
 app.command("gpus")(gpus.gpus)
 app.command("report")(report.report)
 app.add_typer(workload.app, name="workload")
+app.command("watch")(watch.watch)
+app.add_typer(dmon.app, name="dmon")
+app.add_typer(telemetry.app, name="telemetry")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,259 @@
+"""Engine scraper: fetch an engine's Prometheus ``/metrics`` page and map it to the catalogue.
+
+The page is parsed with ``prometheus_client.parser`` (the maintained parser of the text
+exposition format). Lines of families no engine prefix owns (``process_*``, ``python_gc_*``,
+``http_*``) are dropped *before* parsing, which keeps a 10 Hz scrape cheap; every
+engine-prefixed family that the catalogue does not know is counted in ``unmapped`` so nothing
+disappears silently.
+
+Per scrape, :class:`EngineScraper` emits :class:`~kvscope.telemetry.series.Sample` s in base
+units: gauges as they are, counters as totals (``*_total``) and windowed rates
+(``*_per_second``), histograms as windowed percentiles (``*_p50``/``_p90``/``_p99``), vLLM's
+``cache_config_info`` as block size and block count, and the KV capacity in tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from kvscope.errors import KvscopeError
+from kvscope.telemetry.catalogue import (
+    BY_NAME,
+    CACHE_CONFIG_INFO,
+    Aggregate,
+    Kind,
+    engine_kind,
+    lookup,
+)
+from kvscope.telemetry.series import Sample
+from kvscope.telemetry.windows import CounterWindow, HistogramSnapshot, HistogramWindow
+
+_ENGINE_PREFIXES = ("vllm:", "sglang:", "llamacpp:")
+#: Percentiles reported for every histogram (as ``<name>_p50`` ...).
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    """vLLM's CacheConfig as exposed by ``vllm:cache_config_info`` labels."""
+
+    block_size: int | None
+    num_gpu_blocks: int | None
+    labels: tuple[tuple[str, str], ...]
+
+    @property
+    def capacity_tokens(self) -> int | None:
+        if self.block_size is None or self.num_gpu_blocks is None:
+            return None
+        return self.block_size * self.num_gpu_blocks
+
+
+@dataclass(frozen=True, slots=True)
+class EnginePage:
+    """One parsed ``/metrics`` page, already mapped to catalogue names."""
+
+    kind: str | None
+    model_name: str | None
+    values: dict[str, float]
+    histograms: dict[str, HistogramSnapshot]
+    cache_config: CacheConfig | None
+    resolved_from: dict[str, str]
+    unmapped: tuple[str, ...]
+
+
+def _engine_lines(text: str) -> str:
+    keep: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if (
+                len(parts) >= 3
+                and parts[2].startswith(_ENGINE_PREFIXES)
+                and not parts[2].endswith("_created")
+            ):
+                keep.append(line)
+        elif line.startswith(_ENGINE_PREFIXES):
+            name = line.partition("{")[0].partition(" ")[0]
+            if not name.endswith("_created"):  # creation times (OpenMetrics-style), not values
+                keep.append(line)
+    keep.append("")
+    return "\n".join(keep)
+
+
+def _as_int(text: str | None) -> int | None:
+    if text is None or text in ("", "None"):
+        return None
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def _combine(agg: Aggregate, values: list[float]) -> float:
+    if agg is Aggregate.MEAN:
+        return sum(values) / len(values)
+    if agg is Aggregate.MAX:
+        return max(values)
+    return sum(values)
+
+
+def parse_page(text: str) -> EnginePage:
+    """Parse an exposition-format page into catalogue values (raises KvscopeError if malformed)."""
+    try:
+        families = list(text_string_to_metric_families(_engine_lines(text)))
+    except (ValueError, IndexError, KeyError) as err:
+        raise KvscopeError(f"malformed Prometheus text page: {err!r}") from err
+    raw: dict[str, list[float]] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    hsum: dict[str, float] = {}
+    hcount: dict[str, float] = {}
+    resolved: dict[str, str] = {}
+    unmapped: set[str] = set()
+    kind: str | None = None
+    model: str | None = None
+    cache: CacheConfig | None = None
+    for fam in families:
+        kind = kind or engine_kind(fam.name)
+        if fam.name == CACHE_CONFIG_INFO or fam.name == CACHE_CONFIG_INFO.removesuffix("_info"):
+            for s in fam.samples:
+                lab = s.labels
+                cache = CacheConfig(
+                    _as_int(lab.get("block_size")),
+                    _as_int(lab.get("num_gpu_blocks")),
+                    tuple(sorted(lab.items())),
+                )
+            continue
+        entry = lookup(fam.name)
+        if entry is None:
+            unmapped.add(fam.name)
+            continue
+        resolved[entry.name] = fam.name
+        for s in fam.samples:
+            model = model or s.labels.get("model_name")
+            if entry.kind is Kind.HISTOGRAM:
+                if s.name.endswith("_bucket"):
+                    le = float(s.labels["le"])
+                    b = buckets.setdefault(entry.name, {})
+                    b[le] = b.get(le, 0.0) + s.value
+                elif s.name.endswith("_sum"):
+                    hsum[entry.name] = hsum.get(entry.name, 0.0) + s.value
+                elif s.name.endswith("_count"):
+                    hcount[entry.name] = hcount.get(entry.name, 0.0) + s.value
+            elif entry.kind is Kind.COUNTER:
+                if s.name.endswith("_total"):
+                    raw.setdefault(entry.name, []).append(s.value)
+            elif not s.name.endswith("_created"):
+                raw.setdefault(entry.name, []).append(s.value)
+    values = {name: _combine(BY_NAME[name].aggregate, vs) for name, vs in raw.items() if vs}
+    hists: dict[str, HistogramSnapshot] = {}
+    for name, b in buckets.items():
+        bounds = tuple(sorted(b))
+        counts = tuple(b[x] for x in bounds)
+        total = hcount.get(name, counts[-1] if counts else 0.0)
+        hists[name] = HistogramSnapshot(bounds, counts, total, hsum.get(name, 0.0))
+    return EnginePage(kind, model, values, hists, cache, resolved, tuple(sorted(unmapped)))
+
+
+def metrics_url(url: str) -> str:
+    """``http://host:port`` -> ``http://host:port/metrics``; a URL with a path is kept."""
+    if "://" not in url:
+        url = "http://" + url
+    scheme, _, rest = url.partition("://")
+    if "/" not in rest:
+        return f"{scheme}://{rest}/metrics"
+    return url
+
+
+def fetch_text(url: str, timeout_s: float = 2.0) -> str:
+    """GET ``url`` and return the body as text (raises KvscopeError when unreachable)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            body: bytes = resp.read()
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        raise KvscopeError(f"cannot scrape {url}: {err}") from err
+    return body.decode("utf-8", errors="replace")
+
+
+@dataclass
+class EngineScraper:
+    """Scrapes one engine and keeps the windows that turn totals into rates and percentiles."""
+
+    url: str
+    window_s: float = 60.0
+    timeout_s: float = 2.0
+    fetch: Callable[[str, float], str] = fetch_text
+    source: str = ""
+    faults: int = 0
+    last_error: str = ""
+    last_page: EnginePage | None = None
+    _counters: dict[str, CounterWindow] = field(default_factory=dict)
+    _hists: dict[str, HistogramWindow] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.url = metrics_url(self.url)
+        if not self.source:
+            host = self.url.partition("://")[2].partition("/")[0]
+            self.source = f"engine:{host}"
+
+    def sample(self, t_s: float | None = None) -> list[Sample]:
+        """Scrape once. An unreachable engine yields ``engine_up 0`` and a counted fault."""
+        t = time.time() if t_s is None else t_s
+        start = time.perf_counter()
+        try:
+            page = parse_page(self.fetch(self.url, self.timeout_s))
+        except KvscopeError as err:
+            self.faults += 1
+            self.last_error = err.one_line()
+            return [Sample(t, self.source, "engine_up", 0.0)]
+        self.last_page = page
+        out = [Sample(t, self.source, "engine_up", 1.0)]
+        out.extend(self._samples(t, page))
+        dur = time.perf_counter() - start
+        out.append(Sample(t, self.source, "engine_scrape_duration_seconds", dur))
+        return out
+
+    def _samples(self, t: float, page: EnginePage) -> Iterable[Sample]:
+        src = self.source
+        for name, value in page.values.items():
+            entry = BY_NAME[name]
+            if entry.kind is Kind.COUNTER:
+                win = self._counters.setdefault(name, CounterWindow(self.window_s))
+                win.add(t, value)
+                yield Sample(t, src, f"{name}_total", value)
+                rate = win.rate()
+                if not math.isnan(rate):
+                    yield Sample(t, src, f"{name}_per_second", rate)
+            else:
+                yield Sample(t, src, name, value)
+        for name, snap in page.histograms.items():
+            hw = self._hists.setdefault(name, HistogramWindow(self.window_s))
+            hw.add(t, snap)
+            for q in QUANTILES:
+                v = hw.quantile(q)
+                if not math.isnan(v):
+                    yield Sample(t, src, f"{name}_p{round(q * 100)}", v)
+        cfg = page.cache_config
+        if cfg is not None:
+            if cfg.block_size is not None:
+                yield Sample(t, src, "kv_block_size_tokens", float(cfg.block_size))
+            if cfg.num_gpu_blocks is not None:
+                yield Sample(t, src, "kv_blocks_total", float(cfg.num_gpu_blocks))
+            cap = cfg.capacity_tokens
+            if cap is not None and "kv_cache_capacity_tokens" not in page.values:
+                yield Sample(t, src, "kv_cache_capacity_tokens", float(cap))
+                usage = page.values.get("kv_cache_usage_ratio")
+                if usage is not None and "kv_cache_used_tokens" not in page.values:
+                    yield Sample(t, src, "kv_cache_used_tokens", usage * cap)
+        hits = self._counters.get("prefix_cache_hits_tokens")
+        queries = self._counters.get("prefix_cache_queries_tokens")
+        if hits is not None and queries is not None and queries.increase() > 0:
+            yield Sample(t, src, "prefix_cache_hit_ratio", hits.increase() / queries.increase())
+        if page.unmapped:
+            yield Sample(t, src, "engine_unmapped_families", float(len(page.unmapped)))

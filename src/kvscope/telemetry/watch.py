@@ -1,0 +1,272 @@
+"""The ``kvscope watch`` loop: sample GPUs and engines, keep history, export, summarise.
+
+Each tick (drift-free, :mod:`kvscope.telemetry.schedule`) samples every GPU through NVML and
+scrapes every engine, updates the exporter's board, and queues the samples. Queued samples
+go to the store in one transaction every ``flush_s`` seconds, so a SIGKILL loses at most
+that last batch. Derived series (KV-usage peak over the window, GPU-memory leak slope by
+Theil-Sen) are recomputed every ``derive_every_s``. On stop (SIGINT/SIGTERM set the stop
+event) everything queued is flushed and, with ``out_dir``, a run directory is written:
+``summary.json`` and ``server.parquet`` (``t_s`` first, seconds from the run's start, one
+column per series in base units).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvscope import __version__
+from kvscope.telemetry.engine import EngineScraper
+from kvscope.telemetry.exporter import Exporter, LatestValues
+from kvscope.telemetry.gpu import GpuSampler
+from kvscope.telemetry.schedule import Ticker
+from kvscope.telemetry.series import Sample
+from kvscope.telemetry.store import Store
+from kvscope.telemetry.waveform import Waveform, analyse, theil_sen_slope
+
+#: Series whose waveform the summary reports, per source kind.
+WAVEFORM_SERIES = {"gpu": "gpu_memory_used_bytes", "engine": "kv_cache_usage_ratio"}
+#: Name of the windowed peak derived from each watched series.
+PEAK_NAMES = {
+    "gpu_memory_used_bytes": "gpu_memory_used_peak_bytes",
+    "kv_cache_usage_ratio": "kv_cache_usage_peak_ratio",
+}
+#: Activity series the waveform phase is measured against (engines only).
+ACTIVITY_SERIES = "requests_running"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchConfig:
+    """What to watch and where results go. Times in seconds."""
+
+    interval_s: float = 1.0
+    duration_s: float | None = None
+    engines: tuple[str, ...] = ()
+    store_path: Path | None = None
+    flush_s: float = 1.0
+    window_s: float = 300.0
+    derive_every_s: float = 5.0
+    exporter_port: int | None = None
+    listen: str = "127.0.0.1"
+    out_dir: Path | None = None
+
+
+@dataclass
+class WatchState:
+    """Counters the live table and the summary read."""
+
+    ticks: int = 0
+    samples: int = 0
+    rows_flushed: int = 0
+    batches: int = 0
+    started_unix_s: float = 0.0
+    latest: dict[tuple[str, str, str], float] = field(default_factory=dict)
+
+
+class Watch:
+    """One watch session. Build it, then :meth:`run` (blocks until stopped or done)."""
+
+    def __init__(
+        self,
+        config: WatchConfig,
+        gpus: GpuSampler | None = None,
+        engines: list[EngineScraper] | None = None,
+        on_tick: Callable[[Watch], None] | None = None,
+        on_flush: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.gpus = gpus
+        self.engines = (
+            engines
+            if engines is not None
+            else [EngineScraper(url, window_s=min(config.window_s, 60.0)) for url in config.engines]
+        )
+        self.on_tick = on_tick
+        self.on_flush = on_flush
+        self.stop = threading.Event()
+        self.board = LatestValues()
+        self.state = WatchState()
+        self.ticker = Ticker(config.interval_s, config.duration_s, self.stop)
+        self._pending: list[Sample] = []
+        self._history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
+        self._memory: list[Sample] = []
+        self.exporter: Exporter | None = None
+        self.store: Store | None = None
+
+    def _record_history(self, samples: list[Sample]) -> None:
+        watched = set(WAVEFORM_SERIES.values()) | {ACTIVITY_SERIES}
+        horizon = samples[0].t_s - self.config.window_s if samples else 0.0
+        for s in samples:
+            if s.metric in watched and not s.labels:
+                h = self._history.setdefault((s.source, s.metric), deque())
+                h.append((s.t_s, s.value))
+                while h and h[0][0] < horizon:
+                    h.popleft()
+
+    def derived(self, t_s: float) -> list[Sample]:
+        """Peak over the window and leak slope (Theil-Sen on <= 300 points) per source."""
+        out: list[Sample] = []
+        for (source, metric), h in self._history.items():
+            if metric == ACTIVITY_SERIES or len(h) < 2:
+                continue
+            vals = [v for _, v in h]
+            out.append(Sample(t_s, source, PEAK_NAMES[metric], max(vals)))
+            if metric == "gpu_memory_used_bytes":
+                pts = list(h)[:: max(1, len(h) // 300)]
+                slope = theil_sen_slope([p[0] for p in pts], [p[1] for p in pts])
+                if not math.isnan(slope):
+                    out.append(Sample(t_s, source, "gpu_memory_leak_slope_bytes_per_second", slope))
+        return out
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        if self.store is not None:
+            n = self.store.append(batch)
+            self.state.rows_flushed += n
+            self.state.batches += 1
+            if self.on_flush is not None:
+                self.on_flush(self.state.batches, self.state.rows_flushed)
+        else:
+            self._memory.extend(batch)
+
+    def _identify(self) -> None:
+        if self.gpus is not None:
+            for i in range(self.gpus.nvml.device_count):
+                name, uuid = self.gpus.nvml.identity(i)
+                self.board.set_info(f"gpu:{i}", {"uuid": uuid, "name": name})
+
+    def run(self) -> dict[str, Any]:
+        """Sample until stopped or ``duration_s`` passes; returns the summary dict."""
+        cfg = self.config
+        self.state.started_unix_s = time.time()
+        if cfg.store_path is not None:
+            self.store = Store(cfg.store_path)
+        try:
+            if cfg.exporter_port is not None:
+                self.exporter = Exporter.start(self.board, cfg.exporter_port, cfg.listen)
+            self._identify()
+            last_flush = last_derive = time.monotonic()
+            for _k, _due in self.ticker:
+                t = time.time()
+                samples: list[Sample] = []
+                if self.gpus is not None:
+                    samples.extend(self.gpus.sample(t))
+                for eng in self.engines:
+                    samples.extend(eng.sample(t))
+                    page = eng.last_page
+                    if page is not None:
+                        self.board.set_info(
+                            eng.source, {"kind": page.kind or "", "model": page.model_name or ""}
+                        )
+                self._record_history(samples)
+                now = time.monotonic()
+                if now - last_derive >= cfg.derive_every_s:
+                    samples.extend(self.derived(t))
+                    last_derive = now
+                self.board.update(samples)
+                for s in samples:
+                    self.state.latest[(s.source, s.metric, s.labels)] = s.value
+                self._pending.extend(samples)
+                self.state.ticks += 1
+                self.state.samples += len(samples)
+                if now - last_flush >= cfg.flush_s:
+                    self._flush()
+                    last_flush = now
+                if self.on_tick is not None:
+                    self.on_tick(self)
+        finally:
+            self._flush()
+            summary = self.summary()
+            if cfg.out_dir is not None:
+                self.write_run_dir(cfg.out_dir, summary)
+            if self.exporter is not None:
+                self.exporter.stop()
+            if self.store is not None:
+                self.store.close()
+        return summary
+
+    def _all_samples(self) -> list[Sample]:
+        if self.store is None:
+            return self._memory
+        rows = self.store.query(
+            "SELECT t_s, source, metric, labels, value FROM samples WHERE t_s >= ? AND res_s = 0",
+            [self.state.started_unix_s - 1.0],
+        )
+        return [Sample(r[0], r[1], r[2], math.nan if r[4] is None else r[4], r[3]) for r in rows]
+
+    def waveforms(self) -> dict[str, Waveform]:
+        """Waveform of the watched series of every source, over the whole session."""
+        series: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+        for s in self._all_samples():
+            if s.labels:
+                continue
+            kind = s.source.partition(":")[0]
+            if s.metric == WAVEFORM_SERIES.get(kind) or s.metric == ACTIVITY_SERIES:
+                ts, vs = series.setdefault((s.source, s.metric), ([], []))
+                ts.append(s.t_s)
+                vs.append(s.value)
+        out: dict[str, Waveform] = {}
+        for (source, metric), (ts, vs) in series.items():
+            if metric == ACTIVITY_SERIES:
+                continue
+            act = series.get((source, ACTIVITY_SERIES))
+            out[f"{source}/{metric}"] = analyse(
+                ts, vs, act, value_is_bytes=metric.endswith("_bytes")
+            )
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        cfg = self.config
+        waves = self.waveforms() if self.state.ticks else {}
+        gpu_faults = dict(self.gpus.nvml.faults) if self.gpus is not None else {}
+        return {
+            "kind": "watch",
+            "kvscope_version": __version__,
+            "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+            "duration_s": time.time() - self.state.started_unix_s,
+            "ticks": self.state.ticks,
+            "missed_ticks": self.ticker.missed,
+            "samples": self.state.samples,
+            "store_rows": self.state.rows_flushed,
+            "gpus": self.gpus.nvml.device_count if self.gpus is not None else 0,
+            "nvml_faults": gpu_faults,
+            "engine_faults": {e.source: e.faults for e in self.engines},
+            "waveforms": {k: asdict(w) for k, w in waves.items()},
+        }
+
+    def write_run_dir(self, out_dir: Path, summary: dict[str, Any]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        t0 = self.state.started_unix_s
+        rows: dict[float, dict[str, float]] = {}
+        for s in self._all_samples():
+            col = f"{s.source}/{s.metric}" + (f"{{{s.labels}}}" if s.labels else "")
+            rows.setdefault(s.t_s, {})[col] = s.value
+        times = sorted(rows)
+        cols = sorted({c for r in rows.values() for c in r})
+        data: dict[str, Any] = {"t_s": pa.array([t - t0 for t in times], pa.float64())}
+        for c in cols:
+            data[c] = pa.array([rows[t].get(c) for t in times], pa.float64())
+        pq.write_table(pa.table(data), out_dir / "server.parquet")
+        (out_dir / "summary.json").write_text(json.dumps(_finite(summary), indent=2) + "\n")
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj

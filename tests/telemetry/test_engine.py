@@ -1,0 +1,104 @@
+"""Engine scraper against recorded pages (vLLM 0.33.0 real, vLLM 0.6 / SGLang reconstructed)
+served by a real HTTP server on loopback."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+
+from kvscope.errors import KvscopeError
+from kvscope.telemetry.engine import EngineScraper, metrics_url, parse_page
+
+
+def test_vllm_0_33_page_from_prometheus_stat_logger(fixture_text: Callable[[str], str]) -> None:
+    page = parse_page(fixture_text("vllm_0_33_0_metrics_t1.txt"))
+    assert page.kind == "vllm" and page.model_name == "kvscope/tiny-llama"
+    # Values vLLM's own logger wrote after 60 scheduler steps (see the page's header).
+    assert page.values["kv_cache_usage_ratio"] == pytest.approx(0.9473684210526316)
+    assert page.values["requests_running"] == 6.0
+    assert page.values["requests_waiting"] == 32.0
+    assert page.values["preemptions"] == 1.0
+    assert page.values["prefix_cache_hits_tokens"] == 256.0
+    assert page.cache_config is not None
+    assert (page.cache_config.block_size, page.cache_config.num_gpu_blocks) == (16, 96)
+    assert page.resolved_from["kv_cache_usage_ratio"] == "vllm:kv_cache_usage_perc"
+    assert {"ttft_seconds", "itl_seconds", "e2e_seconds", "queue_seconds"} <= set(page.histograms)
+    # Nothing silently dropped: every engine family not in the catalogue is listed.
+    assert "vllm:num_requests_waiting_by_reason" in page.unmapped
+    assert not any(n.endswith("_created") for n in page.unmapped)
+
+
+def test_old_vllm_and_sglang_names_map_to_the_same_entries(
+    fixture_text: Callable[[str], str],
+) -> None:
+    old = parse_page(fixture_text("vllm_v0_6_metrics.txt"))
+    sg = parse_page(fixture_text("sglang_metrics.txt"))
+    assert old.resolved_from["kv_cache_usage_ratio"] == "vllm:gpu_cache_usage_perc"
+    assert old.values["kv_cache_usage_ratio"] == 0.4375
+    assert old.resolved_from["itl_seconds"] == "vllm:time_per_output_token_seconds"
+    assert sg.resolved_from["kv_cache_usage_ratio"] == "sglang:token_usage"
+    assert sg.values["kv_cache_usage_ratio"] == 0.62
+    assert sg.resolved_from["preemptions"] == "sglang:num_retracted_requests"
+    assert sg.values["preemptions"] == 9.0
+    assert sg.values["kv_cache_capacity_tokens"] == 458320.0
+    assert old.cache_config is not None and old.cache_config.capacity_tokens == 16 * 27298
+
+
+def test_non_engine_families_are_dropped_before_parsing(fixture_text: Callable[[str], str]) -> None:
+    page = parse_page(fixture_text("vllm_v0_6_metrics.txt"))
+    assert all(n.startswith("vllm:") for n in page.unmapped)
+
+
+def test_malformed_page_raises_user_error() -> None:
+    with pytest.raises(KvscopeError):
+        parse_page('vllm:num_requests_running{model_name="x} 1\n')
+
+
+def test_metrics_url_normalisation() -> None:
+    assert metrics_url("127.0.0.1:8000") == "http://127.0.0.1:8000/metrics"
+    assert metrics_url("http://h:1/custom") == "http://h:1/custom"
+
+
+@pytest.mark.integration
+def test_scraper_rates_and_percentiles_over_real_vllm_pages(
+    page_server: type, fixture_text: Callable[[str], str]
+) -> None:
+    t1, t2 = fixture_text("vllm_0_33_0_metrics_t1.txt"), fixture_text("vllm_0_33_0_metrics_t2.txt")
+    srv = page_server([t1, t2])
+    scr = EngineScraper(srv.url, window_s=600)
+    first = {s.metric: s.value for s in scr.sample(1000.0)}
+    srv.advance()
+    second = {s.metric: s.value for s in scr.sample(1010.0)}
+    assert first["engine_up"] == 1.0 and srv.hits == 2
+    assert first["kv_cache_capacity_tokens"] == 16 * 96
+    assert first["kv_cache_used_tokens"] == pytest.approx(0.9473684210526316 * 1536)
+    # Between the two pages vLLM counted 9 - 1 preemptions and 2026 - 373 output tokens.
+    assert second["preemptions_per_second"] == pytest.approx(8 / 10)
+    assert second["generation_tokens_per_second"] == pytest.approx((2026 - 373) / 10)
+    assert second["prefix_cache_hit_ratio"] == pytest.approx((1216 - 256) / (9034 - 1798))
+    p50, p99 = second["ttft_seconds_p50"], second["ttft_seconds_p99"]
+    assert 0 < p50 <= p99 < 2560
+
+
+@pytest.mark.integration
+def test_unreachable_engine_is_a_counted_fault_not_a_crash() -> None:
+    scr = EngineScraper("http://127.0.0.1:9", timeout_s=0.5)
+    out = scr.sample(0.0)
+    assert [(s.metric, s.value) for s in out] == [("engine_up", 0.0)]
+    assert scr.faults == 1 and "cannot scrape" in scr.last_error
+
+
+@pytest.mark.integration
+def test_renamed_metric_across_versions_gives_one_series(
+    page_server: type, fixture_text: Callable[[str], str]
+) -> None:
+    # An engine upgraded in place (0.6 -> 0.33) keeps one kvscope series for KV usage.
+    srv = page_server([fixture_text("vllm_v0_6_metrics.txt"), fixture_text("vllm_0_33_0_metrics_t1.txt")])
+    scr = EngineScraper(srv.url)
+    a = [s for s in scr.sample(0.0) if s.metric == "kv_cache_usage_ratio"]
+    srv.advance()
+    b = [s for s in scr.sample(1.0) if s.metric == "kv_cache_usage_ratio"]
+    assert [s.value for s in a + b] == [0.4375, pytest.approx(0.9473684210526316)]
+    assert math.isclose(b[0].value, 18 / 19)
