@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import dmon, gpus, models, report, telemetry, watch, workload
+from kvscope.cli import alerts, dashboards, dmon, gpus, models, report, telemetry, watch, workload
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -46,6 +46,8 @@ app.add_typer(workload.app, name="workload")
 app.command("watch")(watch.watch)
 app.add_typer(dmon.app, name="dmon")
 app.add_typer(telemetry.app, name="telemetry")
+app.add_typer(alerts.app, name="alerts")
+app.add_typer(dashboards.app, name="dashboards")
 
 
 def main(argv: list[str] | None = None) -> None:

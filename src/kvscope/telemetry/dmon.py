@@ -213,7 +213,9 @@ def parse_query_csv(text: str, source_name: str = "query") -> DmonLog:
                 missing += 1
                 continue
             metric = _QUERY_FIELDS.get(name, "smi_" + name.replace(".", "_"))
-            samples.append(Sample(t_s, f"gpu:{gpu}", metric, _scaled(v, _QUERY_UNITS.get(unit, 1.0))))
+            samples.append(
+                Sample(t_s, f"gpu:{gpu}", metric, _scaled(v, _QUERY_UNITS.get(unit, 1.0)))
+            )
     return DmonLog("query-csv", tuple(samples), tuple(names), rows, missing)
 
 
