@@ -175,55 +175,68 @@ def _alert_names(rule: Rule) -> list[str]:
     return [rule.name] + ([rule.escalated_name] if rule.escalate_after is not None else [])
 
 
-def promtool_tests(pack: RulePack, rule_file: str, dense: bool = False) -> dict[str, Any]:
+def promtool_case(pack: RulePack, scn: Scenario, dense: bool = False) -> dict[str, Any]:
+    """One ``tests[]`` entry: the scenario's series and kvscope's predicted alerts.
+
+    With ``dense`` every step is checked; otherwise the steps around each change of the
+    firing set, the change step and the last step."""
+    rule = pack.rule(scn.rule)
+    pred = predicted(pack, scn)
+    if dense:
+        ks = list(range(scn.steps))
+    else:
+        marks = {0, scn.change_step, scn.steps - 1}
+        for k in range(1, scn.steps):
+            if pred[k][1] != pred[k - 1][1]:
+                marks |= {k - 1, k}
+        ks = sorted(m for m in marks if 0 <= m < scn.steps)
+    checks = []
+    for k in ks:
+        t, firing = pred[k]
+        for name in _alert_names(rule):
+            esc = name != rule.name
+            tier = rule.tier.next() if esc else rule.tier
+            exp = [
+                {
+                    "exp_labels": {**dict(ls), "severity": str(tier)},
+                    "exp_annotations": rule_annotations(rule, pack, escalated=esc),
+                }
+                for n, ls in firing
+                if n == name
+            ]
+            checks.append({"eval_time": format_duration(t), "alertname": name, "exp_alerts": exp})
+    return {
+        "name": f"{rule.name} {scn.case}",
+        "interval": format_duration(scn.interval_s),
+        "input_series": input_series(scn),
+        "alert_rule_test": checks,
+    }
+
+
+def first_firing_step(pack: RulePack, scn: Scenario) -> int | None:
+    """First step at which the scenario's rule fires in kvscope, or None."""
+    for k, (_, firing) in enumerate(predicted(pack, scn)):
+        if any(name == scn.rule for name, _ in firing):
+            return k
+    return None
+
+
+def promtool_tests(
+    pack: RulePack, rule_file: str, dense: bool = False, cases: list[Scenario] | None = None
+) -> dict[str, Any]:
     """A ``promtool test rules`` document checking kvscope's predictions.
 
-    With ``dense`` every step of every scenario is checked; otherwise the steps around each
-    change of the firing set and the last step. Raises KvscopeError if a ``fires`` case never
-    fires or a ``quiet`` case fires (the pack cannot be shown to work)."""
+    ``cases`` defaults to :func:`scenarios`. Raises KvscopeError if a ``fires`` case never
+    fires or a ``quiet`` case fires (the pack could not be shown to work)."""
     tests = []
-    for scn in scenarios(pack):
-        rule = pack.rule(scn.rule)
-        pred = predicted(pack, scn)
-        any_fire = any(name == rule.name for _, f in pred for name, _ in f)
-        if (scn.case == "fires") != any_fire:
+    for scn in scenarios(pack) if cases is None else cases:
+        fired = first_firing_step(pack, scn) is not None
+        if scn.case in ("fires", "quiet") and (scn.case == "fires") != fired:
             raise KvscopeError(
-                f"rule '{rule.name}': synthetic '{scn.case}' case "
+                f"rule '{scn.rule}': synthetic '{scn.case}' case "
                 f"{'never fires' if scn.case == 'fires' else 'fires'}; check its threshold."
             )
-        if dense:
-            ks = list(range(scn.steps))
-        else:
-            marks = {0, scn.change_step, scn.steps - 1}
-            for k in range(1, scn.steps):
-                if pred[k][1] != pred[k - 1][1]:
-                    marks |= {k - 1, k}
-            ks = sorted(marks)
-        checks = []
-        for k in ks:
-            t, firing = pred[k]
-            for name in _alert_names(rule):
-                esc = name != rule.name
-                tier = rule.tier.next() if esc else rule.tier
-                exp = [
-                    {
-                        "exp_labels": {**dict(ls), "severity": str(tier)},
-                        "exp_annotations": rule_annotations(rule, pack, escalated=esc),
-                    }
-                    for n, ls in firing
-                    if n == name
-                ]
-                checks.append(
-                    {"eval_time": format_duration(t), "alertname": name, "exp_alerts": exp}
-                )
-        tests.append(
-            {
-                "name": f"{rule.name} {scn.case}",
-                "interval": format_duration(scn.interval_s),
-                "input_series": input_series(scn),
-                "alert_rule_test": checks,
-            }
-        )
+        tests.append(promtool_case(pack, scn, dense))
     return {
         "rule_files": [rule_file],
         "evaluation_interval": format_duration(pack.interval_s),
