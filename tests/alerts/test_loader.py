@@ -123,7 +123,7 @@ def test_file_level_errors() -> None:
     with pytest.raises(ConfigError, match="rule 'KvFull': field 'name' is used twice"):
         load_pack_text(dup, "x.yaml")
     bad_window = GOOD.replace("start: 9, end: 17", "start: 17, end: 9")
-    with pytest.raises(ConfigError, match="peak_windows.0.end"):
+    with pytest.raises(ConfigError, match=r"peak_windows\.0\.end"):
         load_pack_text(bad_window, "x.yaml")
     bad_hook = GOOD.replace('"http://127.0.0.1:9/hook"', "ftp://x")
     with pytest.raises(ConfigError, match="tier 'alert'"):
