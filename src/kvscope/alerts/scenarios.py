@@ -135,6 +135,19 @@ def scenarios(pack: RulePack) -> list[Scenario]:
     return [scenario(r, pack, c) for r in pack.rules for c in ("fires", "quiet")]
 
 
+def combine(cases: list[Scenario], name: str = "combined") -> Scenario:
+    """Several scenarios side by side in one input: scenario ``i`` gets its own source
+    (``engine:127.0.0.1:{8000+i}`` or ``gpu:{i}``), so their series never collide."""
+    steps = max(c.steps for c in cases)
+    series = []
+    for i, c in enumerate(cases):
+        for s in c.series:
+            src = f"gpu:{i}" if s.source.startswith("gpu:") else f"engine:127.0.0.1:{8000 + i}"
+            vals = s.values + (s.values[-1],) * (steps - len(s.values))
+            series.append(SynthSeries(s.metric, src, s.labels, vals))
+    return Scenario(name, "combined", cases[0].interval_s, 0, steps, tuple(series))
+
+
 def series_set(scn: Scenario) -> SeriesSet:
     """The scenario as store samples (times from 0 s)."""
     data = SeriesSet()
