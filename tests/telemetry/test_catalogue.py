@@ -14,7 +14,11 @@ from kvscope.telemetry.catalogue import BY_NAME, CATALOGUE, Kind, engine_kind, l
         ("sglang:token_usage", "vllm:kv_cache_usage_perc", "kv_cache_usage_ratio"),
         ("llamacpp:kv_cache_usage_ratio", "vllm:kv_cache_usage_perc", "kv_cache_usage_ratio"),
         ("sglang:num_retracted_requests_total", "vllm:num_preemptions_total", "preemptions"),
-        ("vllm:gpu_prefix_cache_hits_total", "vllm:prefix_cache_hits_total", "prefix_cache_hits_tokens"),
+        (
+            "vllm:gpu_prefix_cache_hits_total",
+            "vllm:prefix_cache_hits_total",
+            "prefix_cache_hits_tokens",
+        ),
         ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds", "itl_seconds"),
         ("llamacpp:requests_deferred", "sglang:num_queue_reqs", "requests_waiting"),
         ("llamacpp:tokens_predicted_total", "sglang:generation_tokens_total", "generation_tokens"),

@@ -95,7 +95,9 @@ def test_renamed_metric_across_versions_gives_one_series(
     page_server: type, fixture_text: Callable[[str], str]
 ) -> None:
     # An engine upgraded in place (0.6 -> 0.33) keeps one kvscope series for KV usage.
-    srv = page_server([fixture_text("vllm_v0_6_metrics.txt"), fixture_text("vllm_0_33_0_metrics_t1.txt")])
+    srv = page_server(
+        [fixture_text("vllm_v0_6_metrics.txt"), fixture_text("vllm_0_33_0_metrics_t1.txt")]
+    )
     scr = EngineScraper(srv.url)
     a = [s for s in scr.sample(0.0) if s.metric == "kv_cache_usage_ratio"]
     srv.advance()

@@ -7,7 +7,12 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvscope.telemetry.gpu import ALERTING_REASONS, CLOCK_EVENT_REASONS, GpuSampler, decode_clock_events
+from kvscope.telemetry.gpu import (
+    ALERTING_REASONS,
+    CLOCK_EVENT_REASONS,
+    GpuSampler,
+    decode_clock_events,
+)
 from kvscope.telemetry.nvml import Nvml
 from kvscope.telemetry.nvml_replay import load_recording, replay_call
 
@@ -18,7 +23,11 @@ def test_decode_golden_masks() -> None:
     # nvml.h: SwPowerCap 0x4, HwSlowdown 0x8, HwThermalSlowdown 0x40, HwPowerBrakeSlowdown 0x80.
     assert decode_clock_events(0x0) == ()
     assert decode_clock_events(0x4) == ("sw_power_cap",)
-    assert decode_clock_events(0xC8) == ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+    assert decode_clock_events(0xC8) == (
+        "hw_slowdown",
+        "hw_thermal_slowdown",
+        "hw_power_brake_slowdown",
+    )
     assert decode_clock_events(0x1 | 0x400) == ("gpu_idle", "bit_0x400")
     assert set(decode_clock_events(0xC8)) == ALERTING_REASONS
 

@@ -83,8 +83,20 @@ def test_sigkill_mid_run_loses_at_most_the_last_batch(tmp_path: Path) -> None:
     store = tmp_path / "k.duckdb"
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     cmd = [
-        sys.executable, "-m", "kvscope.cli.main", "watch", "--nvml-replay", str(RECORDING),
-        "--interval", "0.1", "--flush", "0.3", "--store", str(store), "--log-batches", "--json",
+        sys.executable,
+        "-m",
+        "kvscope.cli.main",
+        "watch",
+        "--nvml-replay",
+        str(RECORDING),
+        "--interval",
+        "0.1",
+        "--flush",
+        "0.3",
+        "--store",
+        str(store),
+        "--log-batches",
+        "--json",
     ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     reported = 0

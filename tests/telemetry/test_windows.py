@@ -39,8 +39,10 @@ def test_quantile_of_empty_histogram_is_nan() -> None:
     st.floats(0, 1),
     st.floats(0, 1),
 )
-def test_quantile_is_monotone_and_within_bounds(per_bucket: list[int], q1: float, q2: float) -> None:
-    bounds = tuple(float(i + 1) for i in range(len(per_bucket) - 1)) + (INF,)
+def test_quantile_is_monotone_and_within_bounds(
+    per_bucket: list[int], q1: float, q2: float
+) -> None:
+    bounds = (*(float(i + 1) for i in range(len(per_bucket) - 1)), INF)
     counts, c = [], 0.0
     for n in per_bucket:
         c += n
@@ -50,7 +52,7 @@ def test_quantile_is_monotone_and_within_bounds(per_bucket: list[int], q1: float
     lo, hi = sorted((q1, q2))
     a, b = quantile_from_buckets(lo, bounds, counts), quantile_from_buckets(hi, bounds, counts)
     assert a <= b + 1e-12
-    assert 0.0 <= a and b <= bounds[-2]
+    assert a >= 0.0 and b <= bounds[-2]
 
 
 def test_counter_rate_and_reset() -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kvscope.cli.output import print_json, stderr, stdout
+from kvscope.cli.output import print_json, stdout
 from kvscope.errors import KvscopeError
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def watch(
     listen: str = typer.Option("127.0.0.1", "--listen", help="Exporter bind address."),
     out: Path | None = typer.Option(None, "--out", help="Write a run directory here at the end."),
     log_batches: bool = typer.Option(
-        False, "--log-batches", help="Print one stderr line per committed store batch."
+        False, "--log-batches", help="Log start and each committed store batch to stderr."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -113,7 +113,20 @@ def watch(
         sys.stderr.write(f"kvscope watch: batch {batches} committed, {rows} rows\n")
         sys.stderr.flush()
 
-    w = Watch(cfg, gpus=gpus, on_flush=on_flush if log_batches else None)
+    def on_start(ww: Watch) -> None:
+        if ww.exporter is not None:
+            sys.stderr.write(
+                f"kvscope watch: exporter on http://{ww.exporter.host}:{ww.exporter.port}/metrics\n"
+            )
+        if log_batches:
+            n_gpus = ww.gpus.nvml.device_count if ww.gpus else 0
+            sys.stderr.write(
+                f"kvscope watch: started, {len(ww.engines)} engine(s), {n_gpus} GPU(s), "
+                f"every {interval} s\n"
+            )
+        sys.stderr.flush()
+
+    w = Watch(cfg, gpus=gpus, on_flush=on_flush if log_batches else None, on_start=on_start)
 
     def stop(signum: int, _frame: Any) -> None:
         w.stop.set()
@@ -127,8 +140,6 @@ def watch(
         w.on_tick = lambda ww: live.update(_table(ww))
         live.start()
     try:
-        if w.exporter is None and exporter_port is not None:
-            stderr.print(f"exporter: http://{listen}:{exporter_port}/metrics")
         summary = w.run()
     finally:
         if live is not None:

@@ -69,6 +69,9 @@ class Store:
             self._con: Any = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as err:
             raise KvscopeError(f"cannot open store {self.path}: {err}") from err
+        # One thread: the store ingests small batches from a sampler that must stay cheap;
+        # DuckDB's default thread pool spends more CPU coordinating than inserting them.
+        self._con.execute("SET threads = 1")
         if not read_only:
             self._con.execute(_DDL)
         self.rows_written = 0
