@@ -195,3 +195,34 @@ def test_list_and_dashboards(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     summary = json.loads(out)
     assert code == 0 and summary["panels"] == 13 and summary["queries"] >= 20
     assert json.loads(f.read_text())["panels"][0]["targets"][0]["expr"]
+
+
+@pytest.mark.integration
+def test_watch_rules_live(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rules = tmp_path / "r.yaml"
+    rules.write_text(
+        "interval: 1s\nrules:\n  - {name: EngineDown, signal: engine_up, kind: threshold,\n"
+        '     op: "==", threshold: 0, for: 1s, tier: alert, why: scrape failing}\n'
+    )
+    argv = [
+        "watch",
+        "--engine",
+        f"http://127.0.0.1:{port}",
+        "--interval",
+        "0.25",
+        "--duration",
+        "3",
+        "--no-store",
+        "--rules",
+        str(rules),
+        "--json",
+    ]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert json.loads(out)["alerts"]["firing"] == ["EngineDown"]
+    assert "FIRING EngineDown tier=alert" in err

@@ -107,7 +107,7 @@ def _command(action: Action, event: Event, body: dict[str, Any]) -> ActionResult
 
 
 def dispatch(
-    event: Event, pack: RulePack, write: Callable[[str], None] | None = None
+    event: Event, pack: RulePack, write: Callable[[str], object] | None = None
 ) -> list[ActionResult]:
     """Run the actions of the event's tier; commands run on ``firing`` only."""
     out: list[ActionResult] = []
