@@ -66,6 +66,23 @@ class SeriesSet:
         vs.append(value)
         self._arrays.pop(key, None)
 
+    def put(
+        self, metric: str, source: str, labels: str, ts_s: list[float], vs: list[float]
+    ) -> None:
+        """Set a whole series at once (times ascending; NaN values are dropped as gaps)."""
+        t = np.round(np.asarray(ts_s, np.float64) * 1000.0).astype(np.int64)
+        v = np.asarray(vs, np.float64)
+        keep = ~np.isnan(v)
+        t, v = t[keep], v[keep]
+        if len(t) > 1 and not bool(np.all(np.diff(t) > 0)):
+            # duplicate timestamps: keep the last value of each, as add() does
+            last = np.append(np.diff(t) != 0, True)
+            t, v = t[last], v[last]
+        key = (metric, source, labels)
+        self._t[key] = t.tolist()
+        self._v[key] = v.tolist()
+        self._arrays[key] = (t, v)
+
     def extend(self, samples: Iterable[Sample]) -> None:
         for s in sorted(samples, key=lambda s: s.t_s):
             self.add(s.metric, s.source, s.labels, s.t_s, s.value)
@@ -292,15 +309,17 @@ def load_store(path: str, pack: RulePack, since_s: float = 0.0) -> SeriesSet:
     margin = max((r.window_s for r in pack.rules), default=0.0) + promql.LOOKBACK_MS / 1000.0
     names = needed_metrics(pack)
     data = SeriesSet()
+    start = since_s - margin if since_s > 0 else 0.0
     with Store(path, read_only=True) as st:
         marks = ",".join("?" for _ in names)
-        rows = st.query(
-            f"SELECT t_s, source, metric, labels, value FROM samples WHERE metric IN ({marks}) "
-            "AND t_s >= ? ORDER BY t_s, source, metric, labels",
-            [*names, since_s - margin if since_s > 0 else 0.0],
+        keys = st.query(
+            f"SELECT DISTINCT metric, source, labels FROM samples WHERE metric IN ({marks}) "
+            "AND t_s >= ? ORDER BY metric, source, labels",
+            [*names, start],
         )
-    for t_s, source, metric, labels, value in rows:
-        data.add(metric, source, labels, float(t_s), math.nan if value is None else float(value))
+        for metric, source, labels in keys:
+            ts, vs = st.series(metric, source, labels, since_s=start)
+            data.put(metric, source, labels, ts, vs)
     return data
 
 
