@@ -160,3 +160,30 @@ def test_dmon_parse_json() -> None:
     assert fb[0] == 433 * 1024 * 1024
     bad = run("dmon", "parse", str(FIX / "nvml_recording.json"))
     assert bad.returncode == 2 and bad.stderr.startswith("kvscope: error:")
+
+
+def test_telemetry_retain_downsamples_and_drops(tmp_path: Path) -> None:
+    sys.path.insert(0, str(REPO / "src"))
+    from kvscope.telemetry.series import Sample
+    from kvscope.telemetry.store import Store
+
+    now = time.time()
+    with Store(tmp_path / "r.duckdb") as st:  # 3 h of 1 Hz samples ending now
+        st.append([Sample(now - 10800 + i, "gpu:0", "m", float(i)) for i in range(10800)])
+    out = run(
+        "telemetry",
+        "retain",
+        "--store",
+        str(tmp_path / "r.duckdb"),
+        "--downsample-older-than",
+        "1h",
+        "--bucket",
+        "60",
+        "--drop-older-than",
+        "2h",
+        "--json",
+    )
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    # The 2 h before the last hour became 120 one-minute means; the oldest hour of those went.
+    assert res["rows_now"] == pytest.approx(3600 + 60, abs=2)

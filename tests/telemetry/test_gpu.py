@@ -56,3 +56,8 @@ def test_samples_are_in_base_units() -> None:
     assert ("gpu:1", "gpu_process_memory_bytes", "pid=777") not in got
     assert got[("gpu:1", "gpu_processes", "")] == 1.0
     assert got[("nvml", "nvml_faults_total", "")] >= 5
+    assert got[("gpu:0", "gpu_clock_event_reasons", "")] == 4.0
+    # The per-reason series come again only when the mask changes.
+    again = {(s.source, s.metric, s.labels) for s in g.sample(1.0)}
+    assert ("gpu:0", "gpu_clock_event_reasons", "") in again
+    assert ("gpu:0", "gpu_clock_event_active", "reason=sw_power_cap") not in again

@@ -122,3 +122,6 @@ def test_live_llama_server_metrics_map_to_the_catalogue(llama_url: str) -> None:
     assert after["generation_tokens_per_second"] == pytest.approx(gen / 10.0)
     assert after["requests_running"] == 0.0 and after["requests_waiting"] == 0.0
     assert scr.last_page.resolved_from["generation_tokens"] == "llamacpp:tokens_predicted"
+    # No KV gauge on this build's /metrics: capacity and usage come from /slots (2 x 1024).
+    assert after["kv_cache_capacity_tokens"] == 2048.0
+    assert after["kv_cache_usage_ratio"] == 0.0  # idle: cached prompts are evictable

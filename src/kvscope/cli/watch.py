@@ -179,8 +179,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
     if not waves:
         return
     t = Table(title="waveforms")
-    for col in ("series", "peak", "trough", "amplitude", "period s", "phase", "leak MB/min"):
-        t.add_column(col, justify="right" if col != "series" else "left")
+    t.add_column("series", overflow="fold")
+    for col in ("peak", "trough", "amplitude", "period s", "phase", "leak MB/min"):
+        t.add_column(col, justify="right")
 
     def f(v: float | None, fmt: str = ",.3g") -> str:
         return "" if v is None else format(v, fmt)

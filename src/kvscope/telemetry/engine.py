@@ -14,8 +14,8 @@ units: gauges as they are, counters as totals (``*_total``) and windowed rates
 
 from __future__ import annotations
 
-import http.client
 import math
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -35,6 +35,8 @@ from kvscope.telemetry.catalogue import (
     engine_kind,
     lookup,
 )
+from kvscope.telemetry.llamacpp import slots_usage
+from kvscope.telemetry.scrape_http import HttpGetter
 from kvscope.telemetry.series import Sample
 from kvscope.telemetry.windows import CounterWindow, HistogramSnapshot, HistogramWindow
 
@@ -90,8 +92,11 @@ def _sample_names(full: bool) -> frozenset[str]:
 
 _FAST_NAMES = _sample_names(full=False)
 _FULL_NAMES = _sample_names(full=True)
+#: Sample lines of the gauges (whole lines, name then labels or a space).
+_FAST_LINE = re.compile(
+    r"^(?:" + "|".join(re.escape(n) for n in sorted(_FAST_NAMES)) + r")[{ ][^\n]*$", re.M
+)
 #: Family names whose # HELP / # TYPE lines go with the selected samples.
-_FAST_HEADS = _FAST_NAMES
 _FULL_HEADS = _FULL_NAMES | frozenset(
     n.removesuffix("_bucket") for n in _FULL_NAMES if n.endswith("_bucket")
 )
@@ -107,8 +112,10 @@ def _select_lines(text: str, full: bool) -> tuple[str, tuple[str, ...]]:
     is what keeps 10 Hz scraping of a 500-line vLLM page affordable. Left-out families are
     returned by name (from their ``# TYPE`` lines) so nothing disappears silently.
     """
-    wanted = _FULL_NAMES if full else _FAST_NAMES
-    heads = _FULL_HEADS if full else _FAST_HEADS
+    if not full:
+        # Gauges only: one C-speed regex pass picks their sample lines (no type needed).
+        return "\n".join(_FAST_LINE.findall(text)) + "\n", ()
+    wanted, heads = _FULL_NAMES, _FULL_HEADS
     keep: list[str] = []
     unmapped: list[str] = []
     for line in text.splitlines():
@@ -230,49 +237,30 @@ def fetch_text(url: str, timeout_s: float = 2.0) -> str:
 
 
 class KeepAliveFetcher:
-    """GETs one URL over a persistent HTTP/1.1 connection, reconnecting when it drops.
+    """Fetches URLs over persistent connections (one per ``host:port``).
 
-    At 10 Hz a new TCP connection per scrape costs more CPU than the request itself;
-    engines' servers (uvicorn for vLLM and SGLang, llama.cpp's httplib) keep connections alive.
+    At 10 Hz a new TCP connection per scrape, or ``http.client``'s header parsing, costs
+    more CPU than the scrape itself (see :mod:`kvscope.telemetry.scrape_http`); engines'
+    servers (uvicorn for vLLM and SGLang, llama.cpp's httplib) keep connections alive.
     """
 
     def __init__(self) -> None:
-        self._conn: http.client.HTTPConnection | None = None
-        self._target: tuple[str, int, float] | None = None
+        self._getters: dict[tuple[str, int, float], HttpGetter] = {}
 
     def __call__(self, url: str, timeout_s: float) -> str:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme != "http" or parts.hostname is None:
             return fetch_text(url, timeout_s)  # https and the odd cases: plain urllib
-        target = (parts.hostname, parts.port or 80, timeout_s)
-        path = parts.path or "/"
-        if parts.query:
-            path += "?" + parts.query
-        for attempt in (0, 1):
-            if self._conn is None or self._target != target:
-                self.close()
-                self._conn = http.client.HTTPConnection(target[0], target[1], timeout=timeout_s)
-                self._target = target
-            try:
-                self._conn.request("GET", path)
-                resp = self._conn.getresponse()
-                body = resp.read()
-                if resp.will_close:
-                    self.close()
-            except (OSError, http.client.HTTPException) as err:
-                self.close()
-                if attempt:
-                    raise KvscopeError(f"cannot scrape {url}: {err}") from err
-                continue
-            if resp.status != 200:
-                raise KvscopeError(f"cannot scrape {url}: HTTP {resp.status} {resp.reason}")
-            return body.decode("utf-8", errors="replace")
-        raise KvscopeError(f"cannot scrape {url}")  # pragma: no cover - loop always returns
+        key = (parts.hostname, parts.port or 80, timeout_s)
+        getter = self._getters.get(key)
+        if getter is None:
+            getter = self._getters[key] = HttpGetter(key[0], key[1], timeout_s)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return getter.get(path).decode("utf-8", errors="replace")
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        for g in self._getters.values():
+            g.close()
 
 
 @dataclass
@@ -317,9 +305,27 @@ class EngineScraper:
         self.last_page = page
         out = [Sample(t, self.source, "engine_up", 1.0)]
         out.extend(self._samples(t, page))
+        if page.kind == "llamacpp" and "kv_cache_usage_ratio" not in page.values:
+            out.extend(self._slots(t))
         dur = time.perf_counter() - start
         out.append(Sample(t, self.source, "engine_scrape_duration_seconds", dur))
         return out
+
+    def _slots(self, t: float) -> list[Sample]:
+        # llama.cpp exports no KV gauge: derive it from /slots (see telemetry.llamacpp).
+        url = self.url.rsplit("/", 1)[0] + "/slots"
+        try:
+            use = slots_usage(self.fetch(url, self.timeout_s))
+        except KvscopeError as err:
+            self.faults += 1
+            self.last_error = err.one_line()
+            return []
+        src = self.source
+        return [
+            Sample(t, src, "kv_cache_usage_ratio", use.usage_ratio),
+            Sample(t, src, "kv_cache_used_tokens", float(use.used_tokens)),
+            Sample(t, src, "kv_cache_capacity_tokens", float(use.capacity_tokens)),
+        ]
 
     def _samples(self, t: float, page: EnginePage) -> Iterable[Sample]:
         src = self.source

@@ -50,8 +50,11 @@ def decode_clock_events(mask: int) -> tuple[str, ...]:
     return tuple(names)
 
 
-def reading_samples(t_s: float, r: DeviceReading) -> list[Sample]:
-    """Samples of one reading in base units; missing values are left out (never zero-filled)."""
+def reading_samples(t_s: float, r: DeviceReading, previous_mask: int | None = None) -> list[Sample]:
+    """Samples of one reading in base units; missing values are left out (never zero-filled).
+
+    ``previous_mask`` is the clock-event mask of the last reading of this GPU, if any.
+    """
     src = f"gpu:{r.index}"
     out = [Sample(t_s, src, "gpu_lost", 1.0 if r.lost else 0.0)]
 
@@ -78,6 +81,10 @@ def reading_samples(t_s: float, r: DeviceReading) -> list[Sample]:
     put("gpu_ecc_corrected_errors_total", r.ecc_corrected)
     put("gpu_ecc_uncorrected_errors_total", r.ecc_uncorrected)
     if r.clock_event_mask is not None:
+        put("gpu_clock_event_reasons", float(r.clock_event_mask))
+    if r.clock_event_mask is not None and r.clock_event_mask != previous_mask:
+        # Per-reason 0/1 series only when the mask changes: the mask itself is kept every
+        # tick, and the exporter holds the latest value of each reason.
         active = set(decode_clock_events(r.clock_event_mask))
         for name in CLOCK_EVENT_REASONS:
             put("gpu_clock_event_active", 1.0 if name in active else 0.0, labels=f"reason={name}")
@@ -96,6 +103,7 @@ class GpuSampler:
     xid_total: dict[int, int] = field(default_factory=dict)
     last_xid: dict[int, int] = field(default_factory=dict)
     last_readings: list[DeviceReading] = field(default_factory=list)
+    _masks: dict[int, int | None] = field(default_factory=dict)
 
     def sample(self, t_s: float) -> list[Sample]:
         out: list[Sample] = []
@@ -105,7 +113,8 @@ class GpuSampler:
         readings = [self.nvml.read(i) for i in range(self.nvml.device_count)]
         self.last_readings = readings
         for r in readings:
-            out.extend(reading_samples(t_s, r))
+            out.extend(reading_samples(t_s, r, self._masks.get(r.index)))
+            self._masks[r.index] = r.clock_event_mask
             src = f"gpu:{r.index}"
             out.append(
                 Sample(t_s, src, "gpu_xid_events_total", float(self.xid_total.get(r.index, 0)))
