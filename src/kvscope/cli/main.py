@@ -12,7 +12,21 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import comm, dmon, doctor, gpus, memtrace, models, plan, report, telemetry, watch, workload
+from kvscope.cli import (
+    alerts,
+    comm,
+    dashboards,
+    dmon,
+    doctor,
+    gpus,
+    memtrace,
+    models,
+    plan,
+    report,
+    telemetry,
+    watch,
+    workload,
+)
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -50,6 +64,8 @@ app.add_typer(memtrace.app, name="memtrace")
 app.command("watch")(watch.watch)
 app.add_typer(dmon.app, name="dmon")
 app.add_typer(telemetry.app, name="telemetry")
+app.add_typer(alerts.app, name="alerts")
+app.add_typer(dashboards.app, name="dashboards")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -76,6 +76,9 @@ def watch(
     log_batches: bool = typer.Option(
         False, "--log-batches", help="Log start and each committed store batch to stderr."
     ),
+    rules: Path | None = typer.Option(
+        None, "--rules", help="Evaluate these alert rules live ('default' for kvscope's pack)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Sample GPUs and engines until Ctrl-C, SIGTERM or --duration; everything is flushed."""
@@ -128,6 +131,15 @@ def watch(
 
     w = Watch(cfg, gpus=gpus, on_flush=on_flush if log_batches else None, on_start=on_start)
 
+    alerts: Any = None
+    if rules is not None:
+        from kvscope.alerts.live import WatchAlerts
+        from kvscope.alerts.loader import load_pack
+
+        pack = load_pack(None if str(rules) == "default" else rules)
+        alerts = WatchAlerts(pack, write=lambda line: sys.stderr.write(line + "\n"))
+        w.on_tick = alerts
+
     def stop(signum: int, _frame: Any) -> None:
         w.stop.set()
 
@@ -138,12 +150,17 @@ def watch(
 
         live = Live(_table(w), console=stdout, refresh_per_second=4, transient=False)
         w.on_tick = lambda ww: live.update(_table(ww))
+        if alerts is not None:
+            alerts.then = w.on_tick
+            w.on_tick = alerts
         live.start()
     try:
         summary = w.run()
     finally:
         if live is not None:
             live.stop()
+    if alerts is not None:
+        summary["alerts"] = alerts.summary()
     if json_out:
         print_json(summary)
         return

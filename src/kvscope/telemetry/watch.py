@@ -99,6 +99,8 @@ class Watch:
         self.state = WatchState()
         self.ticker = Ticker(config.interval_s, config.duration_s, self.stop)
         self._pending: list[Sample] = []
+        #: Samples of the latest tick (read by ``on_tick`` hooks such as live alert rules).
+        self.last_samples: list[Sample] = []
         self._history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
         self._memory: list[Sample] = []
         self.exporter: Exporter | None = None
@@ -186,6 +188,7 @@ class Watch:
                     samples.extend(self.derived(t))
                     last_derive = now
                 self.board.update(samples)
+                self.last_samples = samples
                 for s in samples:
                     self.state.latest[(s.source, s.metric, s.labels)] = s.value
                 self._pending.extend(samples)
