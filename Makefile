@@ -21,8 +21,8 @@ $(TESTSTAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install -q -e '.[test]' 'torch==2.13.0'
 	touch $(TESTSTAMP)
 
-$(SYSSTAMP): scripts/install_system_deps.sh
-	bash scripts/install_system_deps.sh
+$(SYSSTAMP): $(STAMP) scripts/install_system_deps.sh scripts/build_llama_server.sh
+	PIP="$(PY) -m pip" bash scripts/install_system_deps.sh
 	touch $(SYSSTAMP)
 
 install: $(STAMP)
