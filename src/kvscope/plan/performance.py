@@ -77,13 +77,14 @@ def performance(
     roof = roofline(model, gpu, par, batch, context, prefill_chunk, kv, e)
     latency = decode_bound(model, gpu, par, 1, context, kv, e)
     micro = math.ceil(batch / par.pp)
+    measured = link  # a fitted link replaces every group's; else each group's own link
     link = link or LinkModel.for_gpu(gpu, par.tp, alpha_s)
     comm_d = comm_volume(
-        model, gpu, par, micro, "decode", roof.decode.step_s, link=link, alpha_s=alpha_s
+        model, gpu, par, micro, "decode", roof.decode.step_s, link=measured, alpha_s=alpha_s
     )
     chunk = roof.prefill.tokens
     comm_p = comm_volume(
-        model, gpu, par, chunk, "prefill", roof.prefill.step_s, link=link, alpha_s=alpha_s
+        model, gpu, par, chunk, "prefill", roof.prefill.step_s, link=measured, alpha_s=alpha_s
     )
     stage = roof.decode.step_s + comm_d.total_s
     tpot = par.pp * stage
