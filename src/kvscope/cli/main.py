@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import gpus, models
+from kvscope.cli import gpus, models, workload
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -41,6 +41,7 @@ def root(
 
 app.add_typer(models.app, name="models")
 app.command("gpus")(gpus.gpus)
+app.add_typer(workload.app, name="workload")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,281 @@
+"""The shared workload flags and YAML spec files, and the one function that builds a stream.
+
+Flag strings (the same for ``kvscope workload generate``, ``simulate`` and ``bench``):
+
+* ``--arrival KIND:key=value,...``; kinds ``constant:rate=``, ``poisson:rate=``,
+  ``gamma:rate=,cv=``, ``spike:base=,peak=,start=,length=``,
+  ``ramp:from=,to=,duration=[,curve=linear|exp]``, ``steps:min=,max=,interval=``,
+  ``diurnal:mean=,amplitude=[,period=,peak_at=]``, ``onoff:rate=,on=,off=[,base=]``,
+  ``concurrency:n=[,think=]``; shapes also take ``cv=``. Sum processes with ``+``:
+  ``poisson:rate=5+spike:base=0,peak=50,start=60,length=10``. Times take ``s``/``m``/``h``.
+* ``--prompt-len`` / ``--output-len DIST``: a bare number (fixed), ``uniform:min=,max=``,
+  ``normal:mean=,std=``, ``lognormal:median=,sigma=`` (or ``mean=`` instead of ``median=``),
+  ``mix:0.95@128,0.05@4096`` (a component may be a range ``lo-hi``), ``empirical:FILE``.
+
+Rates are requests/s, times seconds, lengths tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kvscope.errors import KvscopeError, UnknownNameError
+from kvscope.workload import arrivals as A
+from kvscope.workload import lengths as L
+
+if TYPE_CHECKING:
+    from kvscope.workload.stream import Workload
+
+_TIME = re.compile(r"^([0-9.eE+-]+)\s*(ms|s|m|min|h|d)?$")
+_UNIT_S = {None: 1.0, "s": 1.0, "ms": 1e-3, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+ARRIVAL_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # kind: (required keys, optional keys)
+    "constant": (("rate",), ()),
+    "poisson": (("rate",), ()),
+    "gamma": (("rate", "cv"), ()),
+    "spike": (("base", "peak", "start", "length"), ("cv",)),
+    "ramp": (("from", "to", "duration"), ("curve", "cv")),
+    "steps": (("min", "max", "interval"), ("cv",)),
+    "diurnal": (("mean", "amplitude"), ("period", "peak_at", "cv")),
+    "onoff": (("rate", "on", "off"), ("base", "cv")),
+    "concurrency": (("n",), ("think",)),
+}
+LENGTH_KINDS = ("fixed", "uniform", "normal", "lognormal", "mix", "empirical")
+_TIME_KEYS = {"start", "length", "duration", "interval", "period", "peak_at", "on", "off", "think"}
+
+
+def _number(text: str, what: str, key: str) -> float:
+    m = _TIME.match(text.strip()) if key in _TIME_KEYS else None
+    try:
+        if m:
+            return float(m.group(1)) * _UNIT_S[m.group(2)]
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise KvscopeError(f"{what}: '{key}={text}' is not a number.")
+    return value
+
+
+def _params(
+    body: str, what: str, kind: str, required: tuple[str, ...], optional: tuple[str, ...]
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    parts = [p for p in body.split(",") if p.strip()] if body else []
+    for i, part in enumerate(parts):
+        if "=" not in part:
+            if i == 0 and len(required) == 1:  # "poisson:10" means rate=10
+                out[required[0]] = part.strip()
+                continue
+            raise KvscopeError(f"{what}: '{part}' should be key=value.")
+        k, v = (s.strip() for s in part.split("=", 1))
+        if k not in required + optional:
+            raise UnknownNameError(f"{kind} parameter", k, required + optional)
+        out[k] = v
+    missing = [k for k in required if k not in out]
+    if missing:
+        raise KvscopeError(
+            f"{what}: {kind} needs {', '.join(k + '=' for k in missing)}",
+            hint=f"e.g. {kind}:" + ",".join(f"{k}=..." for k in required),
+        )
+    return out
+
+
+def _positive(value: float, what: str, key: str, allow_zero: bool = False) -> float:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise KvscopeError(
+            f"{what}: '{key}' must be {'>= 0' if allow_zero else '> 0'}, got {value:g}."
+        )
+    return value
+
+
+def parse_arrival(text: str) -> A.Process | A.Concurrency:
+    """Parse an ``--arrival`` string into an arrival process (or a closed-loop spec)."""
+    what = f"--arrival '{text}'"
+    parts = [p.strip() for p in text.split("+") if p.strip()]
+    if not parts:
+        raise KvscopeError(f"{what}: empty.")
+    procs = [_one_arrival(p, what) for p in parts]
+    if len(procs) == 1:
+        return procs[0]
+    if any(isinstance(p, A.Concurrency) for p in procs):
+        raise KvscopeError(f"{what}: closed-loop concurrency cannot be summed with rates.")
+    return A.Sum(tuple(p for p in procs if not isinstance(p, A.Concurrency)))
+
+
+def _one_arrival(text: str, what: str) -> A.Process | A.Concurrency:
+    kind, _, body = text.partition(":")
+    kind = kind.strip().lower()
+    if kind not in ARRIVAL_KINDS:
+        raise UnknownNameError("arrival kind", kind, ARRIVAL_KINDS)
+    req, opt = ARRIVAL_KINDS[kind]
+    raw = _params(body, what, kind, req, opt)
+    v = {k: _number(s, what, k) for k, s in raw.items() if k != "curve"}
+    cv = _positive(v.get("cv", 1.0), what, "cv", allow_zero=True)
+    pos = {
+        k: _positive(
+            x,
+            what,
+            k,
+            allow_zero=k
+            in ("base", "start", "peak_at", "amplitude", "min", "think", "from", "off"),
+        )
+        for k, x in v.items()
+        if k != "cv"
+    }
+    if kind == "constant":
+        return A.Constant(pos["rate"])
+    if kind == "poisson":
+        return A.Renewal(pos["rate"], 1.0)
+    if kind == "gamma":
+        return A.Renewal(pos["rate"], cv)
+    if kind == "spike":
+        return A.Spike(pos["base"], pos["peak"], pos["start"], pos["length"], cv)
+    if kind == "ramp":
+        curve = raw.get("curve", "linear")
+        if curve not in ("linear", "exp"):
+            raise UnknownNameError("ramp curve", curve, ("linear", "exp"))
+        if curve == "exp" and pos["from"] == 0:
+            raise KvscopeError(f"{what}: an exponential ramp needs from= > 0.")
+        return A.Ramp(pos["from"], pos["to"], pos["duration"], curve, cv)
+    if kind == "steps":
+        if pos["max"] < pos["min"]:
+            raise KvscopeError(f"{what}: steps needs min <= max.")
+        return A.Steps(pos["min"], pos["max"], pos["interval"], cv)
+    if kind == "diurnal":
+        if pos["amplitude"] > 1:
+            raise KvscopeError(f"{what}: diurnal amplitude is a fraction of the mean, 0..1.")
+        return A.Diurnal(
+            pos["mean"], pos["amplitude"], pos.get("period", 86_400.0), pos.get("peak_at", 0.0), cv
+        )
+    if kind == "onoff":
+        return A.OnOff(pos["rate"], pos["on"], pos["off"], pos.get("base", 0.0), cv)
+    n = pos["n"]
+    if not n.is_integer():
+        raise KvscopeError(f"{what}: concurrency n must be a whole number.")
+    return A.Concurrency(int(n), pos.get("think", 0.0))
+
+
+def parse_length(
+    text: str, *, column: str = "prompt", base_dir: Path | None = None
+) -> L.LengthDist:
+    """Parse a ``--prompt-len``/``--output-len`` string; ``column`` picks the empirical column."""
+    what = f"length '{text}'"
+    s = text.strip()
+    if re.fullmatch(r"\d+", s):
+        return L.Fixed(_int_len(s, what))
+    kind, _, body = s.partition(":")
+    kind = kind.lower()
+    if kind not in LENGTH_KINDS:
+        raise UnknownNameError("length distribution", kind, LENGTH_KINDS)
+    if kind == "fixed":
+        return L.Fixed(_int_len(body, what))
+    if kind == "empirical":
+        return _empirical(body, column, base_dir, what)
+    if kind == "mix":
+        return _mix(body, what)
+    if kind == "uniform":
+        p = _params(body, what, kind, ("min", "max"), ())
+        lo, hi = _int_len(p["min"], what), _int_len(p["max"], what)
+        if hi < lo:
+            raise KvscopeError(f"{what}: uniform needs min <= max.")
+        return L.Uniform(lo, hi)
+    if kind == "normal":
+        p = _params(body, what, kind, ("mean", "std"), ())
+        return L.Normal(
+            _positive(_number(p["mean"], what, "mean"), what, "mean"),
+            _positive(_number(p["std"], what, "std"), what, "std", True),
+        )
+    p = _params(body, what, kind, ("sigma",), ("median", "mean"))
+    sigma = _positive(_number(p["sigma"], what, "sigma"), what, "sigma", True)
+    if ("median" in p) == ("mean" in p):
+        raise KvscopeError(f"{what}: lognormal needs exactly one of median= or mean=.")
+    if "median" in p:
+        median = _positive(_number(p["median"], what, "median"), what, "median")
+    else:  # mean = median * exp(sigma^2 / 2) for a log-normal
+        median = _positive(_number(p["mean"], what, "mean"), what, "mean") * math.exp(
+            -(sigma**2) / 2
+        )
+    return L.LogNormal(median, sigma)
+
+
+def _int_len(text: str, what: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise KvscopeError(f"{what}: '{text}' is not a whole number of tokens.") from None
+    if value < 1:
+        raise KvscopeError(f"{what}: lengths must be >= 1 token, got {value}.")
+    return value
+
+
+def _mix(body: str, what: str) -> L.Mix:
+    comps: list[tuple[float, int, int]] = []
+    for part in (p.strip() for p in body.split(",") if p.strip()):
+        m = re.fullmatch(r"([0-9.eE+-]+)@(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise KvscopeError(
+                f"{what}: mix component '{part}' should be WEIGHT@LEN or WEIGHT@LO-HI.",
+                hint="e.g. mix:0.95@128,0.05@4096",
+            )
+        w = _positive(_number(m.group(1), what, "weight"), what, "weight")
+        lo = _int_len(m.group(2), what)
+        hi = _int_len(m.group(3), what) if m.group(3) else lo
+        if hi < lo:
+            raise KvscopeError(f"{what}: range {lo}-{hi} is reversed.")
+        comps.append((w, lo, hi))
+    if not comps:
+        raise KvscopeError(f"{what}: mix needs at least one WEIGHT@LEN component.")
+    return L.Mix(tuple(comps))
+
+
+def _empirical(body: str, column: str, base_dir: Path | None, what: str) -> L.Empirical:
+    from kvscope.workload.traces.detect import load_trace
+
+    if not body:
+        raise KvscopeError(f"{what}: empirical needs a file, e.g. empirical:trace.csv.")
+    path = Path(body).expanduser()
+    if base_dir is not None and not path.is_absolute():
+        path = base_dir / path
+    w = load_trace(path)
+    values = w.prompt_tokens if column == "prompt" else w.output_tokens
+    values = values[values >= 1]
+    if len(values) == 0:
+        raise KvscopeError(f"{what}: {path} has no {column} lengths to resample.")
+    return L.Empirical(values, str(path))
+
+
+def build_workload(
+    workload: str | None = None,
+    arrival: str | None = None,
+    prompt_len: str | None = None,
+    output_len: str | None = None,
+    duration_s: float | None = None,
+    num_requests: int | None = None,
+    speedup: float | None = None,
+    seed: int | None = None,
+    max_model_len: int | None = None,
+    *,
+    fmt: str | None = None,
+    skip_bad: bool = False,
+) -> Workload:
+    """The stream the shared workload flags describe (see :mod:`kvscope.workload.build`)."""
+    from kvscope.workload.build import build_workload as _build
+
+    return _build(
+        workload,
+        arrival,
+        prompt_len,
+        output_len,
+        duration_s,
+        num_requests,
+        speedup,
+        seed,
+        max_model_len,
+        fmt=fmt,
+        skip_bad=skip_bad,
+    )

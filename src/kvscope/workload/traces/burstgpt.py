@@ -1,0 +1,82 @@
+"""BurstGPT traces (Wang et al., KDD'25; HPMLL/BurstGPT, CC-BY 4.0).
+
+Two column sets exist: v1.1 ``Timestamp, Model, Request tokens, Response tokens, Total tokens,
+Log Type`` and v1.2 which inserts ``Session ID`` and ``Elapsed time`` (seconds for the whole
+response). ``Timestamp`` is seconds since the start of the collection. Rows with zero response
+tokens are failed requests (the BurstGPT README notes them); they are kept apart - not in the
+stream, but counted in ``spec["failed_requests"]`` - so a replay does not send requests the
+real service never answered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kvscope.errors import KvscopeError
+from kvscope.workload.stream import Workload
+from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_int, csv_rows
+
+REQUIRED = ("Timestamp", "Request tokens", "Response tokens")
+
+
+def load_burstgpt(path: Path, *, skip_bad: bool = False) -> Workload:
+    """Read a BurstGPT CSV (v1.1 or v1.2 columns); failed rows are counted, not replayed."""
+    policy = RowPolicy(path, skip_bad)
+    header, rows = csv_rows(path)
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise KvscopeError(f"{path}:1: BurstGPT header lacks column(s) {', '.join(missing)}.")
+    col = {c: i for i, c in enumerate(header)}
+    has_session = "Session ID" in col
+    t: list[float] = []
+    prompt: list[int] = []
+    output: list[int] = []
+    ids: list[str] = []
+    sessions: list[str] = []
+    failed = 0
+    models: dict[str, int] = {}
+    for line, cells in rows:
+        try:
+            if len(cells) != len(header):
+                raise BadRow(f"expected {len(header)} fields, got {len(cells)}")
+            ts = as_float(cells[col["Timestamp"]], "Timestamp")
+            req = as_int(cells[col["Request tokens"]], "Request tokens", 0)
+            resp = as_int(cells[col["Response tokens"]], "Response tokens", 0)
+        except BadRow as err:
+            policy.bad(line, str(err))
+            continue
+        if resp == 0 or req == 0:
+            failed += 1
+            continue
+        t.append(ts)
+        prompt.append(req)
+        output.append(resp)
+        ids.append(f"{path.stem}:{line}")
+        if has_session:
+            sessions.append(cells[col["Session ID"]].strip())
+        if "Model" in col:
+            m = cells[col["Model"]].strip()
+            models[m] = models.get(m, 0) + 1
+    arr = np.asarray(t, dtype=np.float64)
+    t0 = float(arr.min()) if len(arr) else 0.0
+    spec: dict[str, Any] = {
+        "source": "trace",
+        "format": "burstgpt",
+        "columns": "v1.2" if has_session else "v1.1",
+        "path": str(path),
+        "start_offset_s": t0,
+        "failed_requests": failed,
+        "models": models,
+    }
+    spec.update(policy.summary())
+    return Workload.build(
+        arr - t0,
+        prompt,
+        output,
+        request_ids=ids,
+        session_ids=sessions if has_session else None,
+        spec=spec,
+    )

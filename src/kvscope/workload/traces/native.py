@@ -1,0 +1,256 @@
+"""kvscope's own workload files: JSONL (one request object per line) and Parquet.
+
+Columns (both formats): ``request_id`` (string), ``arrival_s`` (float seconds from the
+workload start), ``prompt_tokens``, ``output_tokens`` (integers), and when present
+``session_id``, ``turn``, ``prefix_hashes`` (list of int64, full blocks, chained) with
+``hash_block_size``, and ``prompt_text``. Parquet keeps the workload's ``spec`` and block size
+in the schema metadata under ``kvscope.workload``. Writers are deterministic: the same stream
+gives byte-identical files (floats are written with ``repr``, which round-trips exactly).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kvscope.errors import KvscopeError
+from kvscope.workload.stream import Workload, make_ids
+from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_int, read_text
+
+META_KEY = b"kvscope.workload"
+FORMAT_VERSION = 1
+
+
+def _table(w: Workload) -> Any:
+    import pyarrow as pa
+
+    cols: dict[str, Any] = {
+        "request_id": pa.array(w.request_ids, type=pa.string()),
+        "arrival_s": pa.array(w.arrival_s, type=pa.float64()),
+        "prompt_tokens": pa.array(w.prompt_tokens, type=pa.int64()),
+        "output_tokens": pa.array(w.output_tokens, type=pa.int64()),
+    }
+    if w.session_ids is not None:
+        cols["session_id"] = pa.array(w.session_ids, type=pa.string())
+    if w.turns is not None:
+        cols["turn"] = pa.array(w.turns, type=pa.int64(), mask=w.turns < 0)
+    if w.hash_offsets is not None and w.hash_values is not None:
+        values = pa.array(w.hash_values, type=pa.int64())
+        if int(w.hash_offsets[-1]) < 2**31:
+            off = pa.array(w.hash_offsets.astype(np.int32), type=pa.int32())
+            cols["prefix_hashes"] = pa.ListArray.from_arrays(off, values)
+        else:
+            cols["prefix_hashes"] = pa.LargeListArray.from_arrays(pa.array(w.hash_offsets), values)
+    if w.prompt_texts is not None:
+        cols["prompt_text"] = pa.array(w.prompt_texts, type=pa.string())
+    meta = {"version": FORMAT_VERSION, "hash_block_size": w.hash_block_size, "spec": dict(w.spec)}
+    return pa.table(cols).replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True)})
+
+
+def write_parquet(w: Workload, path: Path) -> Path:
+    """Write ``w`` as Parquet (zstd) with its spec in the schema metadata."""
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(_table(w), path, compression="zstd")
+    return path
+
+
+def write_jsonl(w: Workload, path: Path) -> Path:
+    """Write ``w`` as JSONL, one request per line, columns in a fixed order."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ids = w.request_ids.tolist()
+    arr = w.arrival_s.tolist()
+    pt = w.prompt_tokens.tolist()
+    ot = w.output_tokens.tolist()
+    sess = None if w.session_ids is None else w.session_ids.tolist()
+    turns = None if w.turns is None else w.turns.tolist()
+    texts = None if w.prompt_texts is None else w.prompt_texts.tolist()
+    off = None if w.hash_offsets is None else w.hash_offsets.tolist()
+    vals = None if w.hash_values is None else w.hash_values.tolist()
+    dumps = json.dumps
+    with path.open("w", encoding="utf-8", newline="\n") as f:
+        buf: list[str] = []
+        for i in range(len(ids)):
+            line = (
+                f'{{"request_id":{dumps(ids[i])},"arrival_s":{arr[i]!r},'
+                f'"prompt_tokens":{pt[i]},"output_tokens":{ot[i]}'
+            )
+            if sess is not None:
+                line += f',"session_id":{dumps(sess[i])}'
+            if turns is not None and turns[i] >= 0:
+                line += f',"turn":{turns[i]}'
+            if off is not None and vals is not None:
+                hs = ",".join(map(str, vals[off[i] : off[i + 1]]))
+                line += f',"prefix_hashes":[{hs}],"hash_block_size":{w.hash_block_size}'
+            if texts is not None and texts[i] is not None:
+                line += f',"prompt_text":{dumps(texts[i])}'
+            buf.append(line + "}\n")
+            if len(buf) >= 65536:
+                f.write("".join(buf))
+                buf.clear()
+        f.write("".join(buf))
+    return path
+
+
+def _from_table(tab: Any, path: Path, spec: dict[str, Any], block_size: int | None) -> Workload:
+    import pyarrow as pa
+
+    names = set(tab.column_names)
+    for c in ("arrival_s", "prompt_tokens", "output_tokens"):
+        if c not in names:
+            raise KvscopeError(f"{path}: kvscope workload lacks column '{c}'.")
+    n = tab.num_rows
+    for c in ("arrival_s", "prompt_tokens", "output_tokens"):
+        if tab[c].null_count:
+            raise KvscopeError(f"{path}: column '{c}' has empty values.")
+    arr = tab["arrival_s"].to_numpy().astype(np.float64)
+    pt = tab["prompt_tokens"].to_numpy().astype(np.int64)
+    ot = tab["output_tokens"].to_numpy().astype(np.int64)
+    bad = np.flatnonzero((arr < 0) | ~np.isfinite(arr) | (pt < 1) | (ot < 0))
+    if len(bad):
+        i = int(bad[0])
+        raise KvscopeError(
+            f"{path}: row {i + 1}: arrival_s must be >= 0, prompt_tokens >= 1, "
+            f"output_tokens >= 0 (got {arr[i]}, {pt[i]}, {ot[i]})."
+        )
+    ids = (
+        tab["request_id"].to_numpy(zero_copy_only=False).astype(object)
+        if "request_id" in names and not tab["request_id"].null_count
+        else make_ids("r", n)
+    )
+    kw: dict[str, Any] = {}
+    if "session_id" in names:
+        kw["session_ids"] = tab["session_id"].to_numpy(zero_copy_only=False).astype(object)
+    if "turn" in names:
+        kw["turns"] = tab["turn"].fill_null(-1).to_numpy().astype(np.int64)
+    if "prompt_text" in names:
+        kw["prompt_texts"] = tab["prompt_text"].to_numpy(zero_copy_only=False).astype(object)
+    if "prefix_hashes" in names:
+        h = tab["prefix_hashes"].combine_chunks()
+        if h.null_count:
+            h = h.fill_null(pa.scalar([], type=h.type))
+        off = h.offsets.to_numpy().astype(np.int64)
+        vals = h.values.to_numpy().astype(np.int64)[off[0] : off[-1]]
+        kw.update(hash_offsets=off - off[0], hash_values=vals, hash_block_size=block_size)
+        if block_size is None and len(vals):
+            raise KvscopeError(f"{path}: prefix_hashes given without hash_block_size.")
+        if block_size is None:
+            kw.update(hash_offsets=None, hash_values=None)
+    return Workload.build(arr, pt, ot, request_ids=ids, spec=spec, **kw)
+
+
+def read_parquet(path: Path) -> Workload:
+    """Read a kvscope Parquet workload."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        tab = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise KvscopeError(f"{path}: cannot read Parquet ({err}).") from None
+    raw = (tab.schema.metadata or {}).get(META_KEY)
+    meta = json.loads(raw) if raw else {}
+    spec = {"source": "file", "format": "kvscope", "path": str(path)}
+    if meta.get("spec"):
+        spec["generated_by"] = meta["spec"]
+    return _from_table(tab, path, spec, meta.get("hash_block_size"))
+
+
+def _slow_jsonl(path: Path, policy: RowPolicy) -> Workload:
+    rows: list[dict[str, Any]] = []
+    block_sizes: set[int] = set()
+    for n, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise BadRow(f"not valid JSON ({err.msg})") from None
+            if not isinstance(row, dict):
+                raise BadRow("a line must be a JSON object")
+            rec = {
+                "request_id": str(row.get("request_id", f"{path.stem}:{n}")),
+                "arrival_s": as_float(row.get("arrival_s"), "arrival_s"),
+                "prompt_tokens": as_int(row.get("prompt_tokens"), "prompt_tokens", 1),
+                "output_tokens": as_int(row.get("output_tokens"), "output_tokens", 0),
+                "session_id": row.get("session_id"),
+                "turn": -1 if row.get("turn") is None else as_int(row["turn"], "turn"),
+                "prompt_text": row.get("prompt_text"),
+            }
+            hashes = row.get("prefix_hashes") or []
+            if not isinstance(hashes, list):
+                raise BadRow("field 'prefix_hashes' must be a list of integers")
+            rec["prefix_hashes"] = [as_int(h, "prefix_hashes", -(1 << 63)) for h in hashes]
+            if hashes:
+                block_sizes.add(as_int(row.get("hash_block_size"), "hash_block_size", 1))
+        except BadRow as err:
+            policy.bad(n, str(err))
+            continue
+        rows.append(rec)
+    if len(block_sizes) > 1:
+        raise KvscopeError(f"{path}: rows mix hash_block_size values {sorted(block_sizes)}.")
+    import pyarrow as pa
+
+    tab = pa.Table.from_pylist(rows) if rows else None
+    spec: dict[str, Any] = {"source": "file", "format": "kvscope", "path": str(path)}
+    spec.update(policy.summary())
+    if tab is None:
+        return Workload.empty(spec)
+    if not any(r["session_id"] is not None for r in rows):
+        tab = tab.drop_columns(["session_id", "turn"])
+    if not any(r["prompt_text"] is not None for r in rows):
+        tab = tab.drop_columns(["prompt_text"])
+    if not block_sizes:
+        tab = tab.drop_columns(["prefix_hashes"])
+    return _from_table(tab, path, spec, block_sizes.pop() if block_sizes else None)
+
+
+def read_jsonl(path: Path, *, skip_bad: bool = False) -> Workload:
+    """Read kvscope JSONL; a malformed line is an error naming the line (or skipped)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    schema = pa.schema(
+        [
+            ("request_id", pa.string()),
+            ("arrival_s", pa.float64()),
+            ("prompt_tokens", pa.int64()),
+            ("output_tokens", pa.int64()),
+            ("session_id", pa.string()),
+            ("turn", pa.int64()),
+            ("prefix_hashes", pa.list_(pa.int64())),
+            ("hash_block_size", pa.int64()),
+            ("prompt_text", pa.string()),
+        ]
+    )
+    try:
+        tab = pj.read_json(
+            path,
+            parse_options=pj.ParseOptions(
+                explicit_schema=schema, unexpected_field_behavior="ignore"
+            ),
+        )
+        sizes = pc.unique(tab["hash_block_size"].drop_null()).to_pylist()
+        ok = (
+            len(sizes) <= 1
+            and all(
+                not tab[c].null_count
+                for c in ("request_id", "arrival_s", "prompt_tokens", "output_tokens")
+            )
+            and not (tab["prefix_hashes"].null_count < tab.num_rows and not sizes)
+        )
+        if ok:
+            for c in ("session_id", "turn", "prompt_text", "prefix_hashes"):
+                if tab[c].null_count == tab.num_rows:
+                    tab = tab.drop_columns([c])
+            spec = {"source": "file", "format": "kvscope", "path": str(path), "skipped_bad_rows": 0}
+            return _from_table(tab, path, spec, int(sizes[0]) if sizes else None)
+    except (pa.ArrowInvalid, KvscopeError):
+        pass
+    return _slow_jsonl(path, RowPolicy(path, skip_bad))

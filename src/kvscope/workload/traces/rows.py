@@ -1,0 +1,112 @@
+"""Malformed-row policy shared by the trace loaders.
+
+A bad row is an error that names the file and the line (``trace.csv:17: ...``), unless the
+user passed ``--skip-bad``: then it is counted, the first few reasons are kept, and the count
+goes into the workload's ``spec`` (``skipped_bad_rows``) so nothing is silently dropped.
+
+Loaders read fast with pyarrow first; only when that fast path meets anything it cannot take
+(a parse error or a value out of range) do they re-read row by row, which is where exact line
+numbers come from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kvscope.errors import KvscopeError
+
+#: How many skipped-row reasons are kept for the report.
+KEEP_EXAMPLES = 5
+
+
+class BadRow(Exception):
+    """Raised by a row parser; the message says what is wrong with the row."""
+
+
+class RowPolicy:
+    """Either raises on the first bad row or counts and skips bad rows."""
+
+    def __init__(self, path: Path, skip_bad: bool) -> None:
+        self.path = path
+        self.skip_bad = skip_bad
+        self.skipped = 0
+        self.examples: list[str] = []
+
+    def bad(self, line: int | str, reason: str) -> None:
+        """Report a bad row at 1-based ``line`` (or at a JSON path inside a JSON document)."""
+        where = (
+            f"{self.path}:{line}: {reason}"
+            if isinstance(line, int)
+            else (f"{self.path}: {line}: {reason}")
+        )
+        if not self.skip_bad:
+            raise KvscopeError(where, hint="Fix the row or pass --skip-bad to skip and count it.")
+        self.skipped += 1
+        if len(self.examples) < KEEP_EXAMPLES:
+            self.examples.append(where)
+
+    def summary(self) -> dict[str, Any]:
+        """What went into ``spec``: the count and the first reasons."""
+        out: dict[str, Any] = {"skipped_bad_rows": self.skipped}
+        if self.examples:
+            out["skipped_examples"] = list(self.examples)
+        return out
+
+
+def as_int(value: Any, field: str, minimum: int = 0) -> int:
+    """An integer field >= ``minimum`` (accepts integral floats like ``12.0``)."""
+    if isinstance(value, bool):
+        raise BadRow(f"field '{field}' must be an integer, got {value!r}")
+    if isinstance(value, int):
+        out = value
+    else:
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            raise BadRow(f"field '{field}' must be an integer, got {value!r}") from None
+        if not f.is_integer():
+            raise BadRow(f"field '{field}' must be an integer, got {value!r}")
+        out = int(f)
+    if out < minimum:
+        raise BadRow(f"field '{field}' must be >= {minimum}, got {out}")
+    return out
+
+
+def as_float(value: Any, field: str, minimum: float = 0.0) -> float:
+    """A finite float field >= ``minimum``."""
+    if isinstance(value, bool):
+        raise BadRow(f"field '{field}' must be a number, got {value!r}")
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise BadRow(f"field '{field}' must be a number, got {value!r}") from None
+    if out != out or out in (float("inf"), float("-inf")):
+        raise BadRow(f"field '{field}' must be finite, got {value!r}")
+    if out < minimum:
+        raise BadRow(f"field '{field}' must be >= {minimum}, got {out}")
+    return out
+
+
+def read_text(path: Path) -> str:
+    """Whole file as UTF-8 text, with a one-line error when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KvscopeError(f"{path}: no such file.") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise KvscopeError(f"{path}: cannot read ({err}).") from None
+
+
+def csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """Header and ``(line_number, cells)`` rows of a CSV file, for the slow, exact path."""
+    import csv
+
+    text = read_text(path)
+    reader = csv.reader(text.splitlines())
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise KvscopeError(f"{path}: empty file.") from None
+    rows = [(reader.line_num, cells) for cells in reader]
+    return [h.strip() for h in header], rows
