@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import gpus, models, workload
+from kvscope.cli import gpus, models, simulate, workload
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -42,6 +42,7 @@ def root(
 app.add_typer(models.app, name="models")
 app.command("gpus")(gpus.gpus)
 app.add_typer(workload.app, name="workload")
+app.command("simulate")(simulate.simulate)
 
 
 def main(argv: list[str] | None = None) -> None:
