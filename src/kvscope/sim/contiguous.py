@@ -68,6 +68,7 @@ class ContiguousPool:
         self.policy = policy
         self.counters = PoolCounters()
         self.held_total = 0
+        self.held_full_total = 0
         self._regions: dict[int, tuple[int, int]] = {}  # seq index -> (start, length)
         self._starts: list[int] = []  # sorted region starts
         self._by_start: dict[int, int] = {}  # start -> seq index
@@ -169,6 +170,7 @@ class ContiguousPool:
                 self._set(seq.index, pos, target)
             self.counters.allocated_blocks += target - cur
             self.held_total += target - cur
+            self.held_full_total += target - cur
         seq.slots = max(seq.slots, slots)
         seq.room = target * self.block_size
         seq.own = target
@@ -177,6 +179,7 @@ class ContiguousPool:
     def free(self, seq: Sequence) -> None:
         length = self._unset(seq.index)
         self.held_total -= length
+        self.held_full_total -= length
         seq.own = 0
         seq.slots = 0
         seq.room = 0

@@ -145,8 +145,17 @@ class CostModel:
         return out
 
     def step_time(self, tokens: int, context: int) -> float:
-        return float(
-            self.step_times(np.array([tokens], dtype=np.float64), np.array([context], np.float64))[
-                0
-            ]
-        )
+        """One step, in plain floats: the same operations in the same order as
+        :meth:`step_times` (IEEE-754 gives the same result), without numpy's call overhead."""
+        h, c = self.terms, self.coef
+        t = float(tokens)
+        ctx = float(context)
+        weights = h.dense_weight_bytes
+        if h.num_experts and h.expert_weight_bytes:
+            miss = (1.0 - h.experts_per_token / h.num_experts) ** t
+            weights = weights + h.expert_weight_bytes * (1.0 - miss)
+        nbytes = weights + ctx * h.kv_bytes_per_token
+        flops = (2.0 * h.active_params * t + h.attn_flops_per_ctx_token * ctx) / h.tp
+        compute = flops / (h.peak_flops * c.mfu)
+        memory = nbytes / (h.hbm_bandwidth * c.mbu)
+        return c.overhead_s + (compute if compute > memory else memory)

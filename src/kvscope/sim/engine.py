@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from numpy.typing import NDArray
 
 from kvscope.sim.cost import CostModel
 from kvscope.sim.kv_pool import BlockAllocator
@@ -66,6 +65,21 @@ class EngineStats:
     rows: list[StepRow] = field(default_factory=list)
 
 
+def chain(ids: list[int]) -> list[int]:
+    """Chain block ids into prefix hashes: equal values imply equal whole prefixes.
+
+    Traces such as Mooncake's give one id per block; chaining (as vLLM's
+    ``hash_block_tokens`` chains a block with its parent) makes a block key also identify
+    everything before it. Python's tuple-of-int hash is deterministic across runs.
+    """
+    out = []
+    h = 0
+    for v in ids:
+        h = hash((h, v))
+        out.append(h)
+    return out
+
+
 def sequences_from(workload: Workload, block_size: int) -> list[Sequence]:
     """One :class:`Sequence` per request, with its shareable-prefix length in blocks."""
     seqs: list[Sequence] = []
@@ -80,10 +94,10 @@ def sequences_from(workload: Workload, block_size: int) -> list[Sequence]:
         s = Sequence(i, str(ids[i]), arrival[i], prompt[i], max(1, output[i]))
         if offs is not None and vals is not None and hb:
             a, b = int(offs[i]), int(offs[i + 1])
-            if b > a:
-                # only workload blocks that lie wholly inside the prompt identify tokens
-                nfull = min(b - a, prompt[i] // hb)
-                s.trace_hashes = vals[a : a + nfull]
+            # only workload blocks that lie wholly inside the prompt identify tokens
+            nfull = min(b - a, prompt[i] // hb)
+            if nfull > 0:
+                s.trace_hashes = chain(vals[a : a + nfull].tolist())
                 s.hash_block_size = hb
                 s.n_shareable = nfull * hb // block_size
         seqs.append(s)
@@ -114,6 +128,7 @@ class Engine:
         self._next_sample = 0.0
         self._acc = [0, 0, 0, 0, 0, 0]  # steps, tokens, prefill, decode, preemptions, hits
         self._acc_s = 0.0  # busy seconds since the last row
+        self._last_dt = 0.0  # duration of the last step (a hint for attempting spans)
 
     # ------------------------------------------------------------------ main loop
     def run(self, seqs: list[Sequence]) -> EngineStats:
@@ -134,7 +149,7 @@ class Engine:
             if self.spans and self._span(next_arrival):
                 continue
             plan = sched.schedule(self.t)
-            if not plan.scheduled:
+            if plan.tokens == 0:
                 if plan.preempted:
                     continue  # a request preempted itself; it is re-admitted next step
                 if i < n:
@@ -143,6 +158,7 @@ class Engine:
                 self._give_up()
                 break
             dt = self.cost.step_time(plan.tokens, plan.context_tokens)
+            self._last_dt = dt
             dt += self.pool.take_overhead_s(self.t)
             self._acc[4] += len(plan.preempted)
             self._acc[5] += plan.hit_tokens
@@ -169,73 +185,72 @@ class Engine:
     def _span(self, next_arrival: float) -> bool:
         """Advance over uniform decode steps at once; False when the next step is special.
 
-        A span is ``k >= 2`` steps in which every running request decodes one token, none
-        finishes, the new blocks they need fit in the free queue (so nobody is preempted)
-        and the waiting queue's head stays refused (free blocks only shrink meanwhile, and
-        evicting a hit block never makes a lookup cheaper). Block boundaries inside the
-        span are allowed: the pool pops the same blocks from its queue whichever request
-        takes them.
+        A span is ``k >= 2`` steps in which every running request is a decode-cohort member
+        (see :mod:`kvscope.sim.cohort`) with no event due (no new block, no finish), no
+        arrival is due, and the waiting queue's head stays refused (nothing frees blocks or
+        sequence slots meanwhile). The steps differ only in context length, so they are
+        costed at once and the cohort clock jumps by ``k``: O(1) in the batch size.
         """
+        if next_arrival <= self.t + self._last_dt:
+            return False  # not even two steps fit before the next arrival (a hint only)
         sched = self.sched
-        running = sched.running
-        nr = len(running)
-        cfg = sched.config
-        if nr == 0 or nr > cfg.max_num_batched_tokens:
+        cohort = sched.cohort
+        nr = len(sched.running)
+        budget = sched.config.max_num_batched_tokens
+        if nr == 0 or cohort.size != nr or nr > budget:
             return False
-        for seq in running:
-            if seq.computed != seq.prompt + seq.outputs - 1 or seq.outputs == 0:
-                return False
-        left = np.array([s.max_tokens - s.outputs - 1 for s in running], dtype=np.int64)
-        k = int(left.min())
-        if k < 2 or sched.head_admissible(cfg.max_num_batched_tokens - nr):
+        k = cohort.next_event() - cohort.clock
+        if k < 2 or sched.head_admissible(budget - nr):
             return False
-        comp = np.array([s.computed for s in running], dtype=np.int64)
-        k = self._block_bound(comp, np.array([s.slots for s in running], np.int64), k)
+        k, t_end, last_dt = self._span_times(nr, cohort.computed_total + nr, k, next_arrival)
         if k < 2:
             return False
-        ctx = float(comp.sum() + nr)
-        j = np.arange(k, dtype=np.float64)
-        times = self.cost.step_times(np.full(k, float(nr)), ctx + nr * j)
-        ends = np.cumsum(np.concatenate(([self.t], times)))[1:]
-        if next_arrival < math.inf:
-            # steps that *start* before the next arrival (step 0 starts now)
-            k = min(k, 1 + int(np.searchsorted(ends[: k - 1], next_arrival, side="left")))
-        if k < 2:
-            return False
-        pool = self.pool
-        bs = pool.block_size
-        caching = pool.enable_caching
-        for seq in running:
-            c = seq.computed + k
-            if c > seq.room:
-                pool.allocate(seq, c)  # fits: checked by _block_bound
-            elif c > seq.slots:
-                seq.slots = c
-            seq.computed = c
-            seq.outputs += k
-            if caching:
-                seq.hashed = max(seq.hashed, c // bs)
-        self._advance_to(float(ends[k - 1]), float(ends[k - 1] - self.t), nr * k, 0, nr * k, k)
+        cohort.clock += k
+        self._last_dt = last_dt
+        self._advance_to(t_end, t_end - self.t, nr * k, 0, nr * k, k)
         self.stats.spans += 1
         return True
 
-    def _block_bound(self, comp: NDArray[np.int64], slots: NDArray[np.int64], k: int) -> int:
+    def _span_times(
+        self, nr: int, ctx: int, k: int, next_arrival: float
+    ) -> tuple[int, float, float]:
+        """Steps that start before ``next_arrival`` (at most ``k``), the end time, last dt.
+
+        Step ``j`` decodes ``nr`` tokens over ``ctx + nr * j`` context. Times accumulate
+        left to right exactly as single steps would (same floats).
+        """
+        t = self.t
+        if k <= 16:
+            dt = 0.0
+            for j in range(k):
+                if j and t >= next_arrival:
+                    return j, t, dt
+                dt = self.cost.step_time(nr, ctx + nr * j)
+                t += dt
+            return k, t, dt
+        j_arr = np.arange(k, dtype=np.float64)
+        times = self.cost.step_times(np.full(k, float(nr)), float(ctx) + nr * j_arr)
+        ends = np.cumsum(np.concatenate(([t], times)))[1:]
+        if next_arrival < math.inf:
+            k = min(k, 1 + int(np.searchsorted(ends[: k - 1], next_arrival, side="left")))
+        return k, float(ends[k - 1]), float(times[k - 1])
+
+    def _block_bound(self, running: list[Sequence], k: int) -> int:
         """Largest ``k' <= k`` whose new blocks (all running requests) fit in the free queue."""
         layout = self.pool.layout
         free = self.pool.num_free
+        # cheap bound first: nobody can need more than this many blocks in k steps
+        per_req = -(-k // layout.block_size) + 1 + layout.fixed_blocks_per_request
+        if per_req * len(running) <= free:
+            return k
 
         def demand(steps: int) -> int:
-            need = comp + steps
-            grow = need > slots
-            if not grow.any():
-                return 0
-            n, s = need[grow], slots[grow]
-            bs = layout.block_size
-            d = (-(-n // bs) - -(-s // bs)).sum()
-            for w in layout.windows:
-                b, cap = w.block_tokens, w.cap_blocks
-                d += (np.minimum(-(-n // b), cap) - np.minimum(-(-s // b), cap)).sum()
-            return int(d)
+            d = 0
+            for seq in running:
+                need = seq.computed + steps
+                if need > seq.room:
+                    d += layout.blocks(need) - layout.blocks(seq.slots)
+            return d
 
         if demand(k) <= free:
             return k
@@ -280,8 +295,7 @@ class Engine:
             return
         pool = self.pool
         sched = self.sched
-        bs = pool.block_size
-        waste = sum(s.held_full * bs - s.computed for s in sched.running)
+        waste = pool.held_full_total * pool.block_size - sched.total_computed()
         self.stats.rows.append(
             StepRow(
                 t_s=self.t,

@@ -24,6 +24,7 @@ cached (see :mod:`kvscope.sim.layout`).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -107,6 +108,7 @@ class PagedPool:
         self._next_id = 1
         self._next_run = -1
         self.held_total = 0  # sum over requests of blocks held (shared blocks once per holder)
+        self.held_full_total = 0  # the same, full-history group only
         self.counters = PoolCounters()
 
     # ------------------------------------------------------------------ state
@@ -205,6 +207,7 @@ class PagedPool:
             else:
                 seq.own += new_full
             self.held_total += new_full
+            self.held_full_total += new_full
         if self.layout.windows:
             new_win = self.layout.window_blocks(slots) - seq.win
             if new_win > 0:
@@ -215,6 +218,19 @@ class PagedPool:
             seq.slots = slots
         seq.room = self.layout.next_growth(seq.slots) - 1
         return True
+
+    def grow_private(self, seqs: Iterable[Sequence]) -> None:
+        """Give each decoding request one more private full-group block (room checked by the
+        caller): the decode cohort's bulk path, equivalent to one :meth:`allocate` each."""
+        bs = self.block_size
+        n = 0
+        for seq in seqs:
+            seq.own += 1
+            seq.room += bs
+            n += 1
+        self._take(n)
+        self.held_total += n
+        self.held_full_total += n
 
     def _touch(self, seq: Sequence, hit: Hit) -> None:
         for blk in hit.blocks:
@@ -234,6 +250,7 @@ class PagedPool:
         seq.hashed = n
         seq.slots = max(seq.slots, hit.tokens)
         self.held_total += n
+        self.held_full_total += n
 
     def _drop_run(self, run: OwnRun) -> None:
         del self._lru[run.qkey]
@@ -323,6 +340,7 @@ class PagedPool:
         freed_to_queue = seq.win + seq.own + sum(1 for b in seq.shared if b.ref_cnt == 0)
         self._free += freed_to_queue
         self.held_total -= seq.held
+        self.held_full_total -= seq.held_full
         seq.shared = []
         seq.own = 0
         seq.win = 0
@@ -346,6 +364,7 @@ class BlockAllocator(Protocol):
     enable_caching: bool
     counters: PoolCounters
     held_total: int
+    held_full_total: int
     supports_spans: bool
 
     @property
@@ -361,6 +380,7 @@ class BlockAllocator(Protocol):
     def lookup(self, seq: Sequence) -> Hit: ...
     def blocks_needed(self, seq: Sequence, slots: int, hit: Hit = ...) -> int: ...
     def allocate(self, seq: Sequence, slots: int, hit: Hit = ...) -> bool: ...
+    def grow_private(self, seqs: Iterable[Sequence]) -> None: ...
     def cache(self, seq: Sequence, num_tokens: int) -> None: ...
     def free(self, seq: Sequence) -> None: ...
     def take_overhead_s(self, now: float) -> float: ...

@@ -64,6 +64,10 @@ class KVLayout:
     def __post_init__(self) -> None:
         if self.block_size < 1:
             raise KvscopeError(f"--block-size must be >= 1, got {self.block_size}.")
+        # (block tokens, cap) pairs, precomputed: these are on the simulator's hot path
+        object.__setattr__(
+            self, "_wins", tuple((w.block_tokens, w.cap_blocks) for w in self.windows)
+        )
 
     def full_blocks(self, slots: int) -> int:
         return -(-slots // self.block_size)
@@ -71,20 +75,25 @@ class KVLayout:
     def blocks(self, slots: int) -> int:
         """All blocks (every group) a request with ``slots`` token slots holds."""
         n = -(-slots // self.block_size)
-        for w in self.windows:
-            n += w.blocks(slots)
+        for b, cap in self._wins:  # type: ignore[attr-defined]
+            m = -(-slots // b)
+            n += m if m < cap else cap
         return n
 
     def window_blocks(self, slots: int) -> int:
-        return sum(w.blocks(slots) for w in self.windows)
+        n = 0
+        for b, cap in self._wins:  # type: ignore[attr-defined]
+            m = -(-slots // b)
+            n += m if m < cap else cap
+        return n
 
     def next_growth(self, slots: int) -> int:
         """Smallest slot count above ``slots`` at which :meth:`blocks` increases."""
         nxt = -(-slots // self.block_size) * self.block_size + 1
-        for w in self.windows:
-            held = -(-slots // w.block_tokens)
-            if held < w.cap_blocks:
-                nxt = min(nxt, held * w.block_tokens + 1)
+        for b, cap in self._wins:  # type: ignore[attr-defined]
+            held = -(-slots // b)
+            if held < cap and held * b + 1 < nxt:
+                nxt = held * b + 1
         return nxt
 
     @property

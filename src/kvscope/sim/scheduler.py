@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kvscope.errors import KvscopeError
+from kvscope.sim.cohort import FINISH, GROW, DecodeCohort
 from kvscope.sim.kv_pool import NO_HIT, BlockAllocator, Hit
 from kvscope.sim.sequence import Sequence
 
@@ -68,6 +69,7 @@ class StepPlan:
     context_tokens: int = 0  # KV tokens attended by the batch (sum of computed + new)
     hit_tokens: int = 0
     new_admissions: int = 0
+    cohort_tokens: int = 0  # decodes of the cohort's members (not listed in ``scheduled``)
 
     @property
     def tokens(self) -> int:
@@ -85,6 +87,14 @@ class Scheduler:
         self._heap: list[tuple[int, float, int, Sequence]] = []
         self.finished: list[Sequence] = []
         self.preemptions = 0
+        self.cohort = DecodeCohort(
+            pool.block_size,
+            pool.enable_caching,
+            # block-per-bs-tokens growth: paged pools without window groups
+            periodic=pool.supports_spans and not pool.layout.windows,
+        )
+        self._explicit: dict[int, Sequence] = {}  # running requests outside the cohort
+        self._admits = 0
 
     # ------------------------------------------------------------------ queue
     @property
@@ -145,31 +155,94 @@ class Scheduler:
 
     # ------------------------------------------------------------------ schedule
     def schedule(self, now: float) -> StepPlan:
+        """One ``schedule()`` call: running requests first, then waiting ones."""
+        plan = StepPlan()
+        budget = self.config.max_num_batched_tokens
+        fast = self._fast_running(plan, budget)
+        if fast < 0:
+            self._dissolve()
+            budget = self._slow_running(plan, budget)
+        else:
+            budget = fast
+        if not plan.preempted:
+            budget = self._admit(plan, budget, now)
+        for seq, n in plan.scheduled:
+            if n == 1 and seq.outputs > 0 and seq.computed == seq.num_tokens - 1:
+                plan.decode_tokens += 1
+            else:
+                plan.prefill_tokens += n
+            seq.computed += n
+            plan.context_tokens += seq.computed
+        return plan
+
+    def _fast_running(self, plan: StepPlan, budget: int) -> int:
+        """The running loop when nobody can be refused: left budget, or -1 to go exact.
+
+        Holds when the cohort's decodes plus every other running request's full request fit
+        in the token budget and all the blocks they need fit in the free queue: then vLLM's
+        loop schedules everyone in full whatever the order, and preempts nobody.
+        """
         cfg = self.config
         pool = self.pool
-        plan = StepPlan()
-        budget = cfg.max_num_batched_tokens
+        cohort = self.cohort
+        grow = cohort.due(GROW) if cohort.size and not cohort.periodic else []
+        bucket = cohort.due_bucket() if cohort.size and cohort.periodic else {}
+        tokens = cohort.size
+        work: list[tuple[Sequence, int, int]] = []  # (request, tokens, slots)
+        for seq in grow:
+            c = seq.base_c + cohort.clock
+            work.append((seq, 0, c + 1))
+        for seq in self._explicit.values():
+            c = seq.computed
+            n = seq.prompt + seq.outputs - c
+            if 0 < cfg.long_prefill_token_threshold < n:
+                n = cfg.long_prefill_token_threshold
+            n = min(n, cfg.max_model_len - c - 1)
+            if n > 0:
+                work.append((seq, n, c + n))
+                tokens += n
+        if tokens > budget:
+            return -1
+        need = len(bucket)  # each due bucket member needs exactly one block
+        for seq, _n, slots in work:
+            if slots > seq.room:
+                need += pool.blocks_needed(seq, slots)
+        if need > pool.num_free:
+            return -1
+        if bucket:
+            pool.grow_private(bucket.values())
+        if len(work) > 1:
+            work.sort(key=lambda w: w[0].admit_no)  # vLLM's running order
+        for seq, n, slots in work:
+            if seq.in_cohort:
+                cohort.sync(seq)
+                pool.allocate(seq, slots)
+                cohort.regrow(seq)
+                continue
+            if slots > seq.room:
+                pool.allocate(seq, slots)
+            elif slots > seq.slots:
+                seq.slots = slots
+            pool.cache(seq, slots)
+            plan.scheduled.append((seq, n))
+        plan.cohort_tokens = cohort.size
+        plan.decode_tokens += cohort.size
+        plan.context_tokens += cohort.computed_total + cohort.size
+        return budget - tokens
+
+    def _slow_running(self, plan: StepPlan, budget: int) -> int:
+        """vLLM's running loop request by request, with preemption (cohort dissolved)."""
+        cfg = self.config
+        pool = self.pool
         running = self.running
         scheduled = plan.scheduled
-        i = 0
         max_len = cfg.max_model_len
         threshold = cfg.long_prefill_token_threshold
-        bs = pool.block_size
+        i = 0
         while i < len(running) and budget > 0:
             seq = running[i]
             c = seq.computed
             n = seq.prompt + seq.outputs - c
-            if n == 1 and c + 1 <= seq.room and c + 1 < max_len:
-                # decode into an already-allocated slot: nothing to allocate; hash the block
-                # it completes (vLLM caches blocks as soon as they are scheduled)
-                if pool.enable_caching and (c + 1) // bs > seq.hashed:
-                    pool.cache(seq, c + 1)
-                if c + 1 > seq.slots:
-                    seq.slots = c + 1
-                scheduled.append((seq, 1))
-                budget -= 1
-                i += 1
-                continue
             if 0 < threshold < n:
                 n = threshold
             n = min(n, budget, max_len - c - 1)
@@ -204,16 +277,29 @@ class Scheduler:
             scheduled.append((seq, n))
             budget -= n
             i += 1
-        if not plan.preempted:
-            budget = self._admit(plan, budget, now)
-        for seq, n in scheduled:
-            if n == 1 and seq.outputs > 0 and seq.computed == seq.num_tokens - 1:
-                plan.decode_tokens += 1
-            else:
-                plan.prefill_tokens += n
-            seq.computed += n
-            plan.context_tokens += seq.computed
-        return plan
+        return budget
+
+    def _dissolve(self) -> None:
+        """Materialise every cohort member so the exact loop can see them."""
+        cohort = self.cohort
+        if cohort.size:
+            for seq in self.running:
+                if seq.in_cohort:
+                    cohort.leave(seq)
+                    self._explicit[seq.admit_no] = seq
+
+    def total_computed(self) -> int:
+        """Computed tokens summed over the running requests."""
+        return self.cohort.computed_total + sum(s.computed for s in self._explicit.values())
+
+    def scheduled_tokens(self, plan: StepPlan) -> dict[str, int]:
+        """Every request the step scheduled, cohort members included (for checks; O(n))."""
+        out = {s.request_id: n for s, n in plan.scheduled}
+        if plan.cohort_tokens:
+            for s in self.running:
+                if s.in_cohort:
+                    out[s.request_id] = 1
+        return out
 
     def _victim(self) -> Sequence:
         if self.config.policy == "priority":
@@ -221,6 +307,7 @@ class Scheduler:
         return self.running[-1]
 
     def _preempt(self, victim: Sequence, plan: StepPlan) -> None:
+        self._explicit.pop(victim.admit_no, None)
         self.pool.free(victim)
         victim.computed = 0
         victim.preemptions += 1
@@ -268,7 +355,10 @@ class Scheduler:
             seq.computed = hit.tokens
             pool.cache(seq, hit.tokens + n)
             self._pop_waiting()
+            self._admits += 1
+            seq.admit_no = self._admits
             self.running.append(seq)
+            self._explicit[seq.admit_no] = seq
             if seq.cached_prompt_tokens < 0:
                 seq.cached_prompt_tokens = min(hit.tokens, seq.prompt)
                 seq.first_scheduled_s = now
@@ -286,6 +376,9 @@ class Scheduler:
     def update(self, plan: StepPlan, t_end: float) -> list[Sequence]:
         """Sample one token for every request whose computed tokens caught up; finish them."""
         done: list[Sequence] = []
+        pool = self.pool
+        cohort = self.cohort
+        joins: list[Sequence] = []
         for seq, _n in plan.scheduled:
             if seq.computed < seq.num_tokens:
                 continue  # a prefill chunk: no token sampled
@@ -293,12 +386,24 @@ class Scheduler:
             if seq.first_token_s != seq.first_token_s:  # NaN: first token
                 seq.first_token_s = t_end
             if seq.outputs >= seq.max_tokens:
-                seq.status = "finished"
-                seq.finish_s = t_end
-                self.pool.free(seq)
                 done.append(seq)
-        if done:
-            gone = {id(s) for s in done}
-            self.running = [s for s in self.running if id(s) not in gone]
-            self.finished.extend(done)
+            else:
+                joins.append(seq)
+        if plan.cohort_tokens:
+            ending = cohort.due(FINISH)
+            cohort.clock += 1
+            for seq in ending:
+                cohort.leave(seq)
+                done.append(seq)
+        for seq in done:
+            seq.status = "finished"
+            seq.finish_s = t_end
+            self._explicit.pop(seq.admit_no, None)
+            pool.free(seq)
+            self.running.remove(seq)
+        self.finished.extend(done)
+        for seq in joins:
+            if seq.computed == seq.num_tokens - 1:
+                del self._explicit[seq.admit_no]
+                cohort.join(seq)
         return done

@@ -32,7 +32,7 @@ class Sequence:
     prompt: int
     max_tokens: int
     priority: int = 0
-    trace_hashes: Any = None  # numpy int64 array of chained workload hashes, or None
+    trace_hashes: Any = None  # chained workload block hashes (sequence of int), or None
     hash_block_size: int = 0
     n_shareable: int = 0
     outputs: int = 0
@@ -50,8 +50,13 @@ class Sequence:
     first_token_s: float = NAN
     finish_s: float = NAN
     error: str = ""
-    # decode-cohort bookkeeping used by the engine's fast path (see engine.py)
+    # decode-cohort bookkeeping (see cohort.py): while ``in_cohort`` the true counts are
+    # ``computed = base_c + clock`` and ``outputs = base_o + clock``
+    in_cohort: bool = False
+    base_c: int = 0
+    base_o: int = 0
     epoch: int = 0
+    admit_no: int = 0  # admission order = position order in the running list
 
     @property
     def num_tokens(self) -> int:
