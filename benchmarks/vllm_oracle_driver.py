@@ -122,7 +122,7 @@ def main() -> None:
             if rid not in before
         }
         sampled: dict[str, list[int]] = {}
-        for rid, n in out.num_scheduled_tokens.items():
+        for rid in out.num_scheduled_tokens:
             req = sched.requests[rid]
             # computed tokens were advanced at schedule time; a token is sampled once caught up
             caught_up = req.num_computed_tokens >= req.num_tokens

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -175,6 +176,11 @@ class ContiguousPool:
         seq.room = target * self.block_size
         seq.own = target
         return True
+
+    def grow_private(self, seqs: Iterable[Sequence]) -> None:
+        """One more block's worth of room for each request (via :meth:`allocate`)."""
+        for seq in seqs:
+            self.allocate(seq, seq.room + 1)
 
     def free(self, seq: Sequence) -> None:
         length = self._unset(seq.index)
