@@ -148,8 +148,17 @@ def synthetic(seed: int, n: int, shared: bool, max_prompt: int, max_out: int) ->
     )
 
 
-def mooncake(path: Path, n: int, step_s: float) -> Workload:
-    w = Workload.from_file(path).shift_to_zero().limit(n)
+def mooncake(path: Path, n: int, step_s: float, s: dict[str, Any]) -> Workload:
+    """The first ``n`` requests that can ever run in the pool, arrivals in steps of step_s.
+
+    A request whose prompt exceeds max_model_len is refused by vLLM's input processor, and
+    one that can never fit the pool would block vLLM's FCFS queue for ever (kvscope rejects
+    it with a reason instead), so both are left out of the comparison.
+    """
+    w = Workload.from_file(path).shift_to_zero()
+    need = -(-np.minimum(w.prompt_tokens + w.output_tokens, s["max_model_len"]) // s["block_size"])
+    ok = (w.prompt_tokens < s["max_model_len"]) & (need <= s["num_blocks"] - 1)
+    w = w.take(np.flatnonzero(ok)[:n])
     return w.replace(arrival_s=np.floor(w.arrival_s / step_s))
 
 
@@ -184,18 +193,8 @@ def scenarios(shared: Path | None) -> list[tuple[str, Workload, dict[str, Any]]]
     if shared is not None:
         trace = shared / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"
         if trace.is_file():
-            out.append(
-                (
-                    "Mooncake conversation slice",
-                    mooncake(trace, 40, 0.05),
-                    {
-                        **base,
-                        "num_blocks": 3000,
-                        "max_num_batched_tokens": 2048,
-                        "max_num_seqs": 32,
-                    },
-                )
-            )
+            s = {**base, "num_blocks": 3000, "max_num_batched_tokens": 2048, "max_num_seqs": 32}
+            out.append(("Mooncake conversation slice", mooncake(trace, 40, 0.05, s), s))
     return out
 
 
