@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import gpus, models, simulate, workload
+from kvscope.cli import gpus, models, plan, simulate, workload
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -43,6 +43,7 @@ app.add_typer(models.app, name="models")
 app.command("gpus")(gpus.gpus)
 app.add_typer(workload.app, name="workload")
 app.command("simulate")(simulate.simulate)
+app.command("plan")(plan.plan)
 
 
 def main(argv: list[str] | None = None) -> None:

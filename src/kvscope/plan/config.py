@@ -45,3 +45,105 @@ class Parallelism:
     def ep_size(self) -> int:
         """Ranks the experts are spread over (1 when expert parallelism is off)."""
         return self.tp * self.dp if self.ep else 1
+
+
+#: Engines the planner models.
+ENGINES = ("vllm", "sglang")
+
+#: Engine versions assumed when ``--engine-version`` is not given (the releases the
+#: reference notes were read from: vLLM 0.33.0, SGLang 0.5.23).
+DEFAULT_ENGINE_VERSION = {"vllm": "0.33.0", "sglang": "0.5.23"}
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """``0.19.1rc2.dev5`` -> ``(0, 19, 1)``; raises :class:`KvscopeError` on nonsense."""
+    parts: list[int] = []
+    for piece in text.strip().lstrip("v").split(".")[:3]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+    if not parts:
+        raise KvscopeError(
+            f"--engine-version '{text}' is not a version number.", "Use a form like 0.19.0."
+        )
+    while len(parts) < 3:
+        parts.append(0)
+    return (parts[0], parts[1], parts[2])
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine flags that decide memory and scheduling, named after the engines' own flags.
+
+    ``None`` means "not given on the command line": the engine's default applies, which the
+    planner resolves per engine and version (:mod:`kvscope.plan.vllm_budget`,
+    :mod:`kvscope.plan.sglang_budget`). Units: fractions of total GPU memory, tokens.
+
+    Attributes:
+        engine: ``vllm`` or ``sglang``.
+        engine_version: release string, e.g. ``0.19.0`` (defaults per engine).
+        gpu_memory_utilization: vLLM ``--gpu-memory-utilization`` (default 0.9).
+        mem_fraction_static: SGLang ``--mem-fraction-static`` (default depends on GPU and TP).
+        max_model_len: ``--max-model-len`` / SGLang ``--context-length``.
+        max_num_seqs: ``--max-num-seqs`` / SGLang ``--max-running-requests``.
+        max_num_batched_tokens: ``--max-num-batched-tokens`` / SGLang ``--chunked-prefill-size``.
+        block_size: ``--block-size`` (vLLM) / ``--page-size`` (SGLang).
+        kv_cache_dtype: ``--kv-cache-dtype`` (``auto`` = model dtype).
+        enable_prefix_caching: ``--enable-prefix-caching`` (the simulator uses it).
+        enforce_eager: ``--enforce-eager``: no CUDA graphs, so no CUDA-graph memory.
+        cudagraph_memory: subtract the CUDA-graph estimate from the KV budget: ``None`` = the
+            version's default (vLLM >= 0.21 subtracts, earlier ones only log it), True/False
+            forces it (vLLM env ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``).
+        num_gpu_blocks_override: ``--num-gpu-blocks-override``.
+        kv_cache_memory_bytes: vLLM ``--kv-cache-memory-bytes`` (replaces the budget).
+        indexer_dtype: DeepSeek V3.2/V4 indexer key cache, ``fp8`` or ``fp4``.
+        speculative_layers: MTP draft layers loaded for speculative decoding (their weights).
+    """
+
+    engine: str = "vllm"
+    engine_version: str | None = None
+    gpu_memory_utilization: float | None = None
+    mem_fraction_static: float | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    kv_cache_dtype: str | None = None
+    enable_prefix_caching: bool = True
+    enforce_eager: bool = False
+    cudagraph_memory: bool | None = None
+    num_gpu_blocks_override: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    indexer_dtype: str = "fp8"
+    speculative_layers: int = 0
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise KvscopeError(
+                f"--engine '{self.engine}' is not modelled.", "Use --engine vllm or sglang."
+            )
+        for name in ("gpu_memory_utilization", "mem_fraction_static"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 < value <= 1.0:
+                raise KvscopeError(
+                    f"--{name.replace('_', '-')} must be in (0, 1], got {value}.",
+                    "It is a fraction of the GPU's total memory, e.g. 0.9.",
+                )
+        for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise KvscopeError(f"--{name.replace('_', '-')} must be >= 1, got {value}.")
+        if self.indexer_dtype not in ("fp8", "fp4"):
+            raise KvscopeError(f"indexer dtype must be fp8 or fp4, got '{self.indexer_dtype}'.")
+        if self.engine_version is not None:
+            parse_version(self.engine_version)
+
+    @property
+    def version(self) -> tuple[int, int, int]:
+        """The engine release as a comparable tuple."""
+        return parse_version(self.engine_version or DEFAULT_ENGINE_VERSION[self.engine])

@@ -1,0 +1,160 @@
+"""vLLM 0.33's own KV-cache sizing code as an oracle for kvscope's block arithmetic.
+
+Runs inside a separate venv holding vllm==0.33.0 (CPU torch), never the project's:
+
+    VLLM_TARGET_DEVICE=cpu /work/vllm-oracle-venv/bin/python benchmarks/vllm_oracle.py
+
+For each model kind it builds the per-layer KV-cache specs vLLM's attention layers declare
+(FullAttentionSpec for GQA, MLAAttentionSpec for MLA, SlidingWindowSpec for gpt-oss's
+windowed layers), lets vLLM group them and size the pool from an available-memory figure
+(``get_kv_cache_groups``, ``get_kv_cache_configs``, ``get_kv_cache_capacity``), and compares
+page sizes, group counts, num_blocks and the logged token capacity with kvscope's. It needs
+no network: the VllmConfig comes from a tiny local config.json written to a temp folder.
+Prints one line per case and exits 1 on any mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import torch  # noqa: E402
+from vllm.engine.arg_utils import EngineArgs  # noqa: E402
+from vllm.v1.core.kv_cache_planning import (  # noqa: E402
+    get_global_kv_cache_groups,
+    get_kv_cache_configs,
+)
+from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity  # noqa: E402
+from vllm.v1.kv_cache_interface import (  # noqa: E402
+    FullAttentionSpec,
+    MLAAttentionSpec,
+    SlidingWindowSpec,
+)
+
+from kvscope.plan.config import EngineConfig, Parallelism  # noqa: E402
+from kvscope.plan.memory import plan_memory  # noqa: E402
+from kvscope.specs.hardware import get_gpu  # noqa: E402
+from kvscope.specs.registry import load_model  # noqa: E402
+
+GIB = 1 << 30
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 256,
+    "max_position_embeddings": 1 << 20,
+    "torch_dtype": "bfloat16",
+}
+
+
+def vllm_config(max_model_len: int, block_size: int, tokens: int):  # type: ignore[no-untyped-def]
+    folder = Path(tempfile.mkdtemp(prefix="kvscope-oracle-"))
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
+    args = EngineArgs(
+        model=str(folder),
+        skip_tokenizer_init=True,
+        max_model_len=max_model_len,
+        block_size=block_size,
+        max_num_batched_tokens=tokens,
+        enforce_eager=True,
+        dtype="bfloat16",
+    )
+    cfg = args.create_engine_config()
+    # The engine core resolves the physical layout from the attention backends; FlashAttention's
+    # NHD order (LBNHC) is what a CUDA run of these models gets. It does not change sizes.
+    object.__setattr__(cfg.cache_config, "kv_cache_layout", "LBNHC")
+    return cfg
+
+
+def specs_for(model_name: str, tp: int, kv: str, block: int) -> dict[str, object]:
+    model = load_model(model_name)
+    dtype = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
+    out: dict[str, object] = {}
+    for i, layer in enumerate(model.layers):
+        att = layer.attention
+        if att.kind == "mla":
+            spec = MLAAttentionSpec(
+                block_size=block,
+                num_kv_heads=1,
+                head_size=att.kv_lora_rank + att.qk_rope_head_dim,
+                dtype=dtype,
+            )
+        elif att.kind == "sliding":
+            spec = SlidingWindowSpec(
+                block_size=block,
+                num_kv_heads=max(1, att.num_kv_heads // tp),
+                head_size=att.head_dim,
+                dtype=dtype,
+                sliding_window=att.window,
+            )
+        else:
+            spec = FullAttentionSpec(
+                block_size=block,
+                num_kv_heads=max(1, att.num_kv_heads // tp),
+                head_size=att.head_dim,
+                dtype=dtype,
+            )
+        out[f"model.layers.{i}.self_attn.attn"] = spec
+    return out
+
+
+CASES = [  # model, tp, kv dtype, block, max_model_len, batched tokens, available GiB
+    ("meta-llama/Llama-3.1-8B", 1, "auto", 16, 8192, 8192, 58.11),
+    ("meta-llama/Llama-3.1-70B", 4, "fp8", 16, 32768, 8192, 40.0),
+    ("Qwen/Qwen3-235B-A22B", 8, "auto", 16, 32768, 8192, 20.0),
+    ("deepseek-ai/DeepSeek-V2-Lite", 1, "auto", 16, 8192, 8192, 43.61),
+    ("deepseek-ai/DeepSeek-R1", 8, "auto", 64, 163840, 8192, 20.0),
+    ("openai/gpt-oss-120b", 1, "auto", 16, 131072, 8192, 12.0),
+    ("openai/gpt-oss-20b", 2, "auto", 16, 131072, 2048, 30.0),
+]
+
+
+def main() -> int:
+    bad = 0
+    for name, tp, kv, block, length, tokens, avail_gib in CASES:
+        cfg = vllm_config(length, block, tokens)
+        specs = specs_for(name, tp, kv, block)
+        avail = int(avail_gib * GIB)
+        groups = get_global_kv_cache_groups(cfg, [specs])
+        conf = get_kv_cache_configs(cfg, [specs], [avail], groups)[0]
+        v_tokens, v_conc = get_kv_cache_capacity(cfg, conf)
+        page = conf.kv_cache_groups[0].kv_cache_spec.page_size_bytes
+        eng = EngineConfig(
+            engine_version="0.33.0",
+            max_model_len=length,
+            block_size=block,
+            max_num_batched_tokens=tokens,
+            kv_cache_dtype=kv,
+            kv_cache_memory_bytes=avail,
+        )
+        plan = plan_memory(load_model(name), get_gpu("H100"), Parallelism(tp=tp), eng)
+        ok = (
+            plan.num_gpu_blocks == conf.num_blocks
+            and plan.num_kv_groups == len(conf.kv_cache_groups)
+            and plan.kv_tokens == v_tokens
+        )
+        bad += not ok
+        print(
+            f"{'OK ' if ok else 'BAD'} {name} tp{tp} kv={kv} block={block} L={length}: "
+            f"vLLM groups={len(conf.kv_cache_groups)} page={page} B "
+            f"num_blocks={conf.num_blocks} tokens={v_tokens} conc={v_conc:.3f} | kvscope "
+            f"groups={plan.num_kv_groups} block_bytes={plan.block_bytes} "
+            f"num_blocks={plan.num_gpu_blocks} tokens={plan.kv_tokens} "
+            f"conc={plan.max_concurrency:.3f}"
+        )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,259 @@
+"""``kvscope plan``: per-GPU memory budget and KV capacity as the engine will report them.
+
+Thin layer: parses the engines' own flags, calls :func:`kvscope.plan.memory.plan_memory`
+and :func:`kvscope.plan.advice.advise`, prints a table or one JSON object. Library imports
+sit inside the command so ``kvscope plan --json`` starts fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from kvscope.errors import KvscopeError
+
+
+def _parallelism(
+    num_gpus: int | None, tp: int | None, pp: int, dp: int, ep: bool
+) -> tuple[int, int, int]:
+    if tp is None:
+        tp = max(1, (num_gpus or 1) // (pp * dp))
+    if num_gpus is not None and tp * pp * dp != num_gpus:
+        raise KvscopeError(
+            f"--num-gpus {num_gpus} does not equal TP x PP x DP = {tp} x {pp} x {dp}.",
+            "Give --num-gpus alone, or parallel sizes whose product is the GPU count.",
+        )
+    return tp, pp, dp
+
+
+def plan(
+    model: str = typer.Option(..., "--model", help="Preset id/alias, config.json or folder."),
+    gpu: str | None = typer.Option(
+        None, "--gpu", help="GPU name (see `kvscope gpus`); with --search, limits the search."
+    ),
+    num_gpus: int | None = typer.Option(None, "--num-gpus", help="GPUs in all."),
+    tensor_parallel_size: int | None = typer.Option(None, "--tensor-parallel-size", "--tp"),
+    pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "--pp"),
+    data_parallel_size: int = typer.Option(1, "--data-parallel-size", "--dp"),
+    enable_expert_parallel: bool = typer.Option(False, "--enable-expert-parallel"),
+    dtype: str | None = typer.Option(None, "--dtype", help="Model dtype (auto = config)."),
+    quantization: str | None = typer.Option(None, "--quantization"),
+    kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype"),
+    gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization"),
+    mem_fraction_static: float | None = typer.Option(None, "--mem-fraction-static"),
+    max_model_len: int | None = typer.Option(None, "--max-model-len"),
+    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs"),
+    max_num_batched_tokens: int | None = typer.Option(None, "--max-num-batched-tokens"),
+    block_size: int | None = typer.Option(None, "--block-size"),
+    engine: str = typer.Option("vllm", "--engine", help="vllm or sglang."),
+    engine_version: str | None = typer.Option(None, "--engine-version"),
+    enforce_eager: bool = typer.Option(False, "--enforce-eager", help="No CUDA graphs."),
+    cudagraph_memory: bool | None = typer.Option(
+        None,
+        "--cudagraph-memory/--no-cudagraph-memory",
+        help="Subtract vLLM's CUDA-graph estimate (default: by version, >= 0.21 does).",
+    ),
+    context: int | None = typer.Option(
+        None, "--context", help="Context length for the max-num-seqs advice (kvscope option)."
+    ),
+    search: bool = typer.Option(
+        False, "--search", help="Rank (GPU, count, TP/PP/DP/EP, KV dtype) by $/M output tokens."
+    ),
+    target_context: int | None = typer.Option(
+        None, "--target-context", help="Tokens per request for --search and the throughput figures."
+    ),
+    target_concurrency: int | None = typer.Option(
+        None, "--target-concurrency", help="Requests served at once (all replicas)."
+    ),
+    gpu_hour_price: float | None = typer.Option(
+        None, "--gpu-hour-price", help="USD per GPU-hour (default: indicative list price)."
+    ),
+    hbm_efficiency: float = typer.Option(
+        0.8, "--hbm-efficiency", help="Achievable fraction of HBM bandwidth (kvscope option)."
+    ),
+    flops_efficiency: float = typer.Option(
+        0.45, "--flops-efficiency", help="Achievable fraction of peak FLOPS (kvscope option)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Predict the weights, KV cache and concurrency vLLM/SGLang will report, per GPU."""
+    from kvscope.plan.advice import advise
+    from kvscope.plan.config import EngineConfig, Parallelism
+    from kvscope.plan.memory import plan_memory
+    from kvscope.specs.hardware import get_gpu
+    from kvscope.specs.registry import load_model
+
+    tp, pp, dp = _parallelism(
+        num_gpus,
+        tensor_parallel_size,
+        pipeline_parallel_size,
+        data_parallel_size,
+        enable_expert_parallel,
+    )
+    spec = load_model(model, dtype, quantization)
+    eng = EngineConfig(
+        engine=engine,
+        engine_version=engine_version,
+        gpu_memory_utilization=gpu_memory_utilization,
+        mem_fraction_static=mem_fraction_static,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        block_size=block_size,
+        kv_cache_dtype=kv_cache_dtype,
+        enforce_eager=enforce_eager,
+        cudagraph_memory=cudagraph_memory,
+    )
+    from kvscope.plan.roofline import Efficiency
+
+    eff = Efficiency(hbm=hbm_efficiency, flops=flops_efficiency)
+    if search:
+        _search(
+            spec,
+            gpu,
+            num_gpus,
+            eng,
+            target_context,
+            target_concurrency,
+            gpu_hour_price,
+            eff,
+            as_json,
+        )
+        return
+    if gpu is None:
+        raise KvscopeError("--gpu is required.", "Name a GPU (see `kvscope gpus`) or use --search.")
+    gpu_spec = get_gpu(gpu)
+    par = Parallelism(tp=tp, pp=pp, dp=dp, ep=enable_expert_parallel)
+    memory = plan_memory(spec, gpu_spec, par, eng)
+    from pathlib import Path
+
+    model_id = model if Path(model).expanduser().exists() else spec.name
+    advice = advise(spec, gpu_spec, par, eng, memory, model_id, context)
+    if not memory.fits:
+        hint = "Lower --max-model-len or raise the memory fraction."
+        if advice.smallest_fit:
+            hint = f"Try {advice.smallest_fit}."
+        elif advice.largest_max_model_len:
+            hint = f"Try --max-model-len {advice.largest_max_model_len} or more GPUs."
+        raise KvscopeError(f"{spec.name} does not fit on {gpu_spec.name}: {memory.problem}", hint)
+    from kvscope.cli import plan_perf
+
+    perf = plan_perf.plan_performance(
+        spec,
+        gpu_spec,
+        par,
+        memory,
+        target_context or context,
+        target_concurrency,
+        gpu_hour_price,
+        eff,
+    )
+    if as_json:
+        from kvscope.cli.output import print_json, to_jsonable
+
+        out: dict[str, Any] = to_jsonable(memory)
+        out["advice"] = to_jsonable(advice)
+        out.update(plan_perf.performance_json(perf))
+        print_json(out)
+        return
+    _print_table(memory, advice)
+    from kvscope.cli.output import stdout
+
+    stdout.print(plan_perf.performance_table(perf))
+
+
+def _search(
+    spec: Any,
+    gpu: str | None,
+    num_gpus: int | None,
+    eng: Any,
+    target_context: int | None,
+    target_concurrency: int | None,
+    gpu_hour_price: float | None,
+    eff: Any,
+    as_json: bool,
+) -> None:
+    from kvscope.cli import plan_perf
+    from kvscope.cli.output import print_json, stdout
+    from kvscope.specs.hardware import get_gpu
+
+    if target_context is None or target_concurrency is None:
+        raise KvscopeError(
+            "--search needs --target-context and --target-concurrency.",
+            "For example: --search --target-context 8192 --target-concurrency 64.",
+        )
+    gpus = [get_gpu(gpu)] if gpu else None
+    counts = (num_gpus,) if num_gpus else (1, 2, 4, 8, 16)
+    res = plan_perf.run_search(
+        spec, gpus, target_context, target_concurrency, gpu_hour_price, eng, eff, counts=counts
+    )
+    if as_json:
+        print_json(plan_perf.search_json(res))
+        return
+    if not res.candidates:
+        raise KvscopeError(
+            f"no configuration of {spec.name} serves {target_concurrency} requests of "
+            f"{target_context} tokens within {max(counts)} GPUs.",
+            "Lower --target-context or --target-concurrency, or try --kv-cache-dtype fp8.",
+        )
+    stdout.print(plan_perf.search_table(res))
+
+
+def _print_table(memory: Any, advice: Any) -> None:
+    from rich.table import Table
+
+    from kvscope.cli.output import stdout
+
+    title = (
+        f"{memory.model} on {memory.gpu}, {memory.engine} {memory.engine_version}, "
+        f"TP{memory.tp} PP{memory.pp} DP{memory.dp}{' EP' if memory.ep else ''}"
+    )
+    t = Table(title=title, show_header=True)
+    t.add_column("per GPU (rank 0)")
+    t.add_column("value", justify="right")
+    frac = "gpu_memory_utilization" if memory.engine == "vllm" else "mem_fraction_static"
+    rows = [
+        ("GPU memory (CUDA total)", f"{memory.gpu_memory_gib:.2f} GiB"),
+        (f"budget ({frac} {memory.budget_fraction})", f"{memory.budget_gib:.2f} GiB"),
+        ("weights", f"{memory.weights_gib:.2f} GiB"),
+        ("activation peak (profiling pass)", f"{memory.activation_peak_gib:.2f} GiB"),
+        ("non-torch (CUDA context, NCCL)", f"{memory.non_torch_gib:.2f} GiB"),
+        (
+            "CUDA graphs"
+            + (" (subtracted)" if memory.cudagraph_subtracted else " (not subtracted)"),
+            f"{memory.cudagraph_gib:.2f} GiB",
+        ),
+        ("KV cache", f"{memory.kv_cache_gib:.2f} GiB"),
+        ("KV bytes per token", f"{memory.kv_bytes_per_token:,.0f} B"),
+        ("block size / KV groups", f"{memory.block_size} tokens / {memory.num_kv_groups}"),
+        ("GPU blocks (min over ranks)", f"{memory.num_gpu_blocks:,}"),
+        ("KV cache size (as logged)", f"{memory.kv_tokens:,} tokens"),
+        (f"max concurrency at {memory.max_model_len:,} tokens", f"{memory.max_concurrency:.2f}x"),
+        ("largest --max-model-len that fits", f"{advice.largest_max_model_len:,} tokens"),
+        (
+            f"--max-num-seqs sustained at {advice.context_tokens:,} tokens",
+            f"{advice.max_num_seqs_at_context:,}",
+        ),
+    ]
+    if advice.fp8_kv_gain:
+        rows.append(
+            (
+                "with --kv-cache-dtype fp8",
+                f"{advice.fp8_kv_tokens:,} tokens ({advice.fp8_kv_gain:.2f}x)",
+            )
+        )
+    if advice.dp_attention_gain:
+        rows.append(
+            (
+                "with data-parallel attention (per replica)",
+                f"{advice.dp_attention_tokens_per_replica:,} tokens "
+                f"({advice.dp_attention_gain:.2f}x)",
+            )
+        )
+    for name, value in rows:
+        t.add_row(name, value)
+    stdout.print(t)
+    for w in advice.warnings:
+        stdout.print(f"[yellow]warning:[/] {w}")
+    stdout.print(f"command: {advice.command}")

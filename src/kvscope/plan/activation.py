@@ -1,0 +1,111 @@
+"""Peak activation memory of the engine's profiling forward pass, and the other non-KV terms.
+
+vLLM sizes the KV cache after a dummy forward pass of ``max_num_batched_tokens`` tokens
+(``GPUModelRunner.profile_run``) followed by a sampler pass over ``max_num_seqs`` rows; the
+rise of torch's peak allocated bytes during it is the "activation peak" it subtracts
+(``vllm/utils/mem_utils.py::memory_profiling``). Intermediate tensors of one layer are freed
+before the next layer starts, so the peak is that of the widest layer, not a sum over layers.
+
+Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp = TP size):
+
+- ``residual``: the hidden state and the residual stream, ``2 T h b``.
+- ``attention``: the fused QKV projection output plus the attention output; for MLA the
+  up-projected per-head Q/K/V of the prefill path, ``T nh/tp (2 qk + 2 v) b``.
+- ``mlp``: gate+up output (``2 T I/tp b``) live together with the activated half
+  (``T I/tp b``); freed when the layer ends.
+- ``moe_workspace``: fused-MoE scratch for every routed copy of a token, gate/up output and
+  down output (``C k (2 I_e + h) b``, I_e divided by tp without EP, C = min(T, 32768) =
+  ``VLLM_FUSED_MOE_CHUNK_SIZE``). vLLM keeps these buffers between layers (its MoE
+  workspace is reused, not freed), so they add to every later peak, the sampler's included.
+- ``sampler``: the sampler pass over S = ``min(max_num_seqs, T)`` rows: logits in the model
+  dtype plus three fp32 tensors of the same shape (float logits, probabilities, log-probs),
+  ``S V (b + 12)``, while the pass's hidden states (``T h b``) are still held. Only the
+  last pipeline stage runs it; other stages instead hold the hidden state and residual they
+  send on (``2 T h b``).
+- ``runtime``: a constant 0.12 GiB of buffers the pass allocates regardless of shape (input
+  ids, positions, attention metadata, sampling tensors).
+
+Calibration: vLLM 0.19 on H100 logs "torch peak memory increase" of 1.89 GiB (Llama-3.1-8B,
+V = 128,256), 2.21 GiB (Qwen2.5-7B, V = 152,064), 2.21 GiB (Llama-3.1-8B in fp32), 1.21 GiB
+(Mixtral TP2), 2.68 GiB (Qwen3-30B-A3B) and 1.10 GiB (first stage of PP2) with T = 8192 and
+S = 1024 (jgchn/llm-d-planner accuracy/results/v0.19.0/results_raw.csv); the terms above
+reproduce them within 0.1 GiB. Activations are released before the KV cache is allocated,
+so an error here moves the KV budget one for one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvscope.plan.config import Parallelism
+from kvscope.specs.dtypes import element_bytes
+from kvscope.specs.model import ModelSpec
+
+#: vLLM ``VLLM_FUSED_MOE_CHUNK_SIZE`` default (tokens per fused-MoE chunk).
+FUSED_MOE_CHUNK = 32768
+#: Shape-independent buffers of the profiling pass, bytes (see the module docstring).
+RUNTIME_BYTES = 0.12 * (1 << 30)
+
+
+@dataclass(frozen=True)
+class ActivationPeak:
+    """Peak activation bytes of the profiling pass on one GPU, by term."""
+
+    tokens: int
+    residual: float
+    attention: float
+    mlp: float
+    moe_workspace: float
+    sampler: float
+    runtime: float = RUNTIME_BYTES
+
+    @property
+    def layer_peak(self) -> float:
+        return self.residual + max(self.attention, self.mlp)
+
+    @property
+    def total_bytes(self) -> float:
+        return max(self.layer_peak, self.sampler) + self.moe_workspace + self.runtime
+
+
+def activation_peak(
+    model: ModelSpec, par: Parallelism, tokens: int, max_num_seqs: int, last_stage: bool = True
+) -> ActivationPeak:
+    """The profiling-pass peak for ``tokens`` batched tokens and ``max_num_seqs`` sequences."""
+    b = element_bytes(model.dtype)
+    tp = par.tp
+    h = model.hidden_size
+    t = tokens
+    residual = 2.0 * t * h * b
+    attention = 0.0
+    mlp = 0.0
+    workspace = 0.0
+    for layer in model.layers:
+        att = layer.attention
+        heads = att.num_heads / tp
+        if att.kind in ("full", "sliding"):
+            kv_heads = max(1, att.num_kv_heads // tp)
+            qkv = t * (heads * att.head_dim + 2 * kv_heads * att.head_dim) * b
+            out = t * heads * att.v_head_dim * b
+            attention = max(attention, qkv + out)
+        elif att.kind in ("mla", "mla_sparse"):
+            qk = att.qk_nope_head_dim + att.qk_rope_head_dim
+            attention = max(attention, t * heads * (2 * qk + 2 * att.v_head_dim) * b)
+        else:
+            attention = max(attention, t * heads * att.head_dim * 2 * b)
+        ffn = layer.ffn
+        if ffn.is_moe:
+            inter = ffn.expert_intermediate_size / (1 if par.ep else tp)
+            chunk = min(t, FUSED_MOE_CHUNK)
+            workspace = max(workspace, chunk * ffn.experts_per_token * (2 * inter + h) * b)
+            shared = 3.0 * t * ffn.shared_intermediate_size / tp * b
+            mlp = max(mlp, shared + t * ffn.num_experts * 4.0)
+        else:
+            mlp = max(mlp, 3.0 * t * ffn.intermediate_size / tp * b)
+    if last_stage:
+        rows = min(max_num_seqs, t)
+        sampler = rows * model.vocab_size * (b + 12.0) + t * h * b
+    else:
+        sampler = 0.0
+        residual += 2.0 * t * h * b  # hidden state and residual handed to the next stage
+    return ActivationPeak(t, residual, attention, mlp, workspace, sampler)

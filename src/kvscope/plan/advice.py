@@ -1,0 +1,206 @@
+"""Advice from a memory plan: what to change, by how much, and the command line to run it.
+
+Everything here re-runs :func:`kvscope.plan.memory.plan_memory` with one flag changed, so each
+figure is the engine's own arithmetic, not a rule of thumb:
+
+- the largest ``--max-model-len`` whose one request still fits the KV cache (vLLM's
+  "estimated maximum model length" check, ``_check_enough_kv_cache_memory``);
+- the ``--max-num-seqs`` the KV budget sustains at a stated context length;
+- the capacity gained by an fp8 KV cache, and for single-latent models (MLA, DeepSeek V4)
+  by data-parallel attention, whose pools are not replicated across TP ranks;
+- warnings: KV cache under 10 % of GPU memory, weights that do not fit (with the smallest
+  TP, then PP, that fits);
+- a ready-to-paste ``vllm serve`` / ``python -m sglang.launch_server`` line using only flags
+  those engines have (vLLM ``EngineArgs``; SGLang ``ServerArgs``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from kvscope.errors import KvscopeError
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.kv_layout import vllm_layout
+from kvscope.plan.memory import MemoryPlan, plan_memory
+from kvscope.plan.weights import pp_layer_split
+from kvscope.specs.dtypes import is_fp8
+from kvscope.specs.hardware import GPUSpec
+from kvscope.specs.model import ModelSpec
+
+#: Warn when the KV cache gets less than this share of GPU memory.
+KV_SHARE_WARNING = 0.10
+
+
+@dataclass(frozen=True)
+class Advice:
+    """Actionable figures; ``None`` where a question does not apply."""
+
+    largest_max_model_len: int
+    max_num_seqs_at_context: int
+    context_tokens: int
+    fp8_kv_tokens: int | None
+    fp8_kv_gain: float | None
+    dp_attention_tokens_per_replica: int | None
+    dp_attention_gain: float | None
+    smallest_fit: str | None
+    warnings: tuple[str, ...]
+    command: str
+
+
+def _fits(model: ModelSpec, gpu: GPUSpec, par: Parallelism, eng: EngineConfig) -> bool:
+    try:
+        return plan_memory(model, gpu, par, eng).fits
+    except KvscopeError:
+        return False
+
+
+def smallest_fit(
+    model: ModelSpec, gpu: GPUSpec, par: Parallelism, eng: EngineConfig
+) -> Parallelism | None:
+    """The smallest TP (then TP x PP) of powers of two up to 8 x 8 on which the model fits."""
+    for pp in (1, 2, 4, 8):
+        for tp in (1, 2, 4, 8):
+            if tp * pp <= par.tp * par.pp:
+                continue
+            cand = dataclasses.replace(par, tp=tp, pp=pp)
+            if _fits(model, gpu, cand, eng):
+                return cand
+    return None
+
+
+def largest_max_model_len(
+    model: ModelSpec, gpu: GPUSpec, par: Parallelism, eng: EngineConfig, plan: MemoryPlan
+) -> int:
+    """The longest request that still gets its blocks (0 if none), by binary search.
+
+    vLLM: blocks one request needs (all KV groups, window groups included) against
+    ``num_gpu_blocks`` of the tightest stage; SGLang: the token pool itself.
+    """
+    if plan.engine == "sglang" or plan.num_gpu_blocks <= 0:
+        return min(plan.kv_tokens, model.max_position_embeddings)
+    layouts = [
+        vllm_layout(
+            model,
+            layers,
+            plan.kv_cache_dtype,
+            par.tp,
+            plan.block_size,
+            eng.indexer_dtype,
+            dsv4_packed=eng.version >= (0, 24, 0),
+            v0_mla_padding=eng.version < (0, 8, 0),
+        )
+        for layers in pp_layer_split(model.num_layers, par.pp)
+    ]
+    lo, hi = 0, model.max_position_embeddings
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        need = max(lay.blocks_per_request(mid, plan.max_num_batched_tokens) for lay in layouts)
+        if need <= plan.num_gpu_blocks:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _kv_flag(engine: str, dtype: str) -> str:
+    if engine == "sglang" and dtype in ("fp8", "fp8_e4m3"):
+        return "fp8_e4m3"  # SGLang's --kv-cache-dtype choices name the fp8 format
+    return dtype
+
+
+def command_line(model_id: str, plan: MemoryPlan, eng: EngineConfig) -> str:
+    """A launch command with the planned flags (only flags the engine really has)."""
+    kv = plan.kv_cache_dtype
+    if plan.engine == "sglang":
+        parts = ["python -m sglang.launch_server", f"--model-path {model_id}", f"--tp {plan.tp}"]
+        if plan.pp > 1:
+            parts.append(f"--pp-size {plan.pp}")
+        if plan.dp > 1:
+            parts.append(f"--dp-size {plan.dp}")
+        if plan.ep:
+            parts.append(f"--ep-size {plan.tp * plan.dp}")
+        parts += [
+            f"--mem-fraction-static {plan.budget_fraction}",
+            f"--context-length {plan.max_model_len}",
+            f"--max-running-requests {plan.max_num_seqs}",
+            f"--chunked-prefill-size {plan.max_num_batched_tokens}",
+        ]
+        if is_fp8(kv):
+            parts.append(f"--kv-cache-dtype {_kv_flag('sglang', 'fp8')}")
+        return " ".join(parts)
+    parts = ["vllm serve", model_id, f"--tensor-parallel-size {plan.tp}"]
+    if plan.pp > 1:
+        parts.append(f"--pipeline-parallel-size {plan.pp}")
+    if plan.dp > 1:
+        parts.append(f"--data-parallel-size {plan.dp}")
+    if plan.ep:
+        parts.append("--enable-expert-parallel")
+    parts += [
+        f"--gpu-memory-utilization {plan.budget_fraction}",
+        f"--max-model-len {plan.max_model_len}",
+        f"--max-num-seqs {plan.max_num_seqs}",
+        f"--max-num-batched-tokens {plan.max_num_batched_tokens}",
+        f"--block-size {plan.block_size}",
+    ]
+    if is_fp8(kv):
+        parts.append("--kv-cache-dtype fp8")
+    if eng.enforce_eager:
+        parts.append("--enforce-eager")
+    return " ".join(parts)
+
+
+def advise(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    par: Parallelism,
+    eng: EngineConfig,
+    plan: MemoryPlan,
+    model_id: str,
+    context_tokens: int | None = None,
+) -> Advice:
+    """Advice for ``plan`` (computed by :func:`plan_memory` from the same inputs)."""
+    context = context_tokens or plan.max_model_len
+    warnings: list[str] = []
+    fit_text = None
+    if not plan.fits:
+        cand = smallest_fit(model, gpu, par, eng)
+        if cand is not None:
+            fit_text = f"--tensor-parallel-size {cand.tp} --pipeline-parallel-size {cand.pp}"
+        warnings.append(plan.problem or "does not fit")
+    elif plan.kv_cache_gib < KV_SHARE_WARNING * plan.gpu_memory_gib:
+        warnings.append(
+            f"KV cache is {plan.kv_cache_gib:.1f} GiB, under {KV_SHARE_WARNING:.0%} of the "
+            f"{plan.gpu_memory_gib:.0f} GiB GPU: few requests will run at once."
+        )
+    longest = largest_max_model_len(model, gpu, par, eng, plan) if plan.kv_cache_gib > 0 else 0
+    at_ctx = plan_memory(model, gpu, par, dataclasses.replace(eng, max_model_len=context))
+    fp8_tokens = fp8_gain = None
+    if not is_fp8(plan.kv_cache_dtype) and plan.fits:
+        alt = plan_memory(model, gpu, par, dataclasses.replace(eng, kv_cache_dtype="fp8"))
+        fp8_tokens = alt.kv_tokens
+        fp8_gain = alt.kv_tokens / plan.kv_tokens if plan.kv_tokens else None
+    dp_tokens = dp_gain = None
+    if model.uses_mla and par.tp > 1 and plan.fits:
+        alt_par = Parallelism(
+            tp=1, pp=par.pp, dp=par.tp * par.dp, ep=model.is_moe, dp_attention=True
+        )
+        try:
+            alt = plan_memory(model, gpu, alt_par, eng)
+        except KvscopeError:
+            alt = None
+        if alt is not None and alt.fits:
+            dp_tokens = alt.kv_tokens * par.tp
+            dp_gain = dp_tokens / plan.kv_tokens if plan.kv_tokens else None
+    return Advice(
+        largest_max_model_len=longest,
+        max_num_seqs_at_context=int(at_ctx.max_concurrency),
+        context_tokens=context,
+        fp8_kv_tokens=fp8_tokens,
+        fp8_kv_gain=fp8_gain,
+        dp_attention_tokens_per_replica=dp_tokens,
+        dp_attention_gain=dp_gain,
+        smallest_fit=fit_text,
+        warnings=tuple(warnings),
+        command=command_line(model_id, plan, eng),
+    )

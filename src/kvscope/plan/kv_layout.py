@@ -1,0 +1,157 @@
+"""How an engine lays the KV cache of one GPU out in blocks: groups, page sizes, block bytes.
+
+vLLM v1 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``):
+
+- Every attention layer declares a spec whose page is ``block_size x per-token bytes``
+  (K and V heads of this TP rank, or one MLA latent).
+- A model whose layers all keep full history (GQA or MLA; V3.2 adds an indexer spec of a
+  different size, a "uniform type" case) forms one group: a block spans all layers, so
+  ``block_bytes = block_size x sum of per-token bytes``.
+- Full and sliding-window layers with equal pages (gpt-oss) are split into groups of
+  ``group_size`` layers (the smallest per-kind layer count); one tensor is shared by one
+  layer of each group, so ``block_bytes = page x group_size`` and each group draws its own
+  blocks from the pool.
+- DeepSeek V4 uses one pool of 256-token logical blocks whose stride is the width of the
+  MLA group (C4 KV + C4 indexer + C128 KV pages of all layers) in the packed layout of
+  vLLM >= 0.25, or 47,808 B x layer tuples in earlier builds
+  (shared/reference/deepseek_v4_memory.md §4.2-4.3). Pages are padded to 576 B.
+
+Units: bytes, tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from kvscope.specs.attention import (
+    DSV4_ENTRY,
+    INDEXER_FP4_ENTRY,
+    INDEXER_FP8_ENTRY,
+)
+from kvscope.specs.model import ModelSpec
+
+#: DeepSeek V4 logical block (tokens) and page alignment (vLLM ``alignment=576``).
+DSV4_BLOCK = 256
+DSV4_ALIGN = 576
+#: Page of the old (pre-packed) V4 layout: C4 KV + C4 fp8 indexer + C128 KV pages, 576-aligned.
+DSV4_OLD_TUPLE_BYTES = 37_440 + 8_640 + 1_728
+
+
+@dataclass(frozen=True)
+class KVGroupLayout:
+    """One KV-cache group: its kind, layer count, block size and blocks a request needs."""
+
+    kind: str  # full | sliding | mla | dsv4_mla | dsv4_swa | dsv4_state
+    num_layers: int
+    block_size: int
+    window: int | None = None
+
+    def blocks_for(self, max_model_len: int, batched_tokens: int) -> int:
+        """Blocks one request of ``max_model_len`` needs (vLLM ``max_memory_usage_bytes``)."""
+        if self.window is None:
+            return math.ceil(max_model_len / self.block_size)
+        span = min(self.window - 1 + batched_tokens, max_model_len)
+        return math.ceil(span / self.block_size) + 1
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """KV layout of one GPU: groups, bytes of one block, and per-token bytes."""
+
+    groups: tuple[KVGroupLayout, ...]
+    block_size: int
+    block_bytes: int
+    bytes_per_token: float  # amortised full-history bytes per token on this GPU
+
+    def blocks_per_request(self, max_model_len: int, batched_tokens: int) -> int:
+        return sum(g.blocks_for(max_model_len, batched_tokens) for g in self.groups)
+
+
+def _align(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def _dsv4_layout(model: ModelSpec, layers: tuple[int, ...], indexer: str, packed: bool) -> KVLayout:
+    kinds = Counter(model.layers[i].attention.kind for i in layers)
+    n_csa, n_hca = kinds.get("dsv4_csa", 0), kinds.get("dsv4_hca", 0)
+    idx = INDEXER_FP4_ENTRY if indexer == "fp4" else INDEXER_FP8_ENTRY
+    c4 = _align(DSV4_BLOCK // 4 * DSV4_ENTRY, DSV4_ALIGN)
+    c4_idx = _align(DSV4_BLOCK // 4 * idx, DSV4_ALIGN)
+    c128 = _align(DSV4_BLOCK // 128 * DSV4_ENTRY, DSV4_ALIGN)
+    if packed:
+        stride = n_csa * (c4 + c4_idx) + n_hca * c128
+    else:
+        tuples = max(n_csa, n_hca, math.ceil((len(layers) + model.num_mtp_layers) / 2))
+        stride = DSV4_OLD_TUPLE_BYTES * tuples
+    # Groups as vLLM builds them (§4.3): MLA, two SWA halves (64-token blocks, window 128),
+    # C4 compressor state (4-token blocks, 8-row window) and C128 state (8, 128).
+    groups = (
+        KVGroupLayout("dsv4_mla", n_csa + n_hca, DSV4_BLOCK),
+        KVGroupLayout("dsv4_swa", len(layers) // 2, 64, 128),
+        KVGroupLayout("dsv4_swa", len(layers) - len(layers) // 2, 64, 128),
+        KVGroupLayout("dsv4_state", n_csa, 4, 8),
+        KVGroupLayout("dsv4_state", n_hca, 8, 128),
+    )
+    per_token = n_csa * (DSV4_ENTRY + idx) / 4 + n_hca * DSV4_ENTRY / 128
+    return KVLayout(groups, DSV4_BLOCK, stride, per_token)
+
+
+def vllm_layout(
+    model: ModelSpec,
+    layers: tuple[int, ...],
+    kv_dtype: str,
+    tp: int,
+    block_size: int,
+    indexer: str = "fp8",
+    dsv4_packed: bool = True,
+    v0_mla_padding: bool = False,
+) -> KVLayout:
+    """vLLM's KV layout for the ``layers`` of one GPU (TP rank ``tp`` of a PP stage)."""
+    if any(model.layers[i].attention.kind.startswith("dsv4") for i in layers):
+        return _dsv4_layout(model, layers, indexer, dsv4_packed)
+    per_layer: list[tuple[str, float, int | None]] = []
+    for i in layers:
+        att = model.layers[i].attention
+        caches = att.kv_caches(kv_dtype, tp, indexer)
+        entry = math.fsum(c.entry_bytes for c in caches)
+        if v0_mla_padding and att.kind == "mla":
+            # vLLM V0 padded the MLA entry to a 256-byte multiple (VLLM_CUDA_MEM_ALIGN_KV_CACHE).
+            entry = float(_align(int(entry), 256))
+        kind = "sliding" if att.kind == "sliding" else ("mla" if att.is_mla_family else "full")
+        per_layer.append((kind, entry, att.window if kind == "sliding" else None))
+    counts = Counter(k for k, _, _ in per_layer)
+    total_per_token = math.fsum(e for _, e, _ in per_layer)
+    if len(counts) == 1:
+        kind = next(iter(counts))
+        window = per_layer[0][2]
+        group = KVGroupLayout(kind, len(per_layer), block_size, window)
+        return KVLayout((group,), block_size, int(block_size * total_per_token), total_per_token)
+    # Hybrid full + sliding: groups of the smallest per-kind count share one tensor per slot.
+    group_size = min(counts.values())
+    page = max(e for _, e, _ in per_layer) * block_size
+    groups: list[KVGroupLayout] = []
+    for kind, n in counts.items():
+        window = next(w for k, _, w in per_layer if k == kind)
+        for g in range(math.ceil(n / group_size)):
+            size = min(group_size, n - g * group_size)
+            groups.append(KVGroupLayout(kind, size, block_size, window))
+    history = math.fsum(e for k, e, _ in per_layer if k != "sliding")
+    return KVLayout(tuple(groups), block_size, int(page * group_size), history)
+
+
+def sglang_cell_bytes(
+    model: ModelSpec, layers: tuple[int, ...], kv_dtype: str, attn_tp: int
+) -> float:
+    """SGLang ``cell_size``: KV bytes per token on one GPU over the ``layers`` of its stage.
+
+    Heads are split over the attention-TP size (``tp / dp`` with DP attention); MLA keeps one
+    latent; V3.2 adds the 132-B indexer key (sglang PR #11309). Sliding layers are counted at
+    full length (SGLang's single token pool for non-hybrid-SWA builds).
+    """
+    total = 0.0
+    for i in layers:
+        caches = model.layers[i].attention.kv_caches(kv_dtype, attn_tp)
+        total += math.fsum(c.entry_bytes for c in caches)
+    return total

@@ -1,0 +1,266 @@
+"""Public memory plan: what each engine will report at start-up, per GPU.
+
+:func:`plan_memory` combines per-GPU weights (:mod:`kvscope.plan.weights`), the profiling
+activation peak (:mod:`kvscope.plan.activation`) and the engine's budget rule
+(:mod:`kvscope.plan.vllm_budget`, :mod:`kvscope.plan.sglang_budget`) into a
+:class:`MemoryPlan` whose figures are those the engine logs: weights ("Model loading took"),
+available KV memory, ``num_gpu_blocks``, "GPU KV cache size: N tokens" / SGLang "#tokens",
+and "Maximum concurrency". Figures of GPU 0 (first pipeline stage) are the headline ones,
+as rank 0 prints them; blocks and tokens are the minimum over stages, as the engines take it.
+Units: GiB (2^30 bytes) where a name ends in ``_gib``, bytes and tokens otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvscope.errors import KvscopeError
+from kvscope.plan import sglang_budget, vllm_budget
+from kvscope.plan.activation import activation_peak
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.weights import RankWeights, all_stage_weights
+from kvscope.specs.dtypes import resolve_kv_dtype
+from kvscope.specs.hardware import GIB, GPUSpec
+from kvscope.specs.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """Budget of one GPU of a pipeline stage (all TP ranks of a stage are alike)."""
+
+    pp_rank: int
+    layers: int
+    weights_gib: float
+    kv_cache_gib: float
+    kv_bytes_per_token: float
+    num_gpu_blocks: int
+    kv_tokens: int
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU memory budget and KV capacity as the engine computes and logs it.
+
+    ``kv_bytes_per_token`` is the amortised full-history bytes per token on GPU 0;
+    ``block_bytes`` one block of all its KV groups; ``kv_tokens`` what the engine logs as
+    its capacity (vLLM "GPU KV cache size", SGLang "#tokens"); ``max_concurrency`` requests of
+    ``max_model_len`` tokens that fit at once. ``fits`` is False when the engine would refuse
+    to start; ``problem`` then says why in one sentence.
+    """
+
+    engine: str
+    engine_version: str
+    model: str
+    gpu: str
+    tp: int
+    pp: int
+    dp: int
+    ep: bool
+    kv_cache_dtype: str
+    gpu_memory_gib: float
+    budget_fraction: float
+    budget_gib: float
+    weights_gib: float
+    activation_peak_gib: float
+    non_torch_gib: float
+    cudagraph_gib: float
+    cudagraph_subtracted: bool
+    kv_cache_gib: float
+    kv_bytes_per_token: float
+    block_size: int
+    block_bytes: int
+    num_kv_groups: int
+    num_gpu_blocks: int
+    kv_tokens: int
+    max_concurrency: float
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    fits: bool
+    problem: str | None
+    ranks: tuple[RankMemory, ...]
+
+    def raise_if_infeasible(self) -> None:
+        """Raise :class:`KvscopeError` (one sentence plus a hint) when it does not fit."""
+        if not self.fits:
+            raise KvscopeError(
+                self.problem or "the deployment does not fit.",
+                "Run with --json to see the budget terms.",
+            )
+
+
+def _version_text(eng: EngineConfig) -> str:
+    return ".".join(map(str, eng.version))
+
+
+def plan_memory(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    par: Parallelism | None = None,
+    engine: EngineConfig | None = None,
+) -> MemoryPlan:
+    """Memory budget and KV capacity per GPU for ``model`` on ``gpu`` under ``engine``.
+
+    Raises :class:`KvscopeError` for inputs no engine accepts (TP not dividing the heads,
+    unknown KV dtype); a deployment that is valid but does not fit returns ``fits=False``.
+    """
+    par = par or Parallelism()
+    eng = engine or EngineConfig()
+    kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
+    stages = all_stage_weights(model, par, eng.speculative_layers)
+    if eng.engine == "sglang":
+        return _plan_sglang(model, gpu, par, eng, stages, kv_dtype)
+    return _plan_vllm(model, gpu, par, eng, stages, kv_dtype)
+
+
+def _plan_vllm(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    par: Parallelism,
+    eng: EngineConfig,
+    stages: tuple[RankWeights, ...],
+    kv_dtype: str,
+) -> MemoryPlan:
+    d = vllm_budget.resolve_defaults(model, gpu, eng)
+    ranks = vllm_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, d)
+    blocks = min(r.num_blocks for r in ranks)
+    tightest = min(ranks, key=lambda r: r.num_blocks)
+    tokens, conc = vllm_budget.logged_capacity(tightest.layout, blocks, d, eng.version)
+    r0 = ranks[0]
+    problem = None
+    if r0.weights > r0.requested:
+        problem = (
+            f"the weights need {r0.weights / GIB:.2f} GiB per GPU but "
+            f"gpu_memory_utilization {d.gpu_memory_utilization} allows "
+            f"{r0.requested / GIB:.2f} GiB of {gpu.memory_bytes / GIB:.2f} GiB."
+        )
+    elif tightest.available_kv <= 0:
+        problem = (
+            f"no memory is left for the KV cache ({tightest.available_kv / GIB:.2f} GiB "
+            "after weights, activations and buffers)."
+        )
+    elif conc < 1.0:
+        need = tightest.layout.blocks_per_request(d.max_model_len, d.max_num_batched_tokens)
+        problem = (
+            f"one request of max_model_len {d.max_model_len} needs "
+            f"{need * tightest.layout.block_bytes / GIB:.2f} GiB of KV cache but only "
+            f"{tightest.available_kv / GIB:.2f} GiB is available."
+        )
+    per_rank = tuple(
+        RankMemory(
+            r.pp_rank,
+            len(stages[r.pp_rank].layers),
+            r.weights / GIB,
+            r.available_kv / GIB,
+            r.layout.bytes_per_token,
+            r.num_blocks,
+            vllm_budget.logged_capacity(r.layout, r.num_blocks, d, eng.version)[0],
+        )
+        for r in ranks
+    )
+    return MemoryPlan(
+        engine="vllm",
+        engine_version=_version_text(eng),
+        model=model.name,
+        gpu=gpu.name,
+        tp=par.tp,
+        pp=par.pp,
+        dp=par.dp,
+        ep=par.ep,
+        kv_cache_dtype=kv_dtype,
+        gpu_memory_gib=gpu.memory_bytes / GIB,
+        budget_fraction=d.gpu_memory_utilization,
+        budget_gib=r0.requested / GIB,
+        weights_gib=r0.weights / GIB,
+        activation_peak_gib=r0.activation / GIB,
+        non_torch_gib=r0.non_torch / GIB,
+        cudagraph_gib=r0.cudagraph / GIB,
+        cudagraph_subtracted=d.cudagraph_subtracted,
+        kv_cache_gib=r0.available_kv / GIB,
+        kv_bytes_per_token=r0.layout.bytes_per_token,
+        block_size=r0.layout.block_size,
+        block_bytes=r0.layout.block_bytes,
+        num_kv_groups=len(r0.layout.groups),
+        num_gpu_blocks=blocks,
+        kv_tokens=tokens,
+        max_concurrency=conc,
+        max_model_len=d.max_model_len,
+        max_num_batched_tokens=d.max_num_batched_tokens,
+        max_num_seqs=d.max_num_seqs,
+        fits=problem is None,
+        problem=problem,
+        ranks=per_rank,
+    )
+
+
+def _plan_sglang(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    par: Parallelism,
+    eng: EngineConfig,
+    stages: tuple[RankWeights, ...],
+    kv_dtype: str,
+) -> MemoryPlan:
+    v = eng.version
+    mfs = eng.mem_fraction_static or sglang_budget.default_mem_fraction_static(gpu, par, v)
+    page = eng.block_size or sglang_budget.default_page_size(model)
+    ranks = sglang_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, mfs, page)
+    tokens = min(r.tokens for r in ranks)
+    max_len = eng.max_model_len or model.max_position_embeddings
+    seqs = eng.max_num_seqs or 1024
+    chunk = eng.max_num_batched_tokens or (8192 if gpu.memory_bytes >= 70 * GIB else 2048)
+    act = activation_peak(model, par, chunk, seqs)
+    r0 = ranks[0]
+    problem = None
+    if r0.weights > r0.m0 * mfs:
+        problem = (
+            f"the weights need {r0.weights / GIB:.2f} GiB per GPU but "
+            f"mem_fraction_static {mfs} allows {r0.m0 * mfs / GIB:.2f} GiB."
+        )
+    elif tokens <= 0:
+        problem = "no memory is left for the KV pool after the weights."
+    per_rank = tuple(
+        RankMemory(
+            r.pp_rank,
+            len(stages[r.pp_rank].layers),
+            r.weights / GIB,
+            max(r.rest, 0.0) / GIB,
+            r.cell_bytes,
+            r.tokens // page,
+            r.tokens,
+        )
+        for r in ranks
+    )
+    return MemoryPlan(
+        engine="sglang",
+        engine_version=_version_text(eng),
+        model=model.name,
+        gpu=gpu.name,
+        tp=par.tp,
+        pp=par.pp,
+        dp=par.dp,
+        ep=par.ep,
+        kv_cache_dtype=kv_dtype,
+        gpu_memory_gib=gpu.memory_bytes / GIB,
+        budget_fraction=mfs,
+        budget_gib=r0.m0 * mfs / GIB,
+        weights_gib=r0.weights / GIB,
+        activation_peak_gib=act.total_bytes / GIB,
+        non_torch_gib=(gpu.memory_bytes - r0.m0) / GIB,
+        cudagraph_gib=0.0,
+        cudagraph_subtracted=False,
+        kv_cache_gib=tokens * r0.cell_bytes / GIB,
+        kv_bytes_per_token=r0.cell_bytes,
+        block_size=page,
+        block_bytes=int(page * r0.cell_bytes),
+        num_kv_groups=1,
+        num_gpu_blocks=tokens // page,
+        kv_tokens=tokens,
+        max_concurrency=tokens / max_len,
+        max_model_len=max_len,
+        max_num_batched_tokens=chunk,
+        max_num_seqs=seqs,
+        fits=problem is None,
+        problem=problem,
+        ranks=per_rank,
+    )

@@ -1,0 +1,165 @@
+"""SGLang's KV pool size: ``mem_fraction_static`` and ``max_total_num_tokens``.
+
+Paraphrase of SGLang 0.5.2 ``ServerArgs.__post_init__`` and
+``ModelRunner.profile_max_num_token`` / ``init_memory_pool`` (0.5.23:
+``mem_cache/kv_cache_configurator.py``; shared/reference/vllm_kv_budget.md §6):
+
+    M0   = free memory right after torch.distributed init (minimum over ranks)
+    rest = free_after_weights - M0 x (1 - mem_fraction_static) = M0 x mfs - weights
+    max_total_num_tokens = floor(rest / cell_size), rounded down to the page size,
+                           minimum over PP stages
+
+``mem_fraction_static`` covers weights plus the KV pool; activations and CUDA graphs live in
+the remaining ``1 - mfs``, so they are not subtracted here. DeepSeek V4 uses its own
+"bytes per full token" (shared/reference/deepseek_v4_memory.md §5). Units: bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.kv_layout import DSV4_BLOCK, sglang_cell_bytes
+from kvscope.plan.weights import RankWeights
+from kvscope.specs.attention import DSV4_ENTRY, INDEXER_FP8_ENTRY
+from kvscope.specs.hardware import GIB, GPUSpec
+from kvscope.specs.model import ModelSpec
+
+#: Memory CUDA and NCCL take before the weights load (total - M0), GiB: the CUDA context
+#: plus NCCL buffers once there is more than one rank. Measured on H100 right after
+#: torch.distributed init: 0.51 GiB at TP1, 1.43-1.55 GiB at TP2/TP4/PP2/PP4
+#: (``init_cuda_memory_gib`` in jgchn/llm-d-planner accuracy/results/v0.19.0/results_raw.csv;
+#: the same CUDA/NCCL start-up precedes SGLang's first free-memory reading).
+CONTEXT_GIB_TP1 = 0.51
+CONTEXT_GIB_TP_EXTRA = 1.02
+#: Last SGLang release with the old V4 formula (MTP layer counted, C128 state scaled with the
+#: SWA pool, no PP slicing): deepseek_v4_memory.md §5 ("~v0.5.12, May 2026").
+DSV4_OLD_FORMULA_UNTIL = (0, 5, 12)
+#: C128 compressor-state row: 1024 fp32 values (kv + score over 2 x 512).
+DSV4_C128_ROW = 4096
+
+#: V4 defaults: ``swa_full_tokens_ratio`` 0.1, compressor ring 8 rows (no spec decoding),
+#: window 128, compressor state width 4 x 512 fp32 (attention) and 4 x 128 (indexer).
+DSV4_SWA_RATIO = 0.1
+DSV4_RING = 8
+DSV4_WINDOW = 128
+
+
+@dataclass(frozen=True)
+class SglangRank:
+    """One PP stage's SGLang budget, bytes."""
+
+    pp_rank: int
+    m0: float
+    weights: float
+    rest: float
+    cell_bytes: float
+    tokens: int
+
+
+def default_mem_fraction_static(gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int]) -> float:
+    """SGLang's default ``--mem-fraction-static`` for this GPU, TP x PP and release.
+
+    From 0.5: ``(mem - reserved) / mem`` (MB), reserved by capacity class and p = tp x pp:
+    < 35 GB: 2.8 + p/10 GB; < 90 GB: 9.5 + p/2; < 160 GB: 12 + p/2; larger: 32 GB; +4 GB
+    with DP attention. Before 0.5 a table by TP: 0.88 / 0.87 (tp>=2) / 0.85 (>=4) /
+    0.81 (>=8) / 0.79 (>=16) (``server_args.py`` of the 0.4 series).
+    """
+    if v < (0, 5, 0):
+        for min_tp, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+            if par.tp >= min_tp:
+                return frac
+        return 0.88
+    mem_mb = gpu.memory_bytes / (1 << 20)
+    p = par.tp * par.pp
+    gb = 1024.0
+    if mem_mb < 35 * gb:
+        reserved = (2.8 + p / 10) * gb
+    elif mem_mb < 90 * gb:
+        reserved = (9.5 + p / 2) * gb
+    elif mem_mb < 160 * gb:
+        reserved = (12 + p / 2) * gb
+    else:
+        reserved = 32 * gb
+    if par.dp_attention:
+        reserved += 4 * gb
+    return round((mem_mb - reserved) / mem_mb, 3)
+
+
+def context_bytes(par: Parallelism) -> float:
+    """Estimated total - M0 on one GPU (see :data:`CONTEXT_GIB_TP1`)."""
+    extra = CONTEXT_GIB_TP_EXTRA if par.tp * par.pp > 1 else 0.0
+    return (CONTEXT_GIB_TP1 + extra) * GIB
+
+
+def dsv4_bytes_per_full_token(model: ModelSpec, layers: tuple[int, ...], old: bool) -> float:
+    """SGLang's V4 "bytes per full token" (no speculative decoding).
+
+    Sum over the stage's layers of the SWA share (``r x 584``), compressed C4/C128 entries,
+    the C4 indexer key (132 B, hard-coded fp8 size) and the C4 compressor rings (attention
+    4 x 512 and indexer 4 x 128 fp32 values per row, ``ring/window`` rows per SWA token).
+    The old formula (``old``) also counts the MTP layers' SWA share and C128 state rows
+    scaled with the SWA pool (128 rows per 128 tokens of ``r x F``). Flash gives 7,705.45 B
+    (new) and 15,955.85 B (old), Pro 10,993.84 B and 23,749.84 B.
+    """
+    kinds = Counter(model.layers[i].attention.kind for i in layers)
+    n, n4, n128 = len(layers), kinds.get("dsv4_csa", 0), kinds.get("dsv4_hca", 0)
+    r = DSV4_SWA_RATIO
+    ring = DSV4_RING / DSV4_WINDOW
+    swa_layers = n + model.num_mtp_layers if old else n
+    bpft = r * DSV4_ENTRY * swa_layers + DSV4_ENTRY * n4 / 4 + DSV4_ENTRY * n128 / 128
+    bpft += INDEXER_FP8_ENTRY * n4 / 4
+    bpft += r * ring * (4 * 512 * 4) * n4 + r * ring * (4 * 128 * 4) * n4
+    if old:
+        bpft += r * DSV4_C128_ROW * n128
+    return bpft
+
+
+def dsv4_c128_reservation(model: ModelSpec, layers: tuple[int, ...], max_running: int) -> float:
+    """New-formula fixed C128 state: (requests + 1) x 128 rows x 4096 B per HCA layer."""
+    n128 = sum(model.layers[i].attention.kind == "dsv4_hca" for i in layers)
+    return float((max_running + 1) * 128 * DSV4_C128_ROW * n128)
+
+
+def plan_ranks(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    par: Parallelism,
+    eng: EngineConfig,
+    stage_weights: tuple[RankWeights, ...],
+    kv_dtype: str,
+    mfs: float,
+    page_size: int,
+) -> tuple[SglangRank, ...]:
+    """Budget of every pipeline stage."""
+    m0 = gpu.memory_bytes - context_bytes(par)
+    attn_tp = par.tp // par.dp if par.dp_attention and par.dp > 1 else par.tp
+    dsv4 = any(k.startswith("dsv4") for k in model.attention_kinds)
+    old = eng.version <= DSV4_OLD_FORMULA_UNTIL
+    out = []
+    for w in stage_weights:
+        rest = m0 * mfs - w.total_bytes
+        if dsv4 and old:
+            # No PP slicing in the old formula: every stage divides by all layers.
+            cell = dsv4_bytes_per_full_token(model, tuple(range(model.num_layers)), True)
+        elif dsv4:
+            cell = dsv4_bytes_per_full_token(model, w.layers, False)
+            rest -= dsv4_c128_reservation(model, w.layers, eng.max_num_seqs or 8)
+        else:
+            cell = sglang_cell_bytes(model, w.layers, kv_dtype, attn_tp)
+        tokens = max(0, math.floor(rest / cell)) if cell else 0
+        tokens = tokens // page_size * page_size
+        out.append(SglangRank(w.pp_rank, m0, w.total_bytes, rest, cell, tokens))
+    return tuple(out)
+
+
+def default_page_size(model: ModelSpec) -> int:
+    """SGLang page size: 1 by default, 64 for the V3.2 NSA backend, 256 for V4."""
+    kinds = model.attention_kinds
+    if any(k.startswith("dsv4") for k in kinds):
+        return DSV4_BLOCK
+    if "mla_sparse" in kinds:
+        return 64
+    return 1

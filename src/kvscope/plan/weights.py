@@ -1,0 +1,196 @@
+"""Weights held by each GPU of a deployment, by parallelism.
+
+How the engines split a decoder (vLLM ``vllm/model_executor/layers/linear.py`` and
+``vocab_parallel_embedding.py``; SGLang mirrors these layers):
+
+- Tensor parallel (TP) shards attention heads (Q and O by ``num_heads / tp``; K and V by
+  ``max(1, kv_heads // tp)`` heads per rank, so K/V are replicated once ``tp > kv_heads``)
+  and FFN widths (gate/up column-parallel, down row-parallel). MLA's down-projections
+  (``q_a_proj``, ``kv_a_proj_with_mqa``) and DeepSeek-V3.2's indexer are replicated; the
+  up-projections (``q_b_proj``, ``kv_b_proj``) and ``o_proj`` are sharded.
+- Without expert parallelism every rank holds every routed expert at ``1/tp`` of its width;
+  with it (``--enable-expert-parallel``) experts are whole and spread over ``tp x dp`` ranks.
+  Routers and norms are replicated.
+- Embedding and LM head are vocab-parallel: the vocabulary is padded to a multiple of 64
+  (vLLM ``DEFAULT_VOCAB_PADDING_SIZE``) and split over TP.
+- Pipeline parallel (PP) gives each stage a contiguous slice of layers; when layers do not
+  divide evenly the stages before the last take one extra each (vLLM
+  ``vllm/distributed/utils.py::get_pp_indices``). The embedding lives on the first stage, the
+  final norm and LM head on the last (tied embeddings: the last stage holds its own copy).
+- Data parallel replicates everything.
+
+Units: bytes. One rotary cos/sin cache (``max_position_embeddings x rotary_dim`` in the model
+dtype) is counted on every rank, as vLLM builds it at load time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvscope.errors import KvscopeError
+from kvscope.plan.config import Parallelism
+from kvscope.specs.attention import AttentionLayer
+from kvscope.specs.dtypes import element_bytes
+from kvscope.specs.ffn import FFNLayer
+from kvscope.specs.model import ModelSpec
+
+#: vLLM pads the vocabulary to a multiple of this before splitting it over TP.
+VOCAB_PADDING = 64
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    """Weights one GPU holds: bytes by component and the layers of its pipeline stage."""
+
+    pp_rank: int
+    layers: tuple[int, ...]
+    by_component: dict[str, float]
+
+    @property
+    def total_bytes(self) -> float:
+        return math.fsum(self.by_component.values())
+
+
+def pp_layer_split(num_layers: int, pp: int) -> tuple[tuple[int, ...], ...]:
+    """Layer indices of each pipeline stage (extra layers go to the stages before the last)."""
+    if pp > num_layers:
+        raise KvscopeError(
+            f"--pipeline-parallel-size {pp} exceeds the model's {num_layers} layers.",
+            f"Use at most {num_layers} stages.",
+        )
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    out, start = [], 0
+    for size in sizes:
+        out.append(tuple(range(start, start + size)))
+        start += size
+    return tuple(out)
+
+
+def check_divisibility(model: ModelSpec, par: Parallelism) -> None:
+    """Raise the engine's own complaint when TP does not divide the attention heads."""
+    att = model.first_attention
+    if att.num_heads % par.tp:
+        divisors = [d for d in range(1, att.num_heads + 1) if att.num_heads % d == 0]
+        ok = [d for d in divisors if d <= 2 * par.tp][-2:]
+        raise KvscopeError(
+            f"--tensor-parallel-size {par.tp} does not divide the {att.num_heads} attention "
+            f"heads of {model.name}.",
+            f"Use a TP size that divides {att.num_heads}, e.g. {' or '.join(map(str, ok))}.",
+        )
+    moe = model.moe_layer
+    if moe is not None and par.ep and moe.num_experts % par.ep_size:
+        raise KvscopeError(
+            f"expert parallelism over {par.ep_size} ranks does not divide the "
+            f"{moe.num_experts} experts of {model.name}.",
+            "Pick tp x dp dividing the expert count, or drop --enable-expert-parallel.",
+        )
+
+
+def _attention_params_per_rank(att: AttentionLayer, tp: int) -> tuple[float, float]:
+    """(sharded parameters on one rank, replicated parameters) of one attention block."""
+    total = att.num_params()
+    h, nh = att.hidden_size, att.num_heads
+    if att.kind in ("full", "sliding"):
+        kv_heads_rank = max(1, att.num_kv_heads // tp)
+        kv = 2 * h * att.num_kv_heads * att.head_dim
+        kv += 2 * att.num_kv_heads * att.head_dim if att.qkv_bias else 0
+        kv_rank = kv * kv_heads_rank / att.num_kv_heads
+        norms = 2 * att.head_dim if att.qk_norm else 0
+        o_bias = h if att.o_bias else 0
+        sharded = total - kv - norms - o_bias
+        return sharded / tp + kv_rank, float(norms + o_bias)
+    if att.kind in ("mla", "mla_sparse"):
+        replicated = h * (att.kv_lora_rank + att.qk_rope_head_dim) + att.kv_lora_rank
+        if att.q_lora_rank:
+            replicated += h * att.q_lora_rank + att.q_lora_rank
+        if att.kind == "mla_sparse":
+            q_in = att.q_lora_rank or h
+            replicated += q_in * att.index_n_heads * att.index_head_dim
+            replicated += h * att.index_head_dim + 2 * att.index_head_dim
+            replicated += h * att.index_n_heads
+        return (total - replicated) / tp, float(replicated)
+    # DeepSeek V4: per-head query up-projection and the grouped output projection are
+    # sharded by heads; the shared K=V head, compressors and indexer are replicated.
+    ql = att.q_lora_rank or h
+    sharded = ql * nh * att.head_dim + att.o_lora_rank * nh * att.head_dim
+    sharded += att.o_groups * att.o_lora_rank * h
+    return sharded / tp, float(total - sharded)
+
+
+def _ffn_params_per_rank(ffn: FFNLayer, par: Parallelism) -> dict[str, float]:
+    tp = par.tp
+    if not ffn.is_moe:
+        return {"dense_ffn": ffn.dense_params() / tp}
+    routed = ffn.routed_expert_params() / (par.ep_size if par.ep else tp)
+    return {
+        "routed_experts": routed,
+        "shared_experts": ffn.shared_expert_params() / tp,
+        "router": float(ffn.router_params()),
+    }
+
+
+def _bytes_per_param(model: ModelSpec) -> dict[str, float]:
+    native = element_bytes(model.dtype)
+    q = model.quantization
+    linear = q.linear_bytes if q.linear_bytes is not None else native
+    expert = q.expert_bytes if q.expert_bytes is not None else linear
+    return {
+        "embedding": native,
+        "attention": linear,
+        "dense_ffn": linear,
+        "routed_experts": expert,
+        "shared_experts": linear,
+        "router": native,
+        "norms_other": native,
+        "lm_head": native,
+        "rope_cache": native,
+    }
+
+
+def rank_weights(
+    model: ModelSpec, par: Parallelism, pp_rank: int = 0, draft_layers: int = 0
+) -> RankWeights:
+    """Weights on one GPU of pipeline stage ``pp_rank`` (all TP ranks of a stage are equal).
+
+    ``draft_layers`` MTP layers (speculative decoding with the model's own next-token
+    modules) sit on the last stage; each is shaped like the last decoder layer plus its
+    ``eh_proj`` (2h x h) and two norms (DeepSeek-V3 report §2.2), sharing embedding and head.
+    """
+    stages = pp_layer_split(model.num_layers, par.pp)
+    layers = stages[pp_rank]
+    params: dict[str, float] = dict.fromkeys(_bytes_per_param(model), 0.0)
+    on_stage = list(layers)
+    if pp_rank == par.pp - 1 and draft_layers:
+        on_stage += [model.num_layers - 1] * draft_layers
+        params["attention"] += draft_layers * 2.0 * model.hidden_size * model.hidden_size
+        params["norms_other"] += draft_layers * 2.0 * model.hidden_size
+    for i in on_stage:
+        layer = model.layers[i]
+        sharded, replicated = _attention_params_per_rank(layer.attention, par.tp)
+        params["attention"] += sharded + replicated
+        for key, value in _ffn_params_per_rank(layer.ffn, par).items():
+            params[key] += value
+        params["norms_other"] += layer.extra_params
+    vocab_rank = math.ceil(model.vocab_size / (VOCAB_PADDING * par.tp)) * VOCAB_PADDING
+    if pp_rank == 0:
+        params["embedding"] = vocab_rank * model.hidden_size
+    if pp_rank == par.pp - 1:
+        params["norms_other"] += model.final_params
+        tied_here = model.tie_word_embeddings and par.pp == 1
+        params["lm_head"] = 0.0 if tied_here else vocab_rank * model.hidden_size
+    att = model.first_attention
+    rotary = att.qk_rope_head_dim or att.head_dim
+    params["rope_cache"] = float(model.max_position_embeddings * rotary)
+    per = _bytes_per_param(model)
+    return RankWeights(pp_rank, layers, {k: v * per[k] for k, v in params.items()})
+
+
+def all_stage_weights(
+    model: ModelSpec, par: Parallelism, draft_layers: int = 0
+) -> tuple[RankWeights, ...]:
+    """Per-GPU weights of every pipeline stage, first stage first."""
+    check_divisibility(model, par)
+    return tuple(rank_weights(model, par, r, draft_layers) for r in range(par.pp))

@@ -1,0 +1,101 @@
+"""Real engine start-up logs (tests/plan/data/engine_logs.csv) and the planner's error on them.
+
+Each row holds the configuration of one public engine start and the figures its log printed
+(weights GiB, available KV GiB, KV tokens, max concurrency), with the source. This module
+turns a row into planner inputs and compares; ``test_accuracy.py`` asserts the targets and
+``benchmarks/plan_accuracy.py`` prints the table.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.memory import MemoryPlan, plan_memory
+from kvscope.specs.hardware import GIB, get_gpu
+from kvscope.specs.registry import load_model
+
+DATA = Path(__file__).with_name("data")
+CSV_PATH = DATA / "engine_logs.csv"
+
+
+@dataclass(frozen=True)
+class Case:
+    row: dict[str, str]
+
+    @property
+    def id(self) -> str:
+        return self.row["id"]
+
+    def num(self, key: str) -> float | None:
+        value = self.row[key].strip()
+        return float(value) if value else None
+
+    def opt_int(self, key: str) -> int | None:
+        value = self.num(key)
+        return None if value is None else int(value)
+
+    def plan(self, kv_cache_memory_bytes: int | None = None) -> MemoryPlan:
+        r = self.row
+        name = r["model"]
+        if name.startswith("configs/"):
+            name = str(DATA / name)
+        model = load_model(name, r["dtype"] or None, r["quantization"] or None)
+        par = Parallelism(tp=int(r["tp"]), pp=int(r["pp"]), dp=int(r["dp"]), ep=r["ep"] == "1")
+        eng = EngineConfig(
+            engine=r["engine"],
+            engine_version=r["version"],
+            gpu_memory_utilization=self.num("gpu_memory_utilization"),
+            mem_fraction_static=self.num("mem_fraction_static"),
+            max_model_len=self.opt_int("max_model_len"),
+            max_num_batched_tokens=self.opt_int("max_num_batched_tokens"),
+            max_num_seqs=self.opt_int("max_num_seqs"),
+            block_size=self.opt_int("block_size"),
+            kv_cache_dtype=r["kv_cache_dtype"] or None,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
+            speculative_layers=self.opt_int("mtp_layers") or 0,
+        )
+        return plan_memory(model, get_gpu(r["gpu"]), par, eng)
+
+
+def load_cases() -> list[Case]:
+    with CSV_PATH.open(newline="") as f:
+        return [Case(row) for row in csv.DictReader(f)]
+
+
+def rel_err(pred: float, actual: float) -> float:
+    return abs(pred - actual) / actual
+
+
+@dataclass(frozen=True)
+class Result:
+    case: Case
+    weights_err: float | None
+    tokens_err: float | None
+    tokens_from_available_err: float | None
+    predicted_tokens: int
+    predicted_weights_gib: float
+
+
+def evaluate(case: Case) -> Result:
+    plan = case.plan()
+    weights = case.num("weights_gib")
+    tokens = case.num("kv_tokens")
+    w_err = rel_err(plan.weights_gib, weights) if weights else None
+    t_err = rel_err(plan.kv_tokens, tokens) if tokens else None
+    avail = case.num("kv_cache_gib")
+    a_err = None
+    if avail and tokens and case.row["engine"] == "vllm":
+        from_avail = case.plan(kv_cache_memory_bytes=int(avail * GIB))
+        a_err = rel_err(from_avail.kv_tokens, tokens)
+    return Result(case, w_err, t_err, a_err, plan.kv_tokens, plan.weights_gib)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank-free linear percentile (q in [0, 100])."""
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]

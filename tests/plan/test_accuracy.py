@@ -1,0 +1,62 @@
+"""The planner against real engine start-up logs (tests/plan/data/engine_logs.csv).
+
+Targets from the issue: weights within 2 % on every case, ``kv_tokens`` median error
+<= 2 % and >= 90 % of cases within 5 %. Rows marked ``hybrid`` (sliding/full attention
+mixes, whose logged token figure follows a different rule) are reported, not scored.
+Where a log gives "Available KV cache memory", the KV-from-available step is checked on its
+own: it is the engine's block arithmetic and must be near exact.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+from tests.plan.log_cases import evaluate, load_cases
+
+CASES = load_cases()
+RESULTS = [evaluate(c) for c in CASES]
+MAIN = [r for r in RESULTS if r.case.row["score"] == "main"]
+
+
+def test_dataset_covers_the_issue_matrix() -> None:
+    rows = [c.row for c in CASES]
+    assert len(rows) >= 25
+    assert {r["engine"] for r in rows} == {"vllm", "sglang"}
+    assert len({r["gpu"] for r in rows}) >= 3
+    assert any(int(r["tp"]) > 1 for r in rows) and any(int(r["pp"]) > 1 for r in rows)
+    assert any(r["kv_cache_dtype"] == "fp8" for r in rows)
+    assert all(r["source"] for r in rows)
+
+
+def test_weights_within_two_percent() -> None:
+    errs = {r.case.id: r.weights_err for r in MAIN if r.weights_err is not None}
+    assert len(errs) >= 20
+    bad = {k: round(v, 4) for k, v in errs.items() if v > 0.02}
+    assert not bad
+
+
+def test_kv_tokens_median_and_share_within_five_percent() -> None:
+    errs = [r.tokens_err for r in MAIN if r.tokens_err is not None]
+    assert statistics.median(errs) <= 0.02
+    assert sum(e <= 0.05 for e in errs) / len(errs) >= 0.90
+
+
+@pytest.mark.parametrize(
+    "result",
+    [r for r in RESULTS if r.tokens_from_available_err is not None],
+    ids=lambda r: r.case.id,
+)
+def test_kv_tokens_from_logged_available_memory(result) -> None:  # type: ignore[no-untyped-def]
+    # Block arithmetic only: the logged available GiB is rounded to 0.01 GiB, so small
+    # budgets (a few GiB) carry up to ~0.3 % of rounding. Skipped: PP rows (the log prints
+    # rank 0's memory but the tightest stage's tokens), V4 (its derived token figure depends
+    # on the window groups, reproduced to 0.3 % in deepseek_v4_memory.md) and hybrids.
+    row = result.case.row
+    if row["score"] != "main" or int(row["pp"]) > 1 or "V4" in row["model"]:
+        pytest.skip("figure not determined by one rank's available memory alone")
+    avail = result.case.num("kv_cache_gib")
+    slack = 0.006 / avail + 0.001
+    if row["version"].startswith("0.9"):
+        slack = 0.02  # LMCache connector build: token count rounded differently
+    assert result.tokens_from_available_err <= slack
