@@ -70,11 +70,12 @@ def run_sim(w: Workload, s: dict[str, Any]) -> list[dict[str, Any]]:
         before = {id(q) for q in sched.running}
         plan = sched.schedule(float(step))
         admitted = {q.request_id: q.computed - n for q, n in plan.scheduled if id(q) not in before}
+        scheduled = sched.scheduled_tokens(plan)  # before update: members may join after it
         done = sched.update(plan, float(step))
         rows.append(
             {
                 "step": step,
-                "scheduled": sched.scheduled_tokens(plan),
+                "scheduled": scheduled,
                 "used_blocks": pool.used,
                 "preempted": sorted(q.request_id for q in plan.preempted),
                 "finished": [q.request_id for q in done],

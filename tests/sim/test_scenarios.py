@@ -115,3 +115,34 @@ def test_prefix_caching_on_mooncake_reuses_what_the_hashes_predict(traces_dir: P
     # a small pool evicts cached prefixes before they are reused
     small = simulate(w, SimConfig(block_size=512, num_gpu_blocks_override=1_000))
     assert small.figures["prefix_hit_rate"] < res.figures["prefix_hit_rate"]
+
+
+def test_cpu_offload_turns_evictions_into_cheaper_loads() -> None:
+    # 60 requests sharing 8K-token prefixes in 6 families, a GPU pool too small to keep them
+    rng = np.random.default_rng(3)
+    n, hb = 60, 512
+    fam = rng.integers(0, 6, n)
+    prompts = np.full(n, 9000)
+    off = np.arange(n + 1, dtype=np.int64) * 17
+    vals = np.array(
+        [
+            f * 1000 + j if j < 16 else 10**6 + i * 100 + j
+            for i, f in enumerate(fam)
+            for j in range(17)
+        ],
+        dtype=np.int64,
+    )
+    w = Workload.build(
+        np.arange(n) * 2.0,
+        prompts,
+        np.full(n, 50),
+        hash_offsets=off,
+        hash_values=vals,
+        hash_block_size=hb,
+    )
+    base = {"num_gpu_blocks_override": 1_200, "max_num_seqs": 2}
+    gpu_only = simulate(w, SimConfig(**base))  # type: ignore[arg-type]
+    tiered = simulate(w, SimConfig(cpu_offload_gib=40.0, **base))  # type: ignore[arg-type]
+    assert tiered.figures["offload_loaded_blocks"] > 0
+    assert tiered.figures["prefix_hit_rate"] > gpu_only.figures["prefix_hit_rate"] + 0.2
+    assert tiered.figures["ttft_p50_s"] < gpu_only.figures["ttft_p50_s"]

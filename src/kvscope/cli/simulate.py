@@ -96,8 +96,8 @@ def simulate(
             help="KV pool size in blocks (vLLM's --num-gpu-blocks-override).",
         ),
     ] = None,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs")] = 256,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens")] = 8192,
+    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens")] = None,
     max_model_len: Annotated[int | None, typer.Option("--max-model-len")] = None,
     prefix_caching: Annotated[
         bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching")
@@ -105,6 +105,10 @@ def simulate(
     chunked_prefill: Annotated[
         bool, typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill")
     ] = True,
+    cpu_offload_gib: Annotated[
+        float,
+        typer.Option("--cpu-offload-gib", help="Host-memory KV tier for evicted blocks (GiB)."),
+    ] = 0.0,
     policy: Annotated[str, typer.Option("--scheduling-policy", help="fcfs or priority.")] = (
         "fcfs"
     ),
@@ -164,6 +168,7 @@ def simulate(
         max_model_len=max_model_len,
         enable_prefix_caching=prefix_caching,
         enable_chunked_prefill=chunked_prefill,
+        cpu_offload_gib=cpu_offload_gib,
         scheduling_policy=policy,  # type: ignore[arg-type]
         allocator=allocator,  # type: ignore[arg-type]
         mode=mode,  # type: ignore[arg-type]

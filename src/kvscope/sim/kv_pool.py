@@ -24,12 +24,13 @@ cached (see :mod:`kvscope.sim.layout`).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 from kvscope.errors import KvscopeError
 from kvscope.sim.layout import KVLayout
+from kvscope.sim.offload import CpuTier
 from kvscope.sim.sequence import Sequence
 
 
@@ -65,6 +66,7 @@ class Hit:
     own_count: int
     tokens: int
     evictable: int  # hit blocks now in the free queue (they stop being free when touched)
+    cpu_keys: tuple[Hashable, ...] = ()  # further blocks found in the CPU offload tier
 
     @property
     def num_blocks(self) -> int:
@@ -87,7 +89,13 @@ class PoolCounters:
 class PagedPool:
     """The GPU KV block pool shared by every request (one per engine replica)."""
 
-    def __init__(self, num_blocks: int, layout: KVLayout, enable_caching: bool = True) -> None:
+    def __init__(
+        self,
+        num_blocks: int,
+        layout: KVLayout,
+        enable_caching: bool = True,
+        cpu_tier: CpuTier | None = None,
+    ) -> None:
         if num_blocks < 2:
             raise KvscopeError(
                 f"the KV pool has {num_blocks} blocks; at least 2 are needed "
@@ -110,6 +118,7 @@ class PagedPool:
         self.held_total = 0  # sum over requests of blocks held (shared blocks once per holder)
         self.held_full_total = 0  # the same, full-history group only
         self.counters = PoolCounters()
+        self.cpu = cpu_tier if cpu_tier is not None and cpu_tier.capacity else None
 
     # ------------------------------------------------------------------ state
     @property
@@ -140,8 +149,8 @@ class PagedPool:
         return 0.0
 
     def take_overhead_s(self, now: float) -> float:
-        """Seconds of pool housekeeping to add to the current step (none when paged)."""
-        return 0.0
+        """Seconds of pool housekeeping to add to the current step (CPU-tier loads)."""
+        return self.cpu.take_pending_s() if self.cpu is not None else 0.0
 
     # ------------------------------------------------------------------ lookup
     def lookup(self, seq: Sequence) -> Hit:
@@ -169,8 +178,29 @@ class PagedPool:
                     own_count = min(run.size, limit - seq.n_shareable)
                     evictable += own_count
                     break
-        tokens = (len(blocks) + own_count) * bs
-        return Hit(tuple(blocks), own_run, own_count, tokens, evictable)
+        gpu = len(blocks) + own_count
+        cpu_keys: tuple[Hashable, ...] = ()
+        if self.cpu is not None and gpu < limit:
+            cpu_keys = self._cpu_continuation(seq, gpu, limit)
+        tokens = (gpu + len(cpu_keys)) * bs
+        return Hit(tuple(blocks), own_run, own_count, tokens, evictable, cpu_keys)
+
+    def _cpu_continuation(self, seq: Sequence, start: int, limit: int) -> tuple[Hashable, ...]:
+        """Keys of blocks ``start..`` found in the CPU tier, up to the first miss."""
+        assert self.cpu is not None
+        keys: list[Hashable] = []
+        for j in range(start, limit):
+            key = self._key(seq, j)
+            if key not in self.cpu:
+                break
+            keys.append(key)
+        return tuple(keys)
+
+    def _key(self, seq: Sequence, j: int) -> Hashable:
+        """Cache key of block ``j`` of ``seq`` (private blocks: owner and index)."""
+        if j < seq.n_shareable:
+            return seq.block_key(j, self.block_size)
+        return (-1 - seq.index, j)
 
     # ------------------------------------------------------------------ allocation
     def blocks_needed(self, seq: Sequence, slots: int, hit: Hit = NO_HIT) -> int:
@@ -193,6 +223,9 @@ class PagedPool:
             return False
         if hit.num_blocks:
             self._touch(seq, hit)
+        if hit.cpu_keys:
+            assert self.cpu is not None
+            self.cpu.load(list(hit.cpu_keys))
         new_full = -(-slots // self.block_size) - seq.held_full
         if new_full > 0:
             self._take(new_full)
@@ -277,6 +310,9 @@ class PagedPool:
                 n -= 1
             else:
                 k = min(n, entry.size)
+                if self.cpu is not None:
+                    for j in range(entry.hi, entry.hi - k, -1):
+                        self.cpu.store((-1 - entry.owner, j))
                 entry.hi -= k
                 n -= k
                 self.counters.evictions += k
@@ -287,6 +323,8 @@ class PagedPool:
         key = blk.key
         if key is None:
             return
+        if self.cpu is not None:
+            self.cpu.store(key)
         group = self._cache.get(key)
         if group is not None:
             group.pop(blk.block_id, None)

@@ -13,13 +13,12 @@ blocks of ``b`` tokens, the figure vLLM's startup sizer reserves
 per request besides ``ceil(L/256)``: shared/reference/deepseek_v4_memory.md §4.4). vLLM's
 own per-step count oscillates by one block below that bound while decoding.
 
-:func:`pool_blocks` sizes the pool from (model, GPU, flags); it is the one function to swap
-for ``kvscope.plan.memory.plan_memory`` when the planner lands.
+The pool's size (blocks, block size, bytes per block) comes from the planner,
+:func:`kvscope.plan.memory.plan_memory`, exactly as ``kvscope plan`` reports it.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
@@ -145,50 +144,3 @@ def layout_for(model: object, block_size: int | None = None) -> KVLayout:
     # window merge into one in vLLM's hybrid grouping; keep one per distinct window.
     uniq = {(w.block_tokens, w.window_tokens): w for w in windows}
     return KVLayout(block_size=bs, windows=tuple(uniq.values()), name="hybrid" if uniq else "full")
-
-
-@dataclass(frozen=True)
-class PoolSize:
-    """What :func:`pool_blocks` found: blocks and the arithmetic behind them."""
-
-    num_blocks: int
-    block_bytes: float
-    kv_bytes_available: float
-    source: str
-
-
-def pool_blocks(
-    model: object,
-    gpu: object,
-    *,
-    tp: int = 1,
-    gpu_memory_utilization: float = 0.9,
-    kv_cache_dtype: str | None = None,
-    layout: KVLayout,
-    activation_reserve_gib: float = 2.0,
-) -> PoolSize:
-    """GPU KV blocks for one replica: (util x memory - weights/TP - reserve) / block bytes.
-
-    vLLM v1 budgets ``total_memory x gpu_memory_utilization`` and subtracts weights, peak
-    activation and non-torch memory (shared/reference/vllm_kv_budget.md §1.1-1.2); the
-    activation and non-torch terms are folded into ``activation_reserve_gib`` here until the
-    planner (``kvscope.plan.memory``) provides them. Blocks = floor(available / block bytes)
-    with block bytes = full-history KV bytes per token on one rank x block size (§3.1).
-    """
-    from kvscope.specs.hardware import GPUSpec
-    from kvscope.specs.model import ModelSpec
-
-    assert isinstance(model, ModelSpec) and isinstance(gpu, GPUSpec)
-    if not 0 < gpu_memory_utilization <= 1:
-        raise KvscopeError(
-            f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}."
-        )
-    budget = gpu.memory_bytes * gpu_memory_utilization
-    weights = model.total_weight_bytes / tp
-    available = budget - weights - activation_reserve_gib * (1 << 30)
-    per_token = model.kv_bytes_per_token(kv_cache_dtype, tp)
-    block_bytes = per_token * layout.block_size
-    if block_bytes <= 0:
-        raise KvscopeError(f"{model.name}: no KV bytes per token; cannot size a KV pool.")
-    n = max(0, math.floor(available / block_bytes))
-    return PoolSize(n, block_bytes, available, "kvscope.sim.layout.pool_blocks (interim)")

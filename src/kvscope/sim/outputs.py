@@ -121,6 +121,12 @@ def summary_figures(
         }
     )
     figs["speedup_vs_real_time"] = figs["sim_end_s"] / stats.wall_s if stats.wall_s else None
+    off = pool_info.get("offload")
+    if off:
+        figs["offload_stored_blocks"] = off["stored_blocks"]
+        figs["offload_loaded_blocks"] = off["loaded_blocks"]
+        figs["offload_load_bytes"] = off["loaded_blocks"] * float(pool_info["block_bytes"])
+        figs["offload_load_s"] = off["load_s"]
     rejected = [s for s in seqs if s.status == "rejected"]
     if rejected:
         figs["rejected_reasons"] = sorted({s.error for s in rejected})[:5]

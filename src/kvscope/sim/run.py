@@ -17,7 +17,8 @@ from kvscope.errors import KvscopeError
 from kvscope.sim.cost import CostCoefficients, CostModel, HardwareTerms
 from kvscope.sim.engine import Engine, EngineStats, Mode, sequences_from
 from kvscope.sim.kv_pool import BlockAllocator, PagedPool
-from kvscope.sim.layout import KVLayout, layout_for, pool_blocks
+from kvscope.sim.layout import KVLayout, layout_for
+from kvscope.sim.offload import CpuTier
 from kvscope.sim.outputs import requests_table, steps_table, summary_figures, write_run_dir
 from kvscope.sim.scheduler import Policy, Scheduler, SchedulerConfig
 from kvscope.sim.sequence import Sequence
@@ -38,11 +39,12 @@ class SimConfig:
     gpu_memory_utilization: float = 0.9
     block_size: int | None = None
     num_gpu_blocks_override: int | None = None
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
+    max_num_seqs: int | None = None  # None: the engine's default, as the planner resolves it
+    max_num_batched_tokens: int | None = None
     max_model_len: int | None = None
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
+    cpu_offload_gib: float = 0.0
     scheduling_policy: Policy = "fcfs"
     allocator: Allocator = "paged"
     contiguous_growth: Literal["reserve-max", "grow"] = "grow"
@@ -93,30 +95,51 @@ class SimResult:
 
 
 def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict[str, Any]]:
-    """The KV pool a deployment gets, its layout and the cost-model hardware terms."""
+    """The KV pool a deployment gets (sized by the planner), its layout, cost-model terms."""
+    from kvscope.plan.config import EngineConfig, Parallelism
+    from kvscope.plan.memory import plan_memory
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
 
     model = load_model(cfg.model, dtype=cfg.dtype)
     gpu = get_gpu(cfg.gpu)
-    layout = layout_for(model, cfg.block_size)
-    size = pool_blocks(
+    plan = plan_memory(
         model,
         gpu,
-        tp=cfg.tp,
-        gpu_memory_utilization=cfg.gpu_memory_utilization,
-        kv_cache_dtype=cfg.kv_cache_dtype,
-        layout=layout,
+        Parallelism(tp=cfg.tp),
+        EngineConfig(
+            gpu_memory_utilization=cfg.gpu_memory_utilization,
+            max_model_len=cfg.max_model_len,
+            max_num_seqs=cfg.max_num_seqs,
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
+            block_size=cfg.block_size,
+            kv_cache_dtype=cfg.kv_cache_dtype,
+            enable_prefix_caching=cfg.enable_prefix_caching,
+        ),
     )
-    blocks = size.num_blocks if cfg.num_gpu_blocks_override is None else cfg.num_gpu_blocks_override
+    layout = layout_for(model, plan.block_size)
+    blocks = (
+        plan.num_gpu_blocks
+        if cfg.num_gpu_blocks_override is None
+        else (cfg.num_gpu_blocks_override)
+    )
     if blocks < 2:
         raise KvscopeError(
             f"{model.name} on {cfg.tp}x {gpu.name} leaves {blocks} KV blocks "
-            f"({size.kv_bytes_available / (1 << 30):.1f} GiB for KV); nothing can run.",
+            f"({plan.kv_cache_gib:.1f} GiB for KV); nothing can run."
+            + (f" {plan.problem}" if plan.problem else ""),
             hint="use more GPUs (--tp), a higher --gpu-memory-utilization, or "
             "--num-gpu-blocks-override.",
         )
-    pool = PagedPool(blocks, layout, enable_caching=cfg.enable_prefix_caching)
+    tier = None
+    if cfg.cpu_offload_gib:
+        if cfg.cpu_offload_gib < 0:
+            raise KvscopeError(f"--cpu-offload-gib must be >= 0, got {cfg.cpu_offload_gib}.")
+        if not cfg.enable_prefix_caching:
+            raise KvscopeError("--cpu-offload-gib needs prefix caching (it keeps cached blocks).")
+        cap = int(cfg.cpu_offload_gib * (1 << 30) // plan.block_bytes)
+        tier = CpuTier(cap, float(plan.block_bytes), gpu.pcie_bandwidth)
+    pool = PagedPool(blocks, layout, enable_caching=cfg.enable_prefix_caching, cpu_tier=tier)
     terms = HardwareTerms.from_specs(model, gpu, tp=cfg.tp, kv_cache_dtype=cfg.kv_cache_dtype)
     info = {
         "num_gpu_blocks": blocks,
@@ -124,10 +147,14 @@ def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict
         "block_size": layout.block_size,
         "layout": layout.name,
         "window_blocks_per_request": layout.fixed_blocks_per_request,
-        "block_bytes": size.block_bytes,
-        "kv_bytes_available": size.kv_bytes_available,
-        "sized_by": size.source if cfg.num_gpu_blocks_override is None else "override",
-        "max_model_len_default": model.max_position_embeddings,
+        "block_bytes": plan.block_bytes,
+        "kv_cache_gib": plan.kv_cache_gib,
+        "sized_by": "kvscope.plan.memory.plan_memory (vLLM " + plan.engine_version + ")"
+        if cfg.num_gpu_blocks_override is None
+        else "--num-gpu-blocks-override",
+        "max_model_len": plan.max_model_len,
+        "max_num_seqs": plan.max_num_seqs,
+        "max_num_batched_tokens": plan.max_num_batched_tokens,
     }
     return pool, layout, terms, info
 
@@ -135,10 +162,10 @@ def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict
 def simulate(workload: Workload, cfg: SimConfig) -> SimResult:
     """Replay ``workload`` through the configured engine."""
     pool, layout, terms, info = build_pool(cfg)
-    max_len = cfg.max_model_len or int(info["max_model_len_default"])
+    max_len = int(info["max_model_len"])
     sched_cfg = SchedulerConfig(
-        max_num_seqs=cfg.max_num_seqs,
-        max_num_batched_tokens=cfg.max_num_batched_tokens,
+        max_num_seqs=int(info["max_num_seqs"]),
+        max_num_batched_tokens=int(info["max_num_batched_tokens"]),
         max_model_len=max_len,
         enable_chunked_prefill=cfg.enable_chunked_prefill,
         policy=cfg.scheduling_policy,
@@ -174,8 +201,8 @@ def simulate(workload: Workload, cfg: SimConfig) -> SimResult:
         hit_tokens=pool.counters.hit_tokens,
         evicted_blocks=pool.counters.evictions,
         moved_blocks=getattr(alloc, "moved_blocks", 0),
+        offload=asdict(pool.cpu.counters) if pool.cpu is not None else None,
         compactions=getattr(alloc, "compactions", 0),
-        max_model_len=max_len,
         cost=asdict(coef),
     )
     req = requests_table(seqs)
