@@ -117,15 +117,28 @@ class DecodeCohort:
         """Periodic layouts: members that need one more block at this step."""
         return self._buckets[self.clock % self._bs]
 
-    def next_event(self) -> int:
-        """Clock value of the earliest live event (a large number when none)."""
+    def next_events(self) -> tuple[int, int]:
+        """Clock values of the earliest live block event and finish event (large if none)."""
         heap = self._heap
         while heap and (heap[0][3] != heap[0][4].epoch or not heap[0][4].in_cohort):
             heapq.heappop(heap)
-        nxt = heap[0][0] if heap else 1 << 62
-        if self.periodic:
+        none = 1 << 62
+        if not heap:
+            return none, none
+        if self.periodic:  # the heap holds finishes only; block events live in buckets
             g = self.clock
-            for d in range(min(self._bs, nxt - g)):
+            grow = none
+            for d in range(self._bs):
                 if self._buckets[(g + d) % self._bs]:
-                    return g + d
-        return nxt
+                    grow = g + d
+                    break
+            return grow, heap[0][0]
+        grow = fin = none
+        for entry in heap:  # a heap is not sorted by kind: scan the live entries
+            if entry[3] != entry[4].epoch or not entry[4].in_cohort:
+                continue
+            if entry[1] == GROW:
+                grow = min(grow, entry[0])
+            else:
+                fin = min(fin, entry[0])
+        return grow, fin

@@ -62,6 +62,7 @@ class EngineStats:
     peak_t_s: float = 0.0
     tokens: int = 0
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # process CPU time of the loop (wall time on an unloaded core)
     rows: list[StepRow] = field(default_factory=list)
 
 
@@ -133,6 +134,7 @@ class Engine:
     # ------------------------------------------------------------------ main loop
     def run(self, seqs: list[Sequence]) -> EngineStats:
         t0 = time.perf_counter()
+        c0 = time.process_time()
         sched = self.sched
         n = len(seqs)
         i = 0
@@ -168,6 +170,7 @@ class Engine:
                 self.on_step(plan, self.t)
         self._sample(force=True)
         self.stats.wall_s = time.perf_counter() - t0
+        self.stats.cpu_s = time.process_time() - c0
         return self.stats
 
     def _give_up(self) -> None:
@@ -186,10 +189,11 @@ class Engine:
         """Advance over uniform decode steps at once; False when the next step is special.
 
         A span is ``k >= 2`` steps in which every running request is a decode-cohort member
-        (see :mod:`kvscope.sim.cohort`) with no event due (no new block, no finish), no
-        arrival is due, and the waiting queue's head stays refused (nothing frees blocks or
-        sequence slots meanwhile). The steps differ only in context length, so they are
-        costed at once and the cohort clock jumps by ``k``: O(1) in the batch size.
+        (see :mod:`kvscope.sim.cohort`) and nobody needs a new block, no arrival is due, and
+        the waiting queue's head stays refused (nothing frees blocks or sequence slots
+        meanwhile). Members may finish in the span's *last* step, whose end frees them, as a
+        single step would. The steps differ only in context length, so they are costed at
+        once and the cohort clock jumps by ``k``: O(1) in the batch size.
         """
         if next_arrival <= self.t + self._last_dt:
             return False  # not even two steps fit before the next arrival (a hint only)
@@ -199,15 +203,17 @@ class Engine:
         budget = sched.config.max_num_batched_tokens
         if nr == 0 or cohort.size != nr or nr > budget:
             return False
-        k = cohort.next_event() - cohort.clock
+        grow, fin = cohort.next_events()
+        k = min(grow - cohort.clock, fin - cohort.clock + 1)
         if k < 2 or sched.head_admissible(budget - nr):
             return False
         k, t_end, last_dt = self._span_times(nr, cohort.computed_total + nr, k, next_arrival)
         if k < 2:
             return False
-        cohort.clock += k
+        cohort.clock += k - 1
         self._last_dt = last_dt
         self._advance_to(t_end, t_end - self.t, nr * k, 0, nr * k, k)
+        sched.finish_cohort_step(self.t)
         self.stats.spans += 1
         return True
 

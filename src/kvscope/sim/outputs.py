@@ -118,6 +118,7 @@ def summary_figures(
             "simulated_s": stats.busy_s,
             "sim_end_s": max((s.finish_s for s in seqs if s.finish_s == s.finish_s), default=0),
             "wall_s": stats.wall_s,
+            "cpu_s": stats.cpu_s,
         }
     )
     figs["speedup_vs_real_time"] = figs["sim_end_s"] / stats.wall_s if stats.wall_s else None

@@ -373,6 +373,31 @@ class Scheduler:
         return budget
 
     # ------------------------------------------------------------------ update
+    def cohort_step_done(self) -> list[Sequence]:
+        """End one cohort decode step: advance the clock, return the members that finished."""
+        cohort = self.cohort
+        ending = cohort.due(FINISH)
+        cohort.clock += 1
+        for seq in ending:
+            cohort.leave(seq)
+        return ending
+
+    def finish_cohort_step(self, t_end: float) -> None:
+        """The last step of an engine span: advance the cohort, finish whoever is done."""
+        self._finish(self.cohort_step_done(), t_end)
+
+    def _finish(self, done: list[Sequence], t_end: float) -> None:
+        """Free finished requests in running order (vLLM's order of outputs)."""
+        if len(done) > 1:
+            done.sort(key=lambda s: s.admit_no)
+        for seq in done:
+            seq.status = "finished"
+            seq.finish_s = t_end
+            self._explicit.pop(seq.admit_no, None)
+            self.pool.free(seq)
+            self.running.remove(seq)
+        self.finished.extend(done)
+
     def update(self, plan: StepPlan, t_end: float) -> list[Sequence]:
         """Sample one token for every request whose computed tokens caught up; finish them."""
         done: list[Sequence] = []
@@ -390,18 +415,8 @@ class Scheduler:
             else:
                 joins.append(seq)
         if plan.cohort_tokens:
-            ending = cohort.due(FINISH)
-            cohort.clock += 1
-            for seq in ending:
-                cohort.leave(seq)
-                done.append(seq)
-        for seq in done:
-            seq.status = "finished"
-            seq.finish_s = t_end
-            self._explicit.pop(seq.admit_no, None)
-            pool.free(seq)
-            self.running.remove(seq)
-        self.finished.extend(done)
+            done.extend(self.cohort_step_done())
+        self._finish(done, t_end)
         for seq in joins:
             if seq.computed == seq.num_tokens - 1:
                 del self._explicit[seq.admit_no]
