@@ -401,7 +401,6 @@ class Scheduler:
     def update(self, plan: StepPlan, t_end: float) -> list[Sequence]:
         """Sample one token for every request whose computed tokens caught up; finish them."""
         done: list[Sequence] = []
-        pool = self.pool
         cohort = self.cohort
         joins: list[Sequence] = []
         for seq, _n in plan.scheduled:
