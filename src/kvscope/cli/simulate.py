@@ -44,15 +44,15 @@ HEADLINE = (
     ("internal_waste_tokens_mean", "waste tok", "{:,.0f}"),
     ("wall_s", "wall s", "{:.2f}"),
 )
-#: The narrower set a sweep table shows (one row per point).
+#: The narrower set a sweep table shows (one row per point): key, short title, format.
 SWEEP_COLUMNS = (
-    "ttft_p99_s",
-    "tpot_p50_s",
-    "output_token_throughput_per_s",
-    "kv_usage_peak_frac",
-    "preemptions",
-    "prefix_hit_rate",
-    "internal_waste_tokens_mean",
+    ("ttft_p99_s", "TTFT99 s", "{:.3g}"),
+    ("tpot_p50_s", "TPOT50 s", "{:.3g}"),
+    ("output_token_throughput_per_s", "tok/s", "{:,.0f}"),
+    ("kv_usage_peak_frac", "KV peak", "{:.1%}"),
+    ("preemptions", "preempt", "{:,}"),
+    ("prefix_hit_rate", "hit", "{:.0%}"),
+    ("internal_waste_tokens_mean", "waste", "{:,.0f}"),
 )
 
 
@@ -242,11 +242,11 @@ def _print_table(results: list[dict[str, Any]], sweep: bool, console: Any) -> No
     from rich.table import Table
 
     if sweep:
-        cols = [h for h in HEADLINE if h[0] in SWEEP_COLUMNS]
+        cols = SWEEP_COLUMNS
         table = Table(title="kvscope simulate: sweep")
         table.add_column("point", no_wrap=True)
         for _key, title, _f in cols:
-            table.add_column(title, justify="right")
+            table.add_column(title, justify="right", no_wrap=True)
         for r in results:
             table.add_row(r["point"], *[_fmt(f, r.get(k)) for k, _t, f in cols])
     else:
