@@ -103,3 +103,17 @@ def test_zero_blocks_is_one_clear_error() -> None:
 
     with pytest.raises(KvscopeError, match="KV pool has 0 blocks"):
         run(workload([0.0], [10], [10]), num_blocks=0)
+
+
+def test_swap_preemption_keeps_computed_tokens_recompute_redoes_them() -> None:
+    w = workload([0.0, 0.0, 0.0], [128, 128, 128], [128, 128, 128])
+    prompts = 3 * 128
+    for mode in ("recompute", "swap"):
+        seqs, eng = run(w, num_blocks=41, caching=False, preemption_mode=mode)
+        assert all(s.status == "finished" for s in seqs)
+        assert sum(s.preemptions for s in seqs) >= 1
+        prefill = sum(r.prefill_tokens for r in eng.stats.rows)
+        if mode == "swap":
+            assert prefill == prompts  # KV came back from host memory, nothing recomputed
+        else:
+            assert prefill > prompts  # the preempted request's prompt and outputs again

@@ -112,6 +112,9 @@ def simulate(
     policy: Annotated[str, typer.Option("--scheduling-policy", help="fcfs or priority.")] = (
         "fcfs"
     ),
+    preemption_mode: Annotated[
+        str, typer.Option("--preemption-mode", help="recompute (vLLM v1) or swap (vLLM v0).")
+    ] = "recompute",
     allocator: Annotated[str, typer.Option("--allocator", help="paged or contiguous.")] = ("paged"),
     mode: Annotated[
         str, typer.Option("--mode", help="span (fast) or step (one engine step at a time).")
@@ -152,6 +155,8 @@ def simulate(
         raise KvscopeError(f"--scheduling-policy must be fcfs or priority, got '{policy}'.")
     if allocator not in ("paged", "contiguous"):
         raise KvscopeError(f"--allocator must be paged or contiguous, got '{allocator}'.")
+    if preemption_mode not in ("recompute", "swap"):
+        raise KvscopeError(f"--preemption-mode must be recompute or swap, got '{preemption_mode}'.")
     if mode not in ("span", "step"):
         raise KvscopeError(f"--mode must be span or step, got '{mode}'.")
     cfg = SimConfig(
@@ -170,6 +175,7 @@ def simulate(
         enable_chunked_prefill=chunked_prefill,
         cpu_offload_gib=cpu_offload_gib,
         scheduling_policy=policy,  # type: ignore[arg-type]
+        preemption_mode=preemption_mode,  # type: ignore[arg-type]
         allocator=allocator,  # type: ignore[arg-type]
         mode=mode,  # type: ignore[arg-type]
         sample_interval_s=resolution,

@@ -89,6 +89,7 @@ class HardwareTerms:
     tp: int
     peak_flops: float
     hbm_bandwidth: float
+    pcie_bandwidth: float = 64e9  # bytes/s host <-> GPU (swap, offload)
 
     @classmethod
     def from_specs(
@@ -114,6 +115,7 @@ class HardwareTerms:
             tp=tp,
             peak_flops=float(gpu.flops(model.dtype)),
             hbm_bandwidth=float(gpu.hbm_bandwidth),
+            pcie_bandwidth=float(gpu.pcie_bandwidth),
         )
 
 

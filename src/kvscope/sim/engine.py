@@ -161,7 +161,7 @@ class Engine:
                 break
             dt = self.cost.step_time(plan.tokens, plan.context_tokens)
             self._last_dt = dt
-            dt += self.pool.take_overhead_s(self.t)
+            dt += self.pool.take_overhead_s(self.t) + sched.take_transfer_s()
             self._acc[4] += len(plan.preempted)
             self._acc[5] += plan.hit_tokens
             self._advance(dt, plan.tokens, plan.prefill_tokens, plan.decode_tokens, 1)

@@ -46,6 +46,7 @@ class SimConfig:
     enable_chunked_prefill: bool = True
     cpu_offload_gib: float = 0.0
     scheduling_policy: Policy = "fcfs"
+    preemption_mode: Literal["recompute", "swap"] = "recompute"
     allocator: Allocator = "paged"
     contiguous_growth: Literal["reserve-max", "grow"] = "grow"
     contiguous_fit: Literal["first", "best"] = "first"
@@ -169,6 +170,8 @@ def simulate(workload: Workload, cfg: SimConfig) -> SimResult:
         max_model_len=max_len,
         enable_chunked_prefill=cfg.enable_chunked_prefill,
         policy=cfg.scheduling_policy,
+        preemption_mode=cfg.preemption_mode,
+        swap_s_per_block=float(info["block_bytes"]) / terms.pcie_bandwidth,
     )
     coef = CostCoefficients.load(cfg.cost_file) if cfg.cost_file else CostCoefficients()
     cost = CostModel(terms, coef)

@@ -27,7 +27,7 @@ from typing import Literal
 
 from kvscope.errors import KvscopeError
 from kvscope.sim.cohort import FINISH, GROW, DecodeCohort
-from kvscope.sim.kv_pool import NO_HIT, BlockAllocator, Hit
+from kvscope.sim.kv_pool import BlockAllocator, Hit
 from kvscope.sim.sequence import Sequence
 
 Policy = Literal["fcfs", "priority"]
@@ -50,6 +50,8 @@ class SchedulerConfig:
     policy: Policy = "fcfs"
     long_prefill_token_threshold: int = 0
     scheduler_reserve_full_isl: bool = True
+    preemption_mode: Literal["recompute", "swap"] = "recompute"
+    swap_s_per_block: float = 0.0  # PCIe seconds to move one block (swap mode)
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
@@ -95,6 +97,7 @@ class Scheduler:
         )
         self._explicit: dict[int, Sequence] = {}  # running requests outside the cohort
         self._admits = 0
+        self.transfer_s = 0.0  # swap traffic not yet charged to a step
 
     # ------------------------------------------------------------------ queue
     @property
@@ -307,7 +310,12 @@ class Scheduler:
         return self.running[-1]
 
     def _preempt(self, victim: Sequence, plan: StepPlan) -> None:
+        """Recompute (vLLM v1): drop the KV. Swap (vLLM v0 ``--preemption-mode swap``): copy
+        it to host memory over PCIe and back at re-admission, keeping the computed tokens."""
         self._explicit.pop(victim.admit_no, None)
+        if self.config.preemption_mode == "swap" and victim.computed:
+            victim.swapped = victim.computed
+            self.transfer_s += victim.held * self.config.swap_s_per_block
         self.pool.free(victim)
         victim.computed = 0
         victim.preemptions += 1
@@ -321,8 +329,13 @@ class Scheduler:
         if budget <= 0 or self.num_waiting == 0 or len(self.running) >= self.config.max_num_seqs:
             return False
         seq = self._peek()
-        hit = self.pool.lookup(seq) if seq.computed == 0 else NO_HIT
-        return self._admission_chunk(seq, hit, budget) > 0
+        return self._admission_chunk(seq, self._resume_point(seq), budget) > 0
+
+    def _resume_point(self, seq: Sequence) -> Hit:
+        """Where a waiting request restarts: its swapped-out KV, else a prefix-cache hit."""
+        if seq.swapped:
+            return Hit((), None, 0, seq.swapped, 0)  # all its blocks come back fresh
+        return self.pool.lookup(seq)
 
     def _admission_chunk(self, seq: Sequence, hit: Hit, budget: int) -> int:
         """Tokens the head would be admitted with (0 = refused), checks only."""
@@ -346,12 +359,15 @@ class Scheduler:
         pool = self.pool
         while budget > 0 and self.num_waiting and len(self.running) < self.config.max_num_seqs:
             seq = self._peek()
-            fresh = seq.computed == 0
-            hit = pool.lookup(seq) if fresh else NO_HIT
+            fresh = not seq.swapped
+            hit = self._resume_point(seq)
             n = self._admission_chunk(seq, hit, budget)
             if n == 0:
                 break
             pool.allocate(seq, hit.tokens + n, hit)
+            if seq.swapped:
+                self.transfer_s += pool.layout.blocks(seq.swapped) * self.config.swap_s_per_block
+                seq.swapped = 0
             seq.computed = hit.tokens
             pool.cache(seq, hit.tokens + n)
             self._pop_waiting()
@@ -371,6 +387,11 @@ class Scheduler:
             plan.new_admissions += 1
             budget -= n
         return budget
+
+    def take_transfer_s(self) -> float:
+        """PCIe seconds of swap traffic since the last step (added to that step's time)."""
+        t, self.transfer_s = self.transfer_s, 0.0
+        return t
 
     # ------------------------------------------------------------------ update
     def cohort_step_done(self) -> list[Sequence]:

@@ -43,6 +43,7 @@ class Sequence:
     own: int = 0
     win: int = 0
     hashed: int = 0
+    swapped: int = 0  # tokens whose KV waits in host memory (swap preemption)
     status: str = "waiting"  # waiting | running | preempted | finished | rejected
     preemptions: int = 0
     cached_prompt_tokens: int = -1  # prefix hit at first admission (-1 = not admitted yet)
