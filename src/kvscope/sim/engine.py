@@ -19,8 +19,8 @@ from typing import Literal
 
 import numpy as np
 
+from kvscope.sim.allocator import BlockAllocator
 from kvscope.sim.cost import CostModel
-from kvscope.sim.kv_pool import BlockAllocator
 from kvscope.sim.scheduler import Scheduler, StepPlan
 from kvscope.sim.sequence import Sequence
 from kvscope.workload import Workload

@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 from kvscope.errors import KvscopeError
 from kvscope.sim.layout import KVLayout
@@ -391,35 +390,3 @@ class PagedPool:
         queued = self._anon + sum(1 if isinstance(e, Block) else e.size for e in self._lru.values())
         assert queued == self._free, (queued, self._free)
         assert 0 <= self._free <= self.capacity
-
-
-class BlockAllocator(Protocol):
-    """What the scheduler and engine need from a KV allocator (paged or contiguous)."""
-
-    capacity: int
-    block_size: int
-    layout: KVLayout
-    enable_caching: bool
-    counters: PoolCounters
-    held_total: int
-    held_full_total: int
-    supports_spans: bool
-
-    @property
-    def num_free(self) -> int: ...
-    @property
-    def used(self) -> int: ...
-    @property
-    def cached_free(self) -> int: ...
-    @property
-    def usage(self) -> float: ...
-    @property
-    def fragmentation(self) -> float: ...
-    def lookup(self, seq: Sequence) -> Hit: ...
-    def blocks_needed(self, seq: Sequence, slots: int, hit: Hit = ...) -> int: ...
-    def allocate(self, seq: Sequence, slots: int, hit: Hit = ...) -> bool: ...
-    def grow_private(self, seqs: Iterable[Sequence]) -> None: ...
-    def cache(self, seq: Sequence, num_tokens: int) -> None: ...
-    def free(self, seq: Sequence) -> None: ...
-    def take_overhead_s(self, now: float) -> float: ...
-    def check(self) -> None: ...

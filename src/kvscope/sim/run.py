@@ -14,9 +14,10 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from kvscope.errors import KvscopeError
+from kvscope.sim.allocator import BlockAllocator
 from kvscope.sim.cost import CostCoefficients, CostModel, HardwareTerms
 from kvscope.sim.engine import Engine, EngineStats, Mode, sequences_from
-from kvscope.sim.kv_pool import BlockAllocator, PagedPool
+from kvscope.sim.kv_pool import PagedPool
 from kvscope.sim.layout import KVLayout, layout_for
 from kvscope.sim.offload import CpuTier
 from kvscope.sim.outputs import requests_table, steps_table, summary_figures, write_run_dir

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kvscope.errors import KvscopeError
+from kvscope.sim.allocator import BlockAllocator
 from kvscope.sim.cohort import FINISH, GROW, DecodeCohort
-from kvscope.sim.kv_pool import BlockAllocator, Hit
+from kvscope.sim.kv_pool import Hit
 from kvscope.sim.sequence import Sequence
 
 Policy = Literal["fcfs", "priority"]
