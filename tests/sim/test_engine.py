@@ -117,3 +117,21 @@ def test_swap_preemption_keeps_computed_tokens_recompute_redoes_them() -> None:
             assert prefill == prompts  # KV came back from host memory, nothing recomputed
         else:
             assert prefill > prompts  # the preempted request's prompt and outputs again
+
+
+def test_priority_policy_admits_and_preempts_by_priority() -> None:
+    from kvscope.sim.engine import Engine, sequences_from
+    from kvscope.sim.kv_pool import PagedPool
+    from kvscope.sim.layout import KVLayout
+    from kvscope.sim.scheduler import Scheduler, SchedulerConfig
+    from tests.sim.helpers import toy_cost
+
+    w = workload([0.0, 0.0, 0.0], [64, 64, 64], [8, 8, 8])
+    seqs = sequences_from(w, 16)
+    for s, prio in zip(seqs, (5, 0, 3), strict=True):
+        s.priority = prio  # lower value = served first (vLLM's priority policy)
+    cfg = SchedulerConfig(max_num_seqs=1, max_model_len=4096, policy="priority")
+    eng = Engine(Scheduler(cfg, PagedPool(100, KVLayout(16))), toy_cost())
+    eng.run(seqs)
+    order = sorted(seqs, key=lambda s: s.finish_s)
+    assert [s.request_id for s in order] == ["r1", "r2", "r0"]
