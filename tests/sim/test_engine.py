@@ -120,11 +120,12 @@ def test_swap_preemption_keeps_computed_tokens_recompute_redoes_them() -> None:
 
 
 def test_priority_policy_admits_and_preempts_by_priority() -> None:
+    from tests.sim.helpers import toy_cost
+
     from kvscope.sim.engine import Engine, sequences_from
     from kvscope.sim.kv_pool import PagedPool
     from kvscope.sim.layout import KVLayout
     from kvscope.sim.scheduler import Scheduler, SchedulerConfig
-    from tests.sim.helpers import toy_cost
 
     w = workload([0.0, 0.0, 0.0], [64, 64, 64], [8, 8, 8])
     seqs = sequences_from(w, 16)
