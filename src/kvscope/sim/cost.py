@@ -10,12 +10,12 @@ GPU of one tensor-parallel replica, where for a batch of ``tokens`` new tokens a
 * flops = ``2 x active_params x tokens`` (matmuls) + ``4 x context x q_dim`` per layer
   (attention scores and values), over the TP ranks.
 
-The roofline form is the one the planner uses (HBM bandwidth bounds decode:
-SPEC.md "Field knowledge"); efficiencies default to llm-analysis' suggested inference
-priors (FLOP efficiency <= 0.7, memory ~0.9) scaled as AIConfigurator scales bandwidth
-(x0.8): shared/reference/sim_planning_anchors.md §4. The per-step overhead (scheduler,
-sampler, input preparation: Vidur's "CPU overheads", §1.3) defaults to 3 ms, a kvscope
-choice meant to be calibrated: :func:`kvscope.sim.calibrate.fit` fits all three from a
+The byte and FLOP terms and the default efficiencies are the planner's
+(:mod:`kvscope.plan.step_costs`, :class:`kvscope.plan.roofline.Efficiency`: HBM 0.8 after
+AIConfigurator, FLOPs 0.45 after BLIS), so ``kvscope plan`` and ``kvscope simulate`` agree
+on a step. The per-step overhead (scheduler, sampler, input preparation: Vidur's "CPU
+overheads", shared/reference/sim_planning_anchors.md §1.3) defaults to 3 ms, a kvscope
+choice meant to be calibrated: ``kvscope simulate --calibrate`` fits all three from a
 measured run. Everything is vectorised so a span of decode steps costs one numpy call.
 """
 
@@ -39,9 +39,9 @@ class CostCoefficients:
     """The three calibratable numbers of the step-time model."""
 
     overhead_s: float = 0.003
-    mfu: float = 0.56  # 0.7 FLOP efficiency x 0.8
-    mbu: float = 0.72  # 0.9 memory efficiency x 0.8
-    source: str = "defaults (llm-analysis priors x AIConfigurator 0.8 scale; 3 ms overhead)"
+    mfu: float = 0.45  # the planner's default (kvscope.plan.roofline.Efficiency.flops)
+    mbu: float = 0.8  # the planner's default (kvscope.plan.roofline.Efficiency.hbm)
+    source: str = "defaults (kvscope.plan.roofline.Efficiency; 3 ms per-step overhead)"
 
     def __post_init__(self) -> None:
         if not (0 < self.mfu <= 1 and 0 < self.mbu <= 1 and self.overhead_s >= 0):
@@ -95,25 +95,31 @@ class HardwareTerms:
     def from_specs(
         cls, model: Any, gpu: Any, *, tp: int = 1, kv_cache_dtype: str | None = None
     ) -> HardwareTerms:
-        """Figures from a :class:`ModelSpec` and a :class:`GPUSpec`."""
-        wb = model.weight_bytes
-        expert = float(wb.get("routed_experts", 0.0))
-        dense = float(model.total_weight_bytes) - expert
-        moe = model.moe_layer
-        attn = model.first_attention
-        q_dim = float(getattr(attn, "num_heads", 0) * getattr(attn, "head_dim", 0) or 0)
-        if q_dim <= 0:
-            q_dim = float(model.hidden_size)
+        """Figures from the planner's step costs (:mod:`kvscope.plan.step_costs`).
+
+        Weights and linear-layer FLOPs are the planner's (activated parameters, routed experts
+        sharded by TP, head on every rank); KV read bytes and attention FLOPs per context
+        token are the planner's per-sequence figures at a 4,096-token reference context,
+        applied linearly to the batch's total context (exact for full attention; windowed
+        and compressed caches make them an average).
+        """
+        from kvscope.plan.roofline import compute_flops_peak
+        from kvscope.plan.step_costs import attention_flops, kv_read_bytes, step_costs
+        from kvscope.specs.dtypes import resolve_kv_dtype
+
+        c = step_costs(model)
+        kv = resolve_kv_dtype(kv_cache_dtype, model.dtype)
+        ref = 4096
         return cls(
-            dense_weight_bytes=dense / tp,
-            expert_weight_bytes=expert / tp,
-            num_experts=moe.num_experts if moe else 0,
-            experts_per_token=moe.experts_per_token if moe else 0,
-            active_params=float(model.active_params),
-            kv_bytes_per_token=float(model.kv_bytes_per_token(kv_cache_dtype, tp)),
-            attn_flops_per_ctx_token=4.0 * q_dim * model.num_layers,
+            dense_weight_bytes=c.body_bytes / tp + c.replicated_bytes + c.head_bytes / tp,
+            expert_weight_bytes=c.num_experts * c.expert_bytes * c.moe_layers / tp,
+            num_experts=c.num_experts,
+            experts_per_token=c.experts_per_token,
+            active_params=(c.body_flops_per_token + c.head_flops_per_token) / 2.0,
+            kv_bytes_per_token=kv_read_bytes(model, ref, kv, tp) / ref,
+            attn_flops_per_ctx_token=attention_flops(model, ref) / ref,
             tp=tp,
-            peak_flops=float(gpu.flops(model.dtype)),
+            peak_flops=compute_flops_peak(c, gpu),
             hbm_bandwidth=float(gpu.hbm_bandwidth),
             pcie_bandwidth=float(gpu.pcie_bandwidth),
         )
