@@ -86,7 +86,15 @@ def simulate(
     tp: Annotated[int, typer.Option("--tensor-parallel-size", "--tp")] = 1,
     dtype: Annotated[str | None, typer.Option("--dtype")] = None,
     kv_cache_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype")] = None,
-    gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization")] = 0.9,
+    engine: Annotated[
+        str, typer.Option("--engine", help="vllm (v1 scheduler) or sglang (prefill-first).")
+    ] = "vllm",
+    gpu_memory_utilization: Annotated[
+        float | None, typer.Option("--gpu-memory-utilization", help="vLLM (default 0.9).")
+    ] = None,
+    mem_fraction_static: Annotated[
+        float | None, typer.Option("--mem-fraction-static", help="SGLang's KV memory share.")
+    ] = None,
     block_size: Annotated[int | None, typer.Option("--block-size")] = None,
     num_gpu_blocks: Annotated[
         int | None,
@@ -159,13 +167,17 @@ def simulate(
         raise KvscopeError(f"--preemption-mode must be recompute or swap, got '{preemption_mode}'.")
     if mode not in ("span", "step"):
         raise KvscopeError(f"--mode must be span or step, got '{mode}'.")
+    if engine not in ("vllm", "sglang"):
+        raise KvscopeError(f"--engine must be vllm or sglang, got '{engine}'.")
     cfg = SimConfig(
+        engine=engine,  # type: ignore[arg-type]
         model=model,
         gpu=gpu,
         tp=tp,
         dtype=dtype,
         kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization,
+        mem_fraction_static=mem_fraction_static,
         block_size=block_size,
         num_gpu_blocks_override=num_gpu_blocks,
         max_num_seqs=max_num_seqs,

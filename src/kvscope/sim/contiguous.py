@@ -182,7 +182,7 @@ class ContiguousPool:
         for seq in seqs:
             self.allocate(seq, seq.room + 1)
 
-    def free(self, seq: Sequence) -> None:
+    def free(self, seq: Sequence, keep_private: bool = True) -> None:
         length = self._unset(seq.index)
         self.held_total -= length
         self.held_full_total -= length

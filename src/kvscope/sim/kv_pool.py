@@ -353,12 +353,17 @@ class PagedPool:
         seq.hashed = full
 
     # ------------------------------------------------------------------ free
-    def free(self, seq: Sequence) -> None:
-        """Release every block of ``seq`` in reverse order (tail blocks evicted first)."""
+    def free(self, seq: Sequence, keep_private: bool = True) -> None:
+        """Release every block of ``seq`` in reverse order (tail blocks evicted first).
+
+        ``keep_private=False`` drops the request's private blocks from the cache instead of
+        keeping them reusable (SGLang's retraction releases KV without inserting it).
+        """
         n_sh = len(seq.shared)
         anon = seq.win
         if seq.own:
-            hashed_own = max(0, seq.hashed - n_sh) if self.enable_caching else 0
+            keep = self.enable_caching and keep_private
+            hashed_own = max(0, seq.hashed - n_sh) if keep else 0
             anon += seq.own - hashed_own
             if hashed_own:
                 run = OwnRun(seq.index, n_sh, n_sh + hashed_own - 1, self._next_run)

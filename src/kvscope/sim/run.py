@@ -32,12 +32,14 @@ Allocator = Literal["paged", "contiguous"]
 class SimConfig:
     """A deployment to simulate: model, GPU, parallelism and the engine flags."""
 
+    engine: Literal["vllm", "sglang"] = "vllm"
     model: str = "meta-llama/Llama-3.1-8B"
     gpu: str = "H100"
     tp: int = 1
     dtype: str | None = None
     kv_cache_dtype: str | None = None
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None  # vLLM's default 0.9 via the planner
+    mem_fraction_static: float | None = None  # SGLang's, default by GPU and TP
     block_size: int | None = None
     num_gpu_blocks_override: int | None = None
     max_num_seqs: int | None = None  # None: the engine's default, as the planner resolves it
@@ -110,7 +112,9 @@ def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict
         gpu,
         Parallelism(tp=cfg.tp),
         EngineConfig(
+            engine=cfg.engine,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
+            mem_fraction_static=cfg.mem_fraction_static,
             max_model_len=cfg.max_model_len,
             max_num_seqs=cfg.max_num_seqs,
             max_num_batched_tokens=cfg.max_num_batched_tokens,
@@ -151,7 +155,7 @@ def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict
         "window_blocks_per_request": layout.fixed_blocks_per_request,
         "block_bytes": plan.block_bytes,
         "kv_cache_gib": plan.kv_cache_gib,
-        "sized_by": "kvscope.plan.memory.plan_memory (vLLM " + plan.engine_version + ")"
+        "sized_by": f"kvscope.plan.memory.plan_memory ({cfg.engine} " + plan.engine_version + ")"
         if cfg.num_gpu_blocks_override is None
         else "--num-gpu-blocks-override",
         "max_model_len": plan.max_model_len,
@@ -196,7 +200,12 @@ def simulate(workload: Workload, cfg: SimConfig) -> SimResult:
         contiguous = ContiguousPool(pool.num_blocks, layout, policy)
         contiguous.max_len = max_len
         alloc = contiguous
-    sched = Scheduler(sched_cfg, alloc)
+    if cfg.engine == "sglang":
+        from kvscope.sim.sglang import SglangScheduler
+
+        sched: Scheduler = SglangScheduler(sched_cfg, alloc)
+    else:
+        sched = Scheduler(sched_cfg, alloc)
     seqs = sequences_from(workload, layout.block_size)
     engine = Engine(sched, cost, mode=cfg.mode, sample_interval_s=cfg.sample_interval_s)
     stats = engine.run(seqs)

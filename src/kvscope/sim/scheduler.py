@@ -99,6 +99,7 @@ class Scheduler:
         self._explicit: dict[int, Sequence] = {}  # running requests outside the cohort
         self._admits = 0
         self.transfer_s = 0.0  # swap traffic not yet charged to a step
+        self.use_cohort = True  # engines whose steps are not vLLM's turn it off
 
     # ------------------------------------------------------------------ queue
     @property
@@ -438,7 +439,7 @@ class Scheduler:
         if plan.cohort_tokens:
             done.extend(self.cohort_step_done())
         self._finish(done, t_end)
-        for seq in joins:
+        for seq in joins if self.use_cohort else ():
             if seq.computed == seq.num_tokens - 1:
                 del self._explicit[seq.admit_no]
                 cohort.join(seq)
