@@ -69,13 +69,14 @@ class SimConfig:
             name = "num_gpu_blocks_override"
         if name not in self.__dataclass_fields__:
             raise KvscopeError(f"--sweep: unknown flag '{flag}'.")
-        current = getattr(self, name)
-        kind = type(current) if current is not None else int
+        ann = str(self.__dataclass_fields__[name].type)
         try:
-            if kind is bool:
+            if ann.startswith("bool"):
                 v: Any = value.lower() in ("1", "true", "yes", "on")
-            elif kind in (int, float, str):
-                v = kind(value)
+            elif ann.startswith("float"):
+                v = float(value)
+            elif ann.startswith("int"):
+                v = int(value)
             else:
                 v = value
         except ValueError:
