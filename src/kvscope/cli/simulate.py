@@ -238,7 +238,7 @@ def simulate(
     for point, label in zip(points, labels, strict=True):
         if label:
             stderr.print(f"[dim]simulating {label} ...[/dim]")
-        res = _run_point(point, w)
+        res = _run_point(point, w, stderr)
         run_dir = None
         if out is not None:
             d = out / label.replace("/", "_") if label else out
@@ -250,10 +250,32 @@ def simulate(
     _print_table(results, bool(sweep), stdout)
 
 
-def _run_point(cfg: Any, w: Any) -> Any:
+def _run_point(cfg: Any, w: Any, console: Any) -> Any:
+    """One simulation with a progress bar on stderr, shown once the loop is under way."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
     from kvscope.sim import simulate as run_sim
 
-    return run_sim(w, cfg)
+    bar = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    task = bar.add_task("simulating", total=len(w))
+
+    def progress(done: int, total: int) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        bar.update(task, completed=done)
+
+    try:
+        return run_sim(w, cfg, progress)
+    finally:
+        if bar.live.is_started:
+            bar.stop()
 
 
 def _print_table(results: list[dict[str, Any]], sweep: bool, console: Any) -> None:

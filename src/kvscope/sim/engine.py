@@ -116,6 +116,7 @@ class Engine:
         mode: Mode = "span",
         sample_interval_s: float = 0.1,
         on_step: Callable[[StepPlan, float], None] | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.sched = scheduler
         self.pool: BlockAllocator = scheduler.pool
@@ -124,6 +125,7 @@ class Engine:
         self.spans = mode == "span" and self.pool.supports_spans
         self.sample_interval_s = sample_interval_s
         self.on_step = on_step
+        self.on_progress = on_progress  # (requests done, requests in all), now and then
         self.stats = EngineStats()
         self.t = 0.0
         self._next_sample = 0.0
@@ -138,7 +140,11 @@ class Engine:
         sched = self.sched
         n = len(seqs)
         i = 0
+        loops = 0
         while True:
+            loops += 1
+            if self.on_progress is not None and not loops & 8191:
+                self.on_progress(len(sched.finished), n)
             while i < n and seqs[i].arrival_s <= self.t:
                 sched.add(seqs[i])
                 i += 1

@@ -7,6 +7,7 @@ or given directly), the scheduler and the cost model, runs the engine and return
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -130,6 +131,11 @@ def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict
         if cfg.num_gpu_blocks_override is None
         else (cfg.num_gpu_blocks_override)
     )
+    if blocks < 2 and cfg.num_gpu_blocks_override is not None:
+        raise KvscopeError(
+            f"--num-gpu-blocks-override {blocks}: the KV pool needs at least 2 blocks "
+            "(vLLM keeps one as its null block)."
+        )
     if blocks < 2:
         raise KvscopeError(
             f"{model.name} on {cfg.tp}x {gpu.name} leaves {blocks} KV blocks "
@@ -166,8 +172,13 @@ def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict
     return pool, layout, terms, info
 
 
-def simulate(workload: Workload, cfg: SimConfig) -> SimResult:
-    """Replay ``workload`` through the configured engine."""
+def simulate(
+    workload: Workload,
+    cfg: SimConfig,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
+    """Replay ``workload`` through the configured engine (``progress(done, total)`` is
+    called now and then while it runs)."""
     pool, layout, terms, info = build_pool(cfg)
     max_len = int(info["max_model_len"])
     sched_cfg = SchedulerConfig(
@@ -208,7 +219,9 @@ def simulate(workload: Workload, cfg: SimConfig) -> SimResult:
     else:
         sched = Scheduler(sched_cfg, alloc)
     seqs = sequences_from(workload, layout.block_size)
-    engine = Engine(sched, cost, mode=cfg.mode, sample_interval_s=cfg.sample_interval_s)
+    engine = Engine(
+        sched, cost, mode=cfg.mode, sample_interval_s=cfg.sample_interval_s, on_progress=progress
+    )
     stats = engine.run(seqs)
     info.update(
         lookup_tokens=pool.counters.lookups_tokens,
