@@ -16,6 +16,13 @@ Follows ``vllm/v1/core/sched/scheduler.py::Scheduler.schedule`` of vLLM 0.33.0:
    samples one token; it finishes at ``max_tokens`` and frees its blocks in reverse order.
 
 Every allocation is checked with :meth:`PagedPool.blocks_needed` before anything changes.
+
+Speed without changing the outcome: decoding requests live in a decode cohort
+(:mod:`kvscope.sim.cohort`). When the cohort's decodes plus every other running request's
+tokens fit the budget and all the blocks they need are free, vLLM's loop would schedule
+everyone in full and preempt nobody, so that step is done in O(events); otherwise the cohort
+is dissolved and the loop above runs request by request. ``--preemption-mode swap`` (vLLM
+v0's other mode) keeps a preempted request's computed tokens in host memory instead.
 """
 
 from __future__ import annotations
