@@ -141,12 +141,14 @@ def _report_skips(spec: Any) -> None:
 
     n = spec.get("skipped_bad_rows", 0) if hasattr(spec, "get") else 0
     if n:
-        stderr.print(
-            f"[yellow]skipped {n} malformed row(s)[/]; first: {spec['skipped_examples'][0]}"
-        )
+        first = spec["skipped_examples"][0]
+        stderr.print(f"[yellow]skipped {n} malformed row(s)[/]; first: {first}", soft_wrap=True)
     failed = spec.get("failed_requests", 0) if hasattr(spec, "get") else 0
     if failed:
-        stderr.print(f"[yellow]{failed} failed request(s) (zero response tokens) kept apart[/]")
+        stderr.print(
+            f"[yellow]{failed} failed request(s) (zero response tokens) kept apart[/]",
+            soft_wrap=True,
+        )
 
 
 @app.command("stats")

@@ -41,7 +41,10 @@ class RowPolicy:
             else (f"{self.path}: {line}: {reason}")
         )
         if not self.skip_bad:
-            raise KvscopeError(where, hint="Fix the row or pass --skip-bad to skip and count it.")
+            raise KvscopeError(
+                where if where.endswith(".") else where + ".",
+                hint="Fix the row or pass --skip-bad to skip and count it.",
+            )
         self.skipped += 1
         if len(self.examples) < KEEP_EXAMPLES:
             self.examples.append(where)

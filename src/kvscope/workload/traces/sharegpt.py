@@ -90,12 +90,39 @@ def _rows(path: Path) -> list[tuple[int | str, Any]]:
     return out
 
 
+def _requests_of(row: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(prompt text, answer text or None) for each request the row stands for."""
+    if "prompt" in row:
+        if not isinstance(row["prompt"], str):
+            raise BadRow("field 'prompt' must be text")
+        answer = row.get("response", row.get("completion"))
+        return [(render("user", row["prompt"]), answer if isinstance(answer, str) else None)]
+    msgs = _messages(row)
+    if "conversations" in row:  # a whole conversation: one request per answered turn
+        out: list[tuple[str, str | None]] = []
+        prompt = ""
+        for role, content in msgs:
+            if role == "assistant":
+                if not prompt:
+                    raise BadRow("an assistant message comes before any prompt")
+                out.append((prompt, content))
+            prompt += render(role, content)
+        if msgs and msgs[-1][0] != "assistant":
+            out.append((prompt, None))
+        return out
+    # a chat log row is one request as sent; earlier messages are its history
+    if msgs and msgs[-1][0] == "assistant":
+        return [("".join(render(r, c) for r, c in msgs[:-1]), msgs[-1][1])]
+    return [("".join(render(r, c) for r, c in msgs), None)]
+
+
 def load_sharegpt(path: Path, *, skip_bad: bool = False) -> Workload:
     """Read a ShareGPT-style JSON/JSONL file or a chat/prompt log with text."""
     policy = RowPolicy(path, skip_bad)
     recs: list[tuple[float, int, int, str, str, int, str]] = []
     unanswered = 0
     timed = 0
+    turns_seen: dict[str, int] = {}
     for where, row in _rows(path):
         try:
             if isinstance(row, BadRow):
@@ -104,49 +131,29 @@ def load_sharegpt(path: Path, *, skip_bad: bool = False) -> Workload:
                 raise BadRow("a row must be a JSON object")
             t_raw = row.get("arrival_s", row.get("timestamp"))
             t = 0.0 if t_raw is None else as_float(t_raw, "timestamp")
-            timed += t_raw is not None
             sid = str(row.get("session_id", row.get("id", where)))
-            if "prompt" in row:
-                if not isinstance(row["prompt"], str):
-                    raise BadRow("field 'prompt' must be text")
-                msgs = [("user", row["prompt"])]
-                answer = row.get("response", row.get("completion"))
-                if isinstance(answer, str):
-                    msgs.append(("assistant", answer))
-            else:
-                msgs = _messages(row)
-            turn = 0
-            prompt = ""
-            for k, (role, content) in enumerate(msgs):
-                if role != "assistant":
-                    prompt += render(role, content)
-                    continue
-                if k == 0 or not prompt:
-                    raise BadRow("an assistant message comes before any prompt")
-                out = (
-                    as_int(row["output_tokens"], "output_tokens", 1)
-                    if ("output_tokens" in row and k == len(msgs) - 1)
-                    else estimate_tokens(content)
-                )
-                ptok = (
-                    as_int(row["prompt_tokens"], "prompt_tokens", 1)
-                    if ("prompt_tokens" in row and k == len(msgs) - 1)
-                    else estimate_tokens(prompt)
-                )
-                recs.append((t, ptok, out, prompt, sid, turn, f"{sid}.{turn}"))
-                turn += 1
-                prompt += render(role, content)
-            if msgs and msgs[-1][0] != "assistant":
-                if "output_tokens" in row:
+            reqs = _requests_of(row)
+            got: list[tuple[float, int, int, str, str, int, str]] = []
+            for k, (prompt, answer) in enumerate(reqs):
+                last = k == len(reqs) - 1
+                if not prompt:
+                    raise BadRow("a request with an empty prompt")
+                if last and "output_tokens" in row:
                     out = as_int(row["output_tokens"], "output_tokens", 1)
-                    ptok = (
-                        as_int(row["prompt_tokens"], "prompt_tokens", 1)
-                        if "prompt_tokens" in row
-                        else estimate_tokens(prompt)
-                    )
-                    recs.append((t, ptok, out, prompt, sid, turn, f"{sid}.{turn}"))
+                elif answer is not None:
+                    out = estimate_tokens(answer)
                 else:
                     unanswered += 1
+                    continue
+                if last and "prompt_tokens" in row:
+                    ptok = as_int(row["prompt_tokens"], "prompt_tokens", 1)
+                else:
+                    ptok = estimate_tokens(prompt)
+                turn = turns_seen.get(sid, 0) + len(got)
+                got.append((t, ptok, out, prompt, sid, turn, f"{sid}.{turn}"))
+            recs.extend(got)
+            turns_seen[sid] = turns_seen.get(sid, 0) + len(got)
+            timed += t_raw is not None
         except BadRow as err:
             policy.bad(where, str(err))
     spec: dict[str, Any] = {

@@ -40,6 +40,7 @@ class _Conv:
         self.path = path
         self.policy = policy
         self.rows: list[tuple[float, int, int, list[int], str, int, str]] = []
+        self.think_s: list[float] = []
 
     def walk(self, reqs: Any, t0: float, scope: str, session: str, where: str, local: bool) -> None:
         if not isinstance(reqs, list):
@@ -63,6 +64,8 @@ class _Conv:
                 if not isinstance(raw, list):
                     raise BadRow("field 'hash_ids' must be a list")
                 ids = [as_int(h, "hash_ids", 0) for h in raw]
+                if r.get("think_time") is not None:
+                    self.think_s.append(as_float(r["think_time"], "think_time"))
             except BadRow as err:
                 self.policy.bad(loc, str(err))
                 continue
@@ -80,6 +83,7 @@ def load_weka(path: Path, *, skip_bad: bool = False) -> Workload:
     block_size: int | None = None
     skipped = 0
     examples: list[str] = []
+    thinks: list[float] = []
     for f in files:
         policy = RowPolicy(f, skip_bad)
         try:
@@ -98,6 +102,7 @@ def load_weka(path: Path, *, skip_bad: bool = False) -> Workload:
         cid = str(doc.get("id", f.stem))
         conv.walk(doc["requests"], 0.0, cid, cid, "", doc.get("hash_id_scope", "local") == "local")
         all_rows.extend(conv.rows)
+        thinks.extend(conv.think_s)
         skipped += policy.skipped
         examples.extend(policy.examples)
     off = np.zeros(len(all_rows) + 1, dtype=np.int64)
@@ -109,6 +114,8 @@ def load_weka(path: Path, *, skip_bad: bool = False) -> Workload:
         "conversations": len(files),
         "hash_block_size": block_size,
         "skipped_bad_rows": skipped,
+        # arrivals already include the client's think time (t is absolute); kept for reference
+        "mean_think_time_s": sum(thinks) / len(thinks) if thinks else None,
     }
     if examples:
         spec["skipped_examples"] = examples[:5]
