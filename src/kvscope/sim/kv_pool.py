@@ -118,6 +118,7 @@ class PagedPool:
         self.held_full_total = 0  # the same, full-history group only
         self.counters = PoolCounters()
         self.cpu = cpu_tier if cpu_tier is not None and cpu_tier.capacity else None
+        self._version = 0  # bumped whenever a lookup could answer differently
 
     # ------------------------------------------------------------------ state
     @property
@@ -153,9 +154,22 @@ class PagedPool:
 
     # ------------------------------------------------------------------ lookup
     def lookup(self, seq: Sequence) -> Hit:
-        """Longest cached prefix of ``seq`` (full blocks, at most ``num_tokens - 1`` tokens)."""
+        """Longest cached prefix of ``seq`` (full blocks, at most ``num_tokens - 1`` tokens).
+
+        Memoised per request until the prefix cache changes (a key inserted or evicted, a
+        reference count moving): a refused queue head is looked up again every step.
+        """
         if not self.enable_caching:
             return NO_HIT
+        memo = seq.hit_memo
+        if memo is not None and memo[0] == self._version and memo[1] == seq.num_tokens:
+            hit: Hit = memo[2]
+            return hit
+        hit = self._lookup(seq)
+        seq.hit_memo = (self._version, seq.num_tokens, hit)
+        return hit
+
+    def _lookup(self, seq: Sequence) -> Hit:
         bs = self.block_size
         limit = (seq.num_tokens - 1) // bs
         blocks: list[Block] = []
@@ -265,6 +279,7 @@ class PagedPool:
         self.held_full_total += n
 
     def _touch(self, seq: Sequence, hit: Hit) -> None:
+        self._version += 1
         for blk in hit.blocks:
             if blk.ref_cnt == 0:
                 del self._lru[blk.block_id]
@@ -309,6 +324,7 @@ class PagedPool:
                 n -= 1
             else:
                 k = min(n, entry.size)
+                self._version += 1
                 if self.cpu is not None:
                     for j in range(entry.hi, entry.hi - k, -1):
                         self.cpu.store((-1 - entry.owner, j))
@@ -322,6 +338,7 @@ class PagedPool:
         key = blk.key
         if key is None:
             return
+        self._version += 1
         if self.cpu is not None:
             self.cpu.store(key)
         group = self._cache.get(key)
@@ -341,6 +358,8 @@ class PagedPool:
         if full <= seq.hashed:
             return
         top = min(full, len(seq.shared))
+        if top > seq.hashed:
+            self._version += 1
         for j in range(seq.hashed, top):
             blk = seq.shared[j]
             key = seq.block_key(j, self.block_size)
@@ -359,6 +378,7 @@ class PagedPool:
         ``keep_private=False`` drops the request's private blocks from the cache instead of
         keeping them reusable (SGLang's retraction releases KV without inserting it).
         """
+        self._version += 1
         n_sh = len(seq.shared)
         anon = seq.win
         if seq.own:

@@ -44,6 +44,7 @@ class Sequence:
     win: int = 0
     hashed: int = 0
     swapped: int = 0  # tokens whose KV waits in host memory (swap preemption)
+    hit_memo: Any = None  # (pool version, num_tokens, Hit) of the last prefix lookup
     status: str = "waiting"  # waiting | running | preempted | finished | rejected
     preemptions: int = 0
     cached_prompt_tokens: int = -1  # prefix hit at first admission (-1 = not admitted yet)
@@ -80,4 +81,4 @@ class Sequence:
         hashes have (``vllm/v1/core/kv_cache_utils.py::hash_block_tokens``).
         """
         end = (j + 1) * block_size
-        return int(self.trace_hashes[(end - 1) // self.hash_block_size]), end
+        return self.trace_hashes[(end - 1) // self.hash_block_size], end
