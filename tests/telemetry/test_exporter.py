@@ -87,7 +87,9 @@ def _free_port() -> int:
 def test_real_prometheus_scrapes_the_exporter(tmp_path: Path) -> None:
     prom = shutil.which("prometheus")
     if prom is None:
-        pytest.skip("prometheus binary absent (Debian package 'prometheus'; scripts/install_system_deps.sh)")
+        pytest.skip(
+            "prometheus binary absent (Debian package 'prometheus'; scripts/install_system_deps.sh)"
+        )
     board = LatestValues()
     board.update([Sample(0.0, "gpu:3", "gpu_memory_used_bytes", 12345678901.0)])
     exp = Exporter.start(board, port=0)

@@ -23,6 +23,7 @@ from kvscope.cli import (
     models,
     plan,
     report,
+    simulate,
     telemetry,
     watch,
     workload,
@@ -66,6 +67,7 @@ app.add_typer(dmon.app, name="dmon")
 app.add_typer(telemetry.app, name="telemetry")
 app.add_typer(alerts.app, name="alerts")
 app.add_typer(dashboards.app, name="dashboards")
+app.command("simulate")(simulate.simulate)
 
 
 def main(argv: list[str] | None = None) -> None:

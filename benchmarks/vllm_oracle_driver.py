@@ -1,0 +1,160 @@
+"""Drive vLLM's own v1 Scheduler on CPU with a request list; print one JSON line per step.
+
+Runs under a separate environment that has vLLM 0.33.0 (``--no-deps``) and CPU torch, as
+shared/reference/cpu_engines.md describes; ``benchmarks/sim_vs_vllm.py`` starts it. Input
+(stdin, JSON): the engine settings and the requests with their prompt token ids. The model
+"runs" by feeding back one sampled token per request whose computed tokens caught up with its
+tokens (none for a partial prefill chunk), exactly what a GPU worker reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("PYTHONHASHSEED", "0")
+
+
+def tiny_model_dir(max_len: int) -> str:
+    """A config-only Llama folder (no weights): vLLM needs a model config to build itself."""
+    d = Path(tempfile.mkdtemp(prefix="kvscope-oracle-"))
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "num_hidden_layers": 1,
+        "vocab_size": 32000,
+        "max_position_embeddings": max_len,
+        "rms_norm_eps": 1e-5,
+        "torch_dtype": "float16",
+    }
+    (d / "config.json").write_text(json.dumps(cfg))
+    return str(d)
+
+
+def main() -> None:
+    spec = json.load(sys.stdin)
+    import torch
+    from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from vllm.sampling_params import SamplingParams
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec,
+        KVCacheConfig,
+        KVCacheGroupSpec,
+    )
+    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.request import Request
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    bs = spec["block_size"]
+    max_len = spec["max_model_len"]
+    model_config = ModelConfig(
+        model=tiny_model_dir(max_len),
+        skip_tokenizer_init=True,
+        max_model_len=max_len,
+        dtype="float16",
+        seed=0,
+    )
+    sched_config = SchedulerConfig(
+        max_num_seqs=spec["max_num_seqs"],
+        max_num_batched_tokens=spec["max_num_batched_tokens"],
+        max_model_len=max_len,
+        enable_chunked_prefill=True,
+        is_encoder_decoder=False,
+    )
+    cache_config = CacheConfig(
+        block_size=bs,
+        gpu_memory_utilization=0.9,
+        cache_dtype="auto",
+        enable_prefix_caching=spec["enable_prefix_caching"],
+    )
+    vllm_config = VllmConfig(
+        model_config=model_config, cache_config=cache_config, scheduler_config=sched_config
+    )
+    kv_config = KVCacheConfig(
+        num_blocks=spec["num_blocks"],
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                ["layer0"],
+                FullAttentionSpec(block_size=bs, num_kv_heads=1, head_size=16, dtype=torch.float16),
+            )
+        ],
+    )
+    cache_config.num_gpu_blocks = spec["num_blocks"]
+    sched = Scheduler(
+        vllm_config=vllm_config,
+        kv_cache_config=kv_config,
+        structured_output_manager=StructuredOutputManager(vllm_config),
+        block_size=bs,
+        log_stats=False,
+    )
+    init_none_hash(sha256)
+    hasher = get_request_block_hasher(bs, sha256)
+    pending = sorted(spec["requests"], key=lambda r: r["arrival_step"])
+    nxt = 0
+    step = 0
+    while nxt < len(pending) or sched.has_requests():
+        while nxt < len(pending) and pending[nxt]["arrival_step"] <= step:
+            r = pending[nxt]
+            sp = SamplingParams(max_tokens=r["max_tokens"], ignore_eos=True)
+            sched.add_request(
+                Request(
+                    r["id"], r["tokens"], sp, None, arrival_time=float(nxt), block_hasher=hasher
+                )
+            )
+            nxt += 1
+        before = {r.request_id for r in sched.running}
+        out = sched.schedule()
+        admitted = {
+            rid: sched.requests[rid].num_computed_tokens - n
+            for rid, n in out.num_scheduled_tokens.items()
+            if rid not in before
+        }
+        sampled: dict[str, list[int]] = {}
+        for rid in out.num_scheduled_tokens:
+            req = sched.requests[rid]
+            # computed tokens were advanced at schedule time; a token is sampled once caught up
+            caught_up = req.num_computed_tokens >= req.num_tokens
+            sampled[rid] = [1000 + req.num_output_tokens] if caught_up else []
+        ids = list(out.num_scheduled_tokens)
+        mro = ModelRunnerOutput(
+            req_ids=ids,
+            req_id_to_index={r: i for i, r in enumerate(ids)},
+            sampled_token_ids=[sampled[r] for r in ids],
+        )
+        outputs = sched.update_from_output(out, mro)
+        finished = []
+        for eco in outputs.values():
+            for o in eco.outputs:
+                if o.finish_reason is not None:
+                    finished.append(o.request_id)
+        pool = sched.kv_cache_manager.block_pool
+        row = {
+            "step": step,
+            "scheduled": dict(out.num_scheduled_tokens),
+            "used_blocks": pool.num_gpu_blocks - 1 - pool.get_num_free_blocks(),
+            "preempted": sorted(out.preempted_req_ids or []),
+            "finished": finished,
+            "admitted": admitted,
+            "running": len(sched.running),
+            "waiting": len(sched.waiting),
+        }
+        print(json.dumps(row), flush=True)
+        step += 1
+        if step > spec.get("max_steps", 1_000_000):
+            break
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,303 @@
+"""``kvscope simulate``: replay a workload through a simulated paged-KV serving engine.
+
+Flags mirror vLLM's (``--block-size``, ``--max-num-seqs``, ``--num-gpu-blocks-override``,
+...); the workload flags are the shared ones from :mod:`kvscope.cli.workload`.
+``--sweep FLAG=V1,V2`` (repeatable) runs the cartesian product, one run directory per point,
+and prints a comparison table. Library code lives in :mod:`kvscope.sim`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kvscope.cli.workload import (
+    ArrivalOpt,
+    DurationOpt,
+    FormatOpt,
+    JsonOpt,
+    NumRequestsOpt,
+    OutputLenOpt,
+    PromptLenOpt,
+    SeedOpt,
+    SpeedupOpt,
+    WorkloadOpt,
+)
+from kvscope.errors import KvscopeError
+
+#: Figures shown in the human table and the sweep comparison.
+HEADLINE = (
+    ("completed", "done", "{:,}"),
+    ("rejected", "rejected", "{:,}"),
+    ("ttft_p50_s", "TTFT p50 s", "{:.3f}"),
+    ("ttft_p99_s", "TTFT p99 s", "{:.3f}"),
+    ("tpot_p50_s", "TPOT p50 s", "{:.4f}"),
+    ("tpot_p99_s", "TPOT p99 s", "{:.4f}"),
+    ("output_token_throughput_per_s", "out tok/s", "{:,.0f}"),
+    ("kv_usage_peak_frac", "KV peak", "{:.1%}"),
+    ("kv_usage_mean_frac", "KV mean", "{:.1%}"),
+    ("preemptions", "preempt", "{:,}"),
+    ("prefix_hit_rate", "prefix hit", "{:.1%}"),
+    ("internal_waste_tokens_mean", "waste tok", "{:,.0f}"),
+    ("wall_s", "wall s", "{:.2f}"),
+)
+#: The narrower set a sweep table shows (one row per point): key, short title, format.
+SWEEP_COLUMNS = (
+    ("ttft_p99_s", "TTFT99 s", "{:.3g}"),
+    ("tpot_p50_s", "TPOT50 s", "{:.3g}"),
+    ("output_token_throughput_per_s", "tok/s", "{:,.0f}"),
+    ("kv_usage_peak_frac", "KV peak", "{:.1%}"),
+    ("preemptions", "preempt", "{:,}"),
+    ("prefix_hit_rate", "hit", "{:.0%}"),
+    ("internal_waste_tokens_mean", "waste", "{:,.0f}"),
+)
+
+
+def _fmt(fmt: str, v: Any) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    try:
+        return fmt.format(v)
+    except (ValueError, TypeError):
+        return str(v)
+
+
+def _parse_sweeps(sweeps: list[str]) -> list[tuple[str, list[str]]]:
+    out = []
+    for item in sweeps:
+        flag, sep, values = item.partition("=")
+        vals = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not flag.strip() or not vals:
+            raise KvscopeError(
+                f"--sweep '{item}': expected FLAG=V1,V2,... (e.g. block-size=16,32)."
+            )
+        out.append((flag.strip(), vals))
+    return out
+
+
+def simulate(
+    model: Annotated[str, typer.Option("--model", help="Preset id/alias or config.json.")] = (
+        "meta-llama/Llama-3.1-8B"
+    ),
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU name (see `kvscope gpus`).")] = "H100",
+    tp: Annotated[int, typer.Option("--tensor-parallel-size", "--tp")] = 1,
+    dtype: Annotated[str | None, typer.Option("--dtype")] = None,
+    kv_cache_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype")] = None,
+    engine: Annotated[
+        str, typer.Option("--engine", help="vllm (v1 scheduler) or sglang (prefill-first).")
+    ] = "vllm",
+    gpu_memory_utilization: Annotated[
+        float | None, typer.Option("--gpu-memory-utilization", help="vLLM (default 0.9).")
+    ] = None,
+    mem_fraction_static: Annotated[
+        float | None, typer.Option("--mem-fraction-static", help="SGLang's KV memory share.")
+    ] = None,
+    block_size: Annotated[int | None, typer.Option("--block-size")] = None,
+    num_gpu_blocks: Annotated[
+        int | None,
+        typer.Option(
+            "--num-gpu-blocks-override",
+            "--num-gpu-blocks",
+            help="KV pool size in blocks (vLLM's --num-gpu-blocks-override).",
+        ),
+    ] = None,
+    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens")] = None,
+    max_model_len: Annotated[int | None, typer.Option("--max-model-len")] = None,
+    prefix_caching: Annotated[
+        bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching")
+    ] = True,
+    chunked_prefill: Annotated[
+        bool, typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill")
+    ] = True,
+    cpu_offload_gib: Annotated[
+        float,
+        typer.Option("--cpu-offload-gib", help="Host-memory KV tier for evicted blocks (GiB)."),
+    ] = 0.0,
+    policy: Annotated[str, typer.Option("--scheduling-policy", help="fcfs or priority.")] = (
+        "fcfs"
+    ),
+    preemption_mode: Annotated[
+        str, typer.Option("--preemption-mode", help="recompute (vLLM v1) or swap (vLLM v0).")
+    ] = "recompute",
+    allocator: Annotated[str, typer.Option("--allocator", help="paged or contiguous.")] = ("paged"),
+    mode: Annotated[
+        str, typer.Option("--mode", help="span (fast) or step (one engine step at a time).")
+    ] = "span",
+    resolution: Annotated[
+        float, typer.Option("--step-resolution-s", help="steps.parquet sample interval (s).")
+    ] = 0.1,
+    cost_file: Annotated[
+        Path | None, typer.Option("--cost", help="Cost coefficients JSON (from --calibrate).")
+    ] = None,
+    calibrate: Annotated[
+        Path | None,
+        typer.Option("--calibrate", help="Fit cost coefficients from a bench run directory."),
+    ] = None,
+    slo_ttft: Annotated[float | None, typer.Option("--slo-ttft-s")] = None,
+    slo_tpot: Annotated[float | None, typer.Option("--slo-tpot-s")] = None,
+    sweep: Annotated[
+        list[str] | None, typer.Option("--sweep", help="FLAG=V1,V2 (repeatable).")
+    ] = None,
+    workload: WorkloadOpt = None,
+    arrival: ArrivalOpt = None,
+    prompt_len: PromptLenOpt = None,
+    output_len: OutputLenOpt = None,
+    duration: DurationOpt = None,
+    num_requests: NumRequestsOpt = None,
+    speedup: SpeedupOpt = None,
+    seed: SeedOpt = None,
+    fmt: FormatOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Run directory to write.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Replay a workload through a simulated vLLM-like engine: KV usage, preemptions, latency."""
+    from kvscope.cli.output import print_json, stderr, stdout
+    from kvscope.sim import SimConfig
+    from kvscope.workload import build_workload
+
+    if policy not in ("fcfs", "priority"):
+        raise KvscopeError(f"--scheduling-policy must be fcfs or priority, got '{policy}'.")
+    if allocator not in ("paged", "contiguous"):
+        raise KvscopeError(f"--allocator must be paged or contiguous, got '{allocator}'.")
+    if preemption_mode not in ("recompute", "swap"):
+        raise KvscopeError(f"--preemption-mode must be recompute or swap, got '{preemption_mode}'.")
+    if mode not in ("span", "step"):
+        raise KvscopeError(f"--mode must be span or step, got '{mode}'.")
+    if engine not in ("vllm", "sglang"):
+        raise KvscopeError(f"--engine must be vllm or sglang, got '{engine}'.")
+    cfg = SimConfig(
+        engine=engine,  # type: ignore[arg-type]
+        model=model,
+        gpu=gpu,
+        tp=tp,
+        dtype=dtype,
+        kv_cache_dtype=kv_cache_dtype,
+        gpu_memory_utilization=gpu_memory_utilization,
+        mem_fraction_static=mem_fraction_static,
+        block_size=block_size,
+        num_gpu_blocks_override=num_gpu_blocks,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_model_len=max_model_len,
+        enable_prefix_caching=prefix_caching,
+        enable_chunked_prefill=chunked_prefill,
+        cpu_offload_gib=cpu_offload_gib,
+        scheduling_policy=policy,  # type: ignore[arg-type]
+        preemption_mode=preemption_mode,  # type: ignore[arg-type]
+        allocator=allocator,  # type: ignore[arg-type]
+        mode=mode,  # type: ignore[arg-type]
+        sample_interval_s=resolution,
+        cost_file=str(cost_file) if cost_file else None,
+        slo_ttft_s=slo_ttft,
+        slo_tpot_s=slo_tpot,
+    )
+    if calibrate is not None:
+        from kvscope.sim.calibrate import calibrate_run_dir
+
+        fit = calibrate_run_dir(calibrate, cfg)
+        path = fit.coefficients.save(out or calibrate / "cost.json")
+        result = {"coefficients": fit.coefficients, "fit": fit.report, "out": str(path)}
+        if json_out:
+            print_json(result)
+        else:
+            c = fit.coefficients
+            stdout.print(
+                f"fitted overhead {c.overhead_s * 1e3:.2f} ms, MFU {c.mfu:.2f}, "
+                f"MBU {c.mbu:.2f} from {fit.report['requests_used']} requests "
+                f"(TPOT error {fit.report['tpot_mape']:.1%}); wrote {path}"
+            )
+        return
+    w = build_workload(
+        workload,
+        arrival,
+        prompt_len,
+        output_len,
+        duration,
+        num_requests,
+        speedup,
+        seed,
+        max_model_len,
+        fmt=fmt,
+    )
+    points = [cfg]
+    labels = [""]
+    if sweep:
+        axes = _parse_sweeps(sweep)
+        points, labels = [], []
+        for combo in itertools.product(*[[(f, v) for v in vals] for f, vals in axes]):
+            point_cfg = cfg
+            for flag, value in combo:
+                point_cfg = point_cfg.with_flag(flag, value)
+            points.append(point_cfg)
+            labels.append(",".join(f"{f.lstrip('-')}={v}" for f, v in combo))
+    results = []
+    for point, label in zip(points, labels, strict=True):
+        if label:
+            stderr.print(f"[dim]simulating {label} ...[/dim]")
+        res = _run_point(point, w, stderr)
+        run_dir = None
+        if out is not None:
+            d = out / label.replace("/", "_") if label else out
+            run_dir = str(res.write(d, dict(w.spec)))
+        results.append({"point": label or None, "run_dir": run_dir, **res.figures})
+    if json_out:
+        print_json(results if sweep else results[0])
+        return
+    _print_table(results, bool(sweep), stdout)
+
+
+def _run_point(cfg: Any, w: Any, console: Any) -> Any:
+    """One simulation with a progress bar on stderr, shown once the loop is under way."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from kvscope.sim import simulate as run_sim
+
+    bar = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    task = bar.add_task("simulating", total=len(w))
+
+    def progress(done: int, total: int) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        bar.update(task, completed=done)
+
+    try:
+        return run_sim(w, cfg, progress)
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+
+
+def _print_table(results: list[dict[str, Any]], sweep: bool, console: Any) -> None:
+    from rich.table import Table
+
+    if sweep:
+        cols = SWEEP_COLUMNS
+        table = Table(title="kvscope simulate: sweep")
+        table.add_column("point", no_wrap=True)
+        for _key, title, _f in cols:
+            table.add_column(title, justify="right", no_wrap=True)
+        for r in results:
+            table.add_row(r["point"], *[_fmt(f, r.get(k)) for k, _t, f in cols])
+    else:
+        r = results[0]
+        table = Table(title="kvscope simulate", show_header=False)
+        table.add_column("figure")
+        table.add_column("value", justify="right")
+        for key, title, f in HEADLINE:
+            table.add_row(title, _fmt(f, r.get(key)))
+        table.add_row("requests", _fmt("{:,}", r.get("requests")))
+        table.add_row("simulated s", _fmt("{:,.1f}", r.get("sim_end_s")))
+        if r.get("run_dir"):
+            table.add_row("run dir", r["run_dir"])
+    console.print(table)

@@ -1,0 +1,146 @@
+"""How one request's tokens map onto KV blocks, and how many blocks the GPU pool holds.
+
+A :class:`KVLayout` is the simulator's view of vLLM's KV-cache groups: one *full-history*
+group (the blocks that grow with context and that prefix caching shares, ``block_size``
+tokens each) plus zero or more *window* groups that draw from the same pool but keep only
+a bounded tail of the context (sliding-window attention, DeepSeek V4's SWA caches and
+compressor states). All groups draw one-block units from one pool, as vLLM's hybrid
+allocator does (``vllm/v1/core/kv_cache_coordinator.py``).
+
+Window groups are held at their per-request bound once full: ``cdiv(window - 1, b) + 1``
+blocks of ``b`` tokens, the figure vLLM's startup sizer reserves
+(``SlidingWindowSpec.max_memory_usage_bytes``) and that live V4 snapshots show (26 blocks
+per request besides ``ceil(L/256)``: shared/reference/deepseek_v4_memory.md §4.4). vLLM's
+own per-step count oscillates by one block below that bound while decoding.
+
+The pool's size (blocks, block size, bytes per block) comes from the planner,
+:func:`kvscope.plan.memory.plan_memory`, exactly as ``kvscope plan`` reports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvscope.errors import KvscopeError
+
+#: vLLM's default block size (``CacheConfig.DEFAULT_BLOCK_SIZE``, vllm/config/cache.py).
+DEFAULT_BLOCK_SIZE = 16
+#: DeepSeek V4 cache block size (the sparse-SWA backend's preferred block size, tokens):
+#: shared/reference/deepseek_v4_memory.md §4.1.
+V4_BLOCK_SIZE = 256
+
+
+@dataclass(frozen=True)
+class WindowGroup:
+    """A KV-cache group that keeps only the last ``window_tokens`` tokens.
+
+    ``block_tokens``: tokens per block of this group (64 for V4 SWA, 4/8 for its C4/C128
+    compressor states, whose rows are one per token before compression).
+    """
+
+    name: str
+    block_tokens: int
+    window_tokens: int
+
+    @property
+    def cap_blocks(self) -> int:
+        """Blocks one request holds in this group once its window is full."""
+        return -(-(self.window_tokens - 1) // self.block_tokens) + 1
+
+    def blocks(self, slots: int) -> int:
+        """Blocks held by a request with ``slots`` token slots allocated."""
+        return min(-(-slots // self.block_tokens), self.cap_blocks)
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """Block size of the full-history group plus the window groups beside it."""
+
+    block_size: int = DEFAULT_BLOCK_SIZE
+    windows: tuple[WindowGroup, ...] = ()
+    name: str = "full"
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1:
+            raise KvscopeError(f"--block-size must be >= 1, got {self.block_size}.")
+        # (block tokens, cap) pairs, precomputed: these are on the simulator's hot path
+        object.__setattr__(
+            self, "_wins", tuple((w.block_tokens, w.cap_blocks) for w in self.windows)
+        )
+
+    def full_blocks(self, slots: int) -> int:
+        return -(-slots // self.block_size)
+
+    def blocks(self, slots: int) -> int:
+        """All blocks (every group) a request with ``slots`` token slots holds."""
+        n = -(-slots // self.block_size)
+        for b, cap in self._wins:  # type: ignore[attr-defined]
+            m = -(-slots // b)
+            n += m if m < cap else cap
+        return n
+
+    def window_blocks(self, slots: int) -> int:
+        n = 0
+        for b, cap in self._wins:  # type: ignore[attr-defined]
+            m = -(-slots // b)
+            n += m if m < cap else cap
+        return n
+
+    def next_growth(self, slots: int) -> int:
+        """Smallest slot count above ``slots`` at which :meth:`blocks` increases."""
+        nxt = -(-slots // self.block_size) * self.block_size + 1
+        for b, cap in self._wins:  # type: ignore[attr-defined]
+            held = -(-slots // b)
+            if held < cap and held * b + 1 < nxt:
+                nxt = held * b + 1
+        return nxt
+
+    @property
+    def fixed_blocks_per_request(self) -> int:
+        """Window blocks a long request holds (26 for DeepSeek V4)."""
+        return sum(w.cap_blocks for w in self.windows)
+
+
+def deepseek_v4_layout() -> KVLayout:
+    """DeepSeek V4 in vLLM: one 256-token MLA group plus SWA and compressor-state groups.
+
+    From shared/reference/deepseek_v4_memory.md §4.1/§4.4: two SWA groups (window 128 over
+    64-token blocks), C4 compressor state (window 8 over 4-row blocks) and C128 state
+    (window 128 over 8-row blocks): 2x3 + 3 + 17 = 26 blocks per request.
+    """
+    return KVLayout(
+        block_size=V4_BLOCK_SIZE,
+        windows=(
+            WindowGroup("swa_main", 64, 128),
+            WindowGroup("swa_indexer", 64, 128),
+            WindowGroup("c4_state", 4, 8),
+            WindowGroup("c128_state", 8, 128),
+        ),
+        name="deepseek_v4",
+    )
+
+
+def layout_for(model: object, block_size: int | None = None) -> KVLayout:
+    """The block layout vLLM uses for ``model`` (a :class:`kvscope.specs.model.ModelSpec`)."""
+    from kvscope.specs.model import ModelSpec
+
+    assert isinstance(model, ModelSpec)
+    kinds = model.attention_kinds
+    if any(k.startswith("dsv4") for k in kinds):
+        if block_size not in (None, V4_BLOCK_SIZE):
+            raise KvscopeError(
+                f"DeepSeek V4 runs with --block-size {V4_BLOCK_SIZE} in vLLM "
+                f"(sparse-SWA backend), got {block_size}."
+            )
+        return deepseek_v4_layout()
+    bs = block_size or DEFAULT_BLOCK_SIZE
+    windows: list[WindowGroup] = []
+    for g in model.kv_groups():
+        for c in g.caches:
+            if c.window_tokens is not None and c.entry_bytes > 0:
+                windows.append(WindowGroup(f"{g.kind}_{c.name}", bs, c.window_tokens))
+                break
+    # One pool unit per group with the same page size: several sliding groups with the same
+    # window merge into one in vLLM's hybrid grouping; keep one per distinct window.
+    uniq = {(w.block_tokens, w.window_tokens): w for w in windows}
+    return KVLayout(block_size=bs, windows=tuple(uniq.values()), name="hybrid" if uniq else "full")

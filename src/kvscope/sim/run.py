@@ -1,0 +1,241 @@
+"""The public entry point: configure a deployment, replay a workload, get the figures.
+
+``simulate(workload, SimConfig(...))`` builds the KV pool (sized from model, GPU and flags,
+or given directly), the scheduler and the cost model, runs the engine and returns a
+:class:`SimResult`; :meth:`SimResult.write` writes the run directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from kvscope.errors import KvscopeError
+from kvscope.sim.allocator import BlockAllocator
+from kvscope.sim.cost import CostCoefficients, CostModel, HardwareTerms
+from kvscope.sim.engine import Engine, EngineStats, Mode, sequences_from
+from kvscope.sim.kv_pool import PagedPool
+from kvscope.sim.layout import KVLayout, layout_for
+from kvscope.sim.offload import CpuTier
+from kvscope.sim.outputs import requests_table, steps_table, summary_figures, write_run_dir
+from kvscope.sim.scheduler import Policy, Scheduler, SchedulerConfig
+from kvscope.sim.sequence import Sequence
+from kvscope.workload import Workload
+
+Allocator = Literal["paged", "contiguous"]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """A deployment to simulate: model, GPU, parallelism and the engine flags."""
+
+    engine: Literal["vllm", "sglang"] = "vllm"
+    model: str = "meta-llama/Llama-3.1-8B"
+    gpu: str = "H100"
+    tp: int = 1
+    dtype: str | None = None
+    kv_cache_dtype: str | None = None
+    gpu_memory_utilization: float | None = None  # vLLM's default 0.9 via the planner
+    mem_fraction_static: float | None = None  # SGLang's, default by GPU and TP
+    block_size: int | None = None
+    num_gpu_blocks_override: int | None = None
+    max_num_seqs: int | None = None  # None: the engine's default, as the planner resolves it
+    max_num_batched_tokens: int | None = None
+    max_model_len: int | None = None
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    cpu_offload_gib: float = 0.0
+    scheduling_policy: Policy = "fcfs"
+    preemption_mode: Literal["recompute", "swap"] = "recompute"
+    allocator: Allocator = "paged"
+    contiguous_growth: Literal["reserve-max", "grow"] = "grow"
+    contiguous_fit: Literal["first", "best"] = "first"
+    compaction: Literal["immediate", "lazy", "none"] = "immediate"
+    compaction_interval_s: float = 1.0
+    compaction_batch: int = 16
+    mode: Mode = "span"
+    sample_interval_s: float = 0.1
+    cost_file: str | None = None
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+
+    def with_flag(self, flag: str, value: str) -> SimConfig:
+        """A copy with one ``--flag`` (as typed on the command line) set; used by sweeps."""
+        name = flag.lstrip("-").replace("-", "_")
+        if name == "num_gpu_blocks":
+            name = "num_gpu_blocks_override"
+        if name not in self.__dataclass_fields__:
+            raise KvscopeError(f"--sweep: unknown flag '{flag}'.")
+        ann = str(self.__dataclass_fields__[name].type)
+        try:
+            if ann.startswith("bool"):
+                v: Any = value.lower() in ("1", "true", "yes", "on")
+            elif ann.startswith("float"):
+                v = float(value)
+            elif ann.startswith("int"):
+                v = int(value)
+            else:
+                v = value
+        except ValueError:
+            raise KvscopeError(f"--sweep {flag}: '{value}' is not a valid value.") from None
+        return replace(self, **{name: v})
+
+
+@dataclass
+class SimResult:
+    config: SimConfig
+    seqs: list[Sequence]
+    stats: EngineStats
+    pool_info: dict[str, Any]
+    requests: pa.Table
+    steps: pa.Table
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, out: str | Path, workload_spec: dict[str, Any] | None = None) -> Path:
+        cfg = {**asdict(self.config), "pool": self.pool_info, "workload": workload_spec or {}}
+        return write_run_dir(out, cfg, self.requests, self.steps, self.figures)
+
+
+def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict[str, Any]]:
+    """The KV pool a deployment gets (sized by the planner), its layout, cost-model terms."""
+    from kvscope.plan.config import EngineConfig, Parallelism
+    from kvscope.plan.memory import plan_memory
+    from kvscope.specs.hardware import get_gpu
+    from kvscope.specs.registry import load_model
+
+    model = load_model(cfg.model, dtype=cfg.dtype)
+    gpu = get_gpu(cfg.gpu)
+    plan = plan_memory(
+        model,
+        gpu,
+        Parallelism(tp=cfg.tp),
+        EngineConfig(
+            engine=cfg.engine,
+            gpu_memory_utilization=cfg.gpu_memory_utilization,
+            mem_fraction_static=cfg.mem_fraction_static,
+            max_model_len=cfg.max_model_len,
+            max_num_seqs=cfg.max_num_seqs,
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
+            block_size=cfg.block_size,
+            kv_cache_dtype=cfg.kv_cache_dtype,
+            enable_prefix_caching=cfg.enable_prefix_caching,
+        ),
+    )
+    layout = layout_for(model, plan.block_size)
+    blocks = (
+        plan.num_gpu_blocks
+        if cfg.num_gpu_blocks_override is None
+        else (cfg.num_gpu_blocks_override)
+    )
+    if blocks < 2 and cfg.num_gpu_blocks_override is not None:
+        raise KvscopeError(
+            f"--num-gpu-blocks-override {blocks}: the KV pool needs at least 2 blocks "
+            "(vLLM keeps one as its null block)."
+        )
+    if blocks < 2:
+        raise KvscopeError(
+            f"{model.name} on {cfg.tp}x {gpu.name} leaves {blocks} KV blocks "
+            f"({plan.kv_cache_gib:.1f} GiB for KV); nothing can run."
+            + (f" {plan.problem}" if plan.problem else ""),
+            hint="use more GPUs (--tp), a higher --gpu-memory-utilization, or "
+            "--num-gpu-blocks-override.",
+        )
+    tier = None
+    if cfg.cpu_offload_gib:
+        if cfg.cpu_offload_gib < 0:
+            raise KvscopeError(f"--cpu-offload-gib must be >= 0, got {cfg.cpu_offload_gib}.")
+        if not cfg.enable_prefix_caching:
+            raise KvscopeError("--cpu-offload-gib needs prefix caching (it keeps cached blocks).")
+        cap = int(cfg.cpu_offload_gib * (1 << 30) // plan.block_bytes)
+        tier = CpuTier(cap, float(plan.block_bytes), gpu.pcie_bandwidth)
+    pool = PagedPool(blocks, layout, enable_caching=cfg.enable_prefix_caching, cpu_tier=tier)
+    terms = HardwareTerms.from_specs(model, gpu, tp=cfg.tp, kv_cache_dtype=cfg.kv_cache_dtype)
+    info = {
+        "num_gpu_blocks": blocks,
+        "capacity": pool.capacity,
+        "block_size": layout.block_size,
+        "layout": layout.name,
+        "window_blocks_per_request": layout.fixed_blocks_per_request,
+        "block_bytes": plan.block_bytes,
+        "kv_cache_gib": plan.kv_cache_gib,
+        "sized_by": f"kvscope.plan.memory.plan_memory ({cfg.engine} " + plan.engine_version + ")"
+        if cfg.num_gpu_blocks_override is None
+        else "--num-gpu-blocks-override",
+        "max_model_len": plan.max_model_len,
+        "max_num_seqs": plan.max_num_seqs,
+        "max_num_batched_tokens": plan.max_num_batched_tokens,
+    }
+    return pool, layout, terms, info
+
+
+def simulate(
+    workload: Workload,
+    cfg: SimConfig,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
+    """Replay ``workload`` through the configured engine (``progress(done, total)`` is
+    called now and then while it runs)."""
+    pool, layout, terms, info = build_pool(cfg)
+    max_len = int(info["max_model_len"])
+    sched_cfg = SchedulerConfig(
+        max_num_seqs=int(info["max_num_seqs"]),
+        max_num_batched_tokens=int(info["max_num_batched_tokens"]),
+        max_model_len=max_len,
+        enable_chunked_prefill=cfg.enable_chunked_prefill,
+        policy=cfg.scheduling_policy,
+        preemption_mode=cfg.preemption_mode,
+        swap_s_per_block=float(info["block_bytes"]) / terms.pcie_bandwidth,
+    )
+    coef = CostCoefficients.load(cfg.cost_file) if cfg.cost_file else CostCoefficients()
+    cost = CostModel(terms, coef)
+    alloc: BlockAllocator = pool
+    if cfg.allocator == "contiguous":
+        from kvscope.sim.contiguous import ContiguousPolicy, ContiguousPool
+
+        if cfg.enable_prefix_caching and workload.hash_values is not None:
+            raise KvscopeError(
+                "--allocator contiguous has no prefix cache; add --no-enable-prefix-caching."
+            )
+        policy = ContiguousPolicy(
+            growth=cfg.contiguous_growth,
+            fit=cfg.contiguous_fit,
+            compaction=cfg.compaction,
+            interval_s=cfg.compaction_interval_s,
+            batch=cfg.compaction_batch,
+            block_bytes=float(info["block_bytes"]),
+            hbm_bandwidth=terms.hbm_bandwidth,
+        )
+        contiguous = ContiguousPool(pool.num_blocks, layout, policy)
+        contiguous.max_len = max_len
+        alloc = contiguous
+    if cfg.engine == "sglang":
+        from kvscope.sim.sglang import SglangScheduler
+
+        sched: Scheduler = SglangScheduler(sched_cfg, alloc)
+    else:
+        sched = Scheduler(sched_cfg, alloc)
+    seqs = sequences_from(workload, layout.block_size)
+    engine = Engine(
+        sched, cost, mode=cfg.mode, sample_interval_s=cfg.sample_interval_s, on_progress=progress
+    )
+    stats = engine.run(seqs)
+    info.update(
+        lookup_tokens=pool.counters.lookups_tokens,
+        hit_tokens=pool.counters.hit_tokens,
+        evicted_blocks=pool.counters.evictions,
+        moved_blocks=getattr(alloc, "moved_blocks", 0),
+        offload=asdict(pool.cpu.counters) if pool.cpu is not None else None,
+        compactions=getattr(alloc, "compactions", 0),
+        cost=asdict(coef),
+    )
+    req = requests_table(seqs)
+    steps = steps_table(stats.rows)
+    slo = {
+        k: v for k, v in (("ttft_s", cfg.slo_ttft_s), ("tpot_s", cfg.slo_tpot_s)) if v is not None
+    }
+    figs = summary_figures(seqs, req, steps, stats, info, slo or None)
+    return SimResult(cfg, seqs, stats, info, req, steps, figs)

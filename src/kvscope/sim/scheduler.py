@@ -1,0 +1,453 @@
+"""vLLM v1 scheduling, one step at a time: continuous batching, chunked prefill, preemption.
+
+Follows ``vllm/v1/core/sched/scheduler.py::Scheduler.schedule`` of vLLM 0.33.0:
+
+1. *Running* requests first, in order: each asks for ``num_tokens - num_computed_tokens``
+   tokens (one for a decode), capped by the token budget (``max_num_batched_tokens``) and
+   ``max_model_len - computed - 1``. If its blocks cannot be allocated, the newest running
+   request (``running[-1]``; lowest priority under ``--scheduling-policy priority``) is
+   preempted by *recompute*: its blocks are freed, its computed count reset, and it goes to
+   the front of the waiting queue. A request that has to preempt itself stops the loop.
+2. *Waiting* requests next, only if nothing was preempted this step, while the budget lasts
+   and fewer than ``max_num_seqs`` run: prefix-cache lookup (fresh admissions only), then
+   admission only if the *whole* sequence fits (``scheduler_reserve_full_isl``, default on
+   in 0.33.0) and the first chunk can be allocated; the first refusal ends the loop (FCFS).
+3. After the model step, each request whose computed tokens caught up with its tokens
+   samples one token; it finishes at ``max_tokens`` and frees its blocks in reverse order.
+
+Every allocation is checked with :meth:`PagedPool.blocks_needed` before anything changes.
+
+Speed without changing the outcome: decoding requests live in a decode cohort
+(:mod:`kvscope.sim.cohort`). When the cohort's decodes plus every other running request's
+tokens fit the budget and all the blocks they need are free, vLLM's loop would schedule
+everyone in full and preempt nobody, so that step is done in O(events); otherwise the cohort
+is dissolved and the loop above runs request by request. ``--preemption-mode swap`` (vLLM
+v0's other mode) keeps a preempted request's computed tokens in host memory instead.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kvscope.errors import KvscopeError
+from kvscope.sim.allocator import BlockAllocator
+from kvscope.sim.cohort import FINISH, GROW, DecodeCohort
+from kvscope.sim.kv_pool import Hit
+from kvscope.sim.sequence import Sequence
+
+Policy = Literal["fcfs", "priority"]
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Engine flags the scheduler obeys (names as vLLM's ``EngineArgs``).
+
+    Defaults: ``max_num_seqs`` 256 and ``max_num_batched_tokens`` 8192 are what ``vllm
+    serve`` uses on data-centre GPUs (vllm/engine/arg_utils.py, usage-context defaults;
+    shared/reference/deepseek_v4_memory.md §4.5); ``scheduler_reserve_full_isl`` and
+    ``watermark`` 0 are vllm/config/scheduler.py defaults in 0.33.0.
+    """
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    max_model_len: int = 131072
+    enable_chunked_prefill: bool = True
+    policy: Policy = "fcfs"
+    long_prefill_token_threshold: int = 0
+    scheduler_reserve_full_isl: bool = True
+    preemption_mode: Literal["recompute", "swap"] = "recompute"
+    swap_s_per_block: float = 0.0  # PCIe seconds to move one block (swap mode)
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+            if getattr(self, name) < 1:
+                flag = name.replace("_", "-")
+                raise KvscopeError(f"--{flag} must be >= 1, got {getattr(self, name)}.")
+
+
+@dataclass
+class StepPlan:
+    """What one ``schedule()`` call decided (vLLM ``SchedulerOutput``, reduced)."""
+
+    scheduled: list[tuple[Sequence, int]] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+    prefill_tokens: int = 0
+    decode_tokens: int = 0
+    context_tokens: int = 0  # KV tokens attended by the batch (sum of computed + new)
+    hit_tokens: int = 0
+    new_admissions: int = 0
+    cohort_tokens: int = 0  # decodes of the cohort's members (not listed in ``scheduled``)
+
+    @property
+    def tokens(self) -> int:
+        return self.prefill_tokens + self.decode_tokens
+
+
+class Scheduler:
+    """vLLM v1 scheduling over a paged (or contiguous) KV allocator; checks before it mutates."""
+
+    def __init__(self, config: SchedulerConfig, pool: BlockAllocator) -> None:
+        self.config = config
+        self.pool = pool
+        self.running: list[Sequence] = []
+        self._fcfs: deque[Sequence] = deque()
+        self._heap: list[tuple[int, float, int, Sequence]] = []
+        self.finished: list[Sequence] = []
+        self.preemptions = 0
+        self.cohort = DecodeCohort(
+            pool.block_size,
+            pool.enable_caching,
+            # block-per-bs-tokens growth: paged pools without window groups
+            periodic=pool.supports_spans and not pool.layout.windows,
+        )
+        self._explicit: dict[int, Sequence] = {}  # running requests outside the cohort
+        self._admits = 0
+        self.transfer_s = 0.0  # swap traffic not yet charged to a step
+        self.use_cohort = True  # engines whose steps are not vLLM's turn it off
+
+    # ------------------------------------------------------------------ queue
+    @property
+    def num_waiting(self) -> int:
+        return len(self._heap) if self.config.policy == "priority" else len(self._fcfs)
+
+    def _peek(self) -> Sequence:
+        return self._heap[0][3] if self.config.policy == "priority" else self._fcfs[0]
+
+    def _pop_waiting(self) -> Sequence:
+        if self.config.policy == "priority":
+            return heapq.heappop(self._heap)[3]
+        return self._fcfs.popleft()
+
+    def _push_waiting(self, seq: Sequence, front: bool = False) -> None:
+        if self.config.policy == "priority":
+            heapq.heappush(self._heap, (seq.priority, seq.arrival_s, seq.index, seq))
+        elif front:
+            self._fcfs.appendleft(seq)
+        else:
+            self._fcfs.append(seq)
+
+    def waiting(self) -> list[Sequence]:
+        if self.config.policy == "priority":
+            return [e[3] for e in sorted(self._heap, key=lambda e: e[:3])]
+        return list(self._fcfs)
+
+    def rejection_reason(self, seq: Sequence) -> str:
+        """Why ``seq`` can never run here ("" when it can)."""
+        cfg = self.config
+        if seq.prompt >= cfg.max_model_len:
+            return f"prompt of {seq.prompt} tokens >= max-model-len {cfg.max_model_len}"
+        need = self.pool.layout.blocks(min(seq.prompt + seq.max_tokens, cfg.max_model_len))
+        if need > self.pool.capacity:
+            return f"needs {need} KV blocks at full length; the pool holds {self.pool.capacity}"
+        if not cfg.enable_chunked_prefill and seq.prompt > cfg.max_num_batched_tokens:
+            return (
+                f"prompt of {seq.prompt} tokens > max-num-batched-tokens "
+                f"{cfg.max_num_batched_tokens} without chunked prefill"
+            )
+        return ""
+
+    def add(self, seq: Sequence) -> bool:
+        """Queue a new request, or mark it rejected with a reason; True when queued."""
+        seq.max_tokens = max(1, min(seq.max_tokens, self.config.max_model_len - seq.prompt))
+        reason = self.rejection_reason(seq)
+        if reason:
+            seq.status = "rejected"
+            seq.error = reason
+            self.finished.append(seq)
+            return False
+        self._push_waiting(seq)
+        return True
+
+    @property
+    def idle(self) -> bool:
+        return not self.running and self.num_waiting == 0
+
+    # ------------------------------------------------------------------ schedule
+    def schedule(self, now: float) -> StepPlan:
+        """One ``schedule()`` call: running requests first, then waiting ones."""
+        plan = StepPlan()
+        budget = self.config.max_num_batched_tokens
+        fast = self._fast_running(plan, budget)
+        if fast < 0:
+            self._dissolve()
+            budget = self._slow_running(plan, budget)
+        else:
+            budget = fast
+        if not plan.preempted:
+            budget = self._admit(plan, budget, now)
+        for seq, n in plan.scheduled:
+            if n == 1 and seq.outputs > 0 and seq.computed == seq.num_tokens - 1:
+                plan.decode_tokens += 1
+            else:
+                plan.prefill_tokens += n
+            seq.computed += n
+            plan.context_tokens += seq.computed
+        return plan
+
+    def _fast_running(self, plan: StepPlan, budget: int) -> int:
+        """The running loop when nobody can be refused: left budget, or -1 to go exact.
+
+        Holds when the cohort's decodes plus every other running request's full request fit
+        in the token budget and all the blocks they need fit in the free queue: then vLLM's
+        loop schedules everyone in full whatever the order, and preempts nobody.
+        """
+        cfg = self.config
+        pool = self.pool
+        cohort = self.cohort
+        grow = cohort.due(GROW) if cohort.size and not cohort.periodic else []
+        bucket = cohort.due_bucket() if cohort.size and cohort.periodic else {}
+        tokens = cohort.size
+        work: list[tuple[Sequence, int, int]] = []  # (request, tokens, slots)
+        for seq in grow:
+            c = seq.base_c + cohort.clock
+            work.append((seq, 0, c + 1))
+        for seq in self._explicit.values():
+            c = seq.computed
+            n = seq.prompt + seq.outputs - c
+            if 0 < cfg.long_prefill_token_threshold < n:
+                n = cfg.long_prefill_token_threshold
+            n = min(n, cfg.max_model_len - c - 1)
+            if n > 0:
+                work.append((seq, n, c + n))
+                tokens += n
+        if tokens > budget:
+            return -1
+        need = len(bucket)  # each due bucket member needs exactly one block
+        for seq, _n, slots in work:
+            if slots > seq.room:
+                need += pool.blocks_needed(seq, slots)
+        if need > pool.num_free:
+            return -1
+        if bucket:
+            pool.grow_private(bucket.values())
+        if len(work) > 1:
+            work.sort(key=lambda w: w[0].admit_no)  # vLLM's running order
+        for seq, n, slots in work:
+            if seq.in_cohort:
+                cohort.sync(seq)
+                pool.allocate(seq, slots)
+                cohort.regrow(seq)
+                continue
+            if slots > seq.room:
+                pool.allocate(seq, slots)
+            elif slots > seq.slots:
+                seq.slots = slots
+            pool.cache(seq, slots)
+            plan.scheduled.append((seq, n))
+        plan.cohort_tokens = cohort.size
+        plan.decode_tokens += cohort.size
+        plan.context_tokens += cohort.computed_total + cohort.size
+        return budget - tokens
+
+    def _slow_running(self, plan: StepPlan, budget: int) -> int:
+        """vLLM's running loop request by request, with preemption (cohort dissolved)."""
+        cfg = self.config
+        pool = self.pool
+        running = self.running
+        scheduled = plan.scheduled
+        max_len = cfg.max_model_len
+        threshold = cfg.long_prefill_token_threshold
+        i = 0
+        while i < len(running) and budget > 0:
+            seq = running[i]
+            c = seq.computed
+            n = seq.prompt + seq.outputs - c
+            if 0 < threshold < n:
+                n = threshold
+            n = min(n, budget, max_len - c - 1)
+            if n <= 0:
+                i += 1
+                continue
+            slots = c + n
+            ok = pool.allocate(seq, slots)
+            while not ok:
+                victim = self._victim()
+                if cfg.policy == "priority":
+                    vi = running.index(victim)
+                    del running[vi]
+                    if vi < i:
+                        i -= 1
+                    for k, (s, m) in enumerate(scheduled):
+                        if s is victim:
+                            del scheduled[k]
+                            budget += m
+                            break
+                else:
+                    running.pop()
+                self._preempt(victim, plan)
+                if victim is seq:
+                    break
+                ok = pool.allocate(seq, slots)
+            if not ok:
+                if cfg.policy == "priority":
+                    continue  # it preempted itself; later (higher-priority) ones may fit
+                break
+            pool.cache(seq, slots)
+            scheduled.append((seq, n))
+            budget -= n
+            i += 1
+        return budget
+
+    def _dissolve(self) -> None:
+        """Materialise every cohort member so the exact loop can see them."""
+        cohort = self.cohort
+        if cohort.size:
+            for seq in self.running:
+                if seq.in_cohort:
+                    cohort.leave(seq)
+                    self._explicit[seq.admit_no] = seq
+
+    def total_computed(self) -> int:
+        """Computed tokens summed over the running requests."""
+        return self.cohort.computed_total + sum(s.computed for s in self._explicit.values())
+
+    def scheduled_tokens(self, plan: StepPlan) -> dict[str, int]:
+        """Every request the step scheduled, cohort members included (for checks; O(n))."""
+        out = {s.request_id: n for s, n in plan.scheduled}
+        if plan.cohort_tokens:
+            for s in self.running:
+                if s.in_cohort:
+                    out[s.request_id] = 1
+        return out
+
+    def _victim(self) -> Sequence:
+        if self.config.policy == "priority":
+            return max(self.running, key=lambda r: (r.priority, r.arrival_s))
+        return self.running[-1]
+
+    def _preempt(self, victim: Sequence, plan: StepPlan) -> None:
+        """Recompute (vLLM v1): drop the KV. Swap (vLLM v0 ``--preemption-mode swap``): copy
+        it to host memory over PCIe and back at re-admission, keeping the computed tokens."""
+        self._explicit.pop(victim.admit_no, None)
+        if self.config.preemption_mode == "swap" and victim.computed:
+            victim.swapped = victim.computed
+            self.transfer_s += victim.held * self.config.swap_s_per_block
+        self.pool.free(victim)
+        victim.computed = 0
+        victim.preemptions += 1
+        victim.status = "preempted"
+        self.preemptions += 1
+        plan.preempted.append(victim)
+        self._push_waiting(victim, front=True)
+
+    def head_admissible(self, budget: int) -> bool:
+        """Would the waiting loop admit its head now? (No state changes.)"""
+        if budget <= 0 or self.num_waiting == 0 or len(self.running) >= self.config.max_num_seqs:
+            return False
+        seq = self._peek()
+        return self._admission_chunk(seq, self._resume_point(seq), budget) > 0
+
+    def _resume_point(self, seq: Sequence) -> Hit:
+        """Where a waiting request restarts: its swapped-out KV, else a prefix-cache hit."""
+        if seq.swapped:
+            return Hit((), None, 0, seq.swapped, 0)  # all its blocks come back fresh
+        return self.pool.lookup(seq)
+
+    def _admission_chunk(self, seq: Sequence, hit: Hit, budget: int) -> int:
+        """Tokens the head would be admitted with (0 = refused), checks only."""
+        cfg = self.config
+        pool = self.pool
+        n = seq.num_tokens - hit.tokens
+        if 0 < cfg.long_prefill_token_threshold < n:
+            n = cfg.long_prefill_token_threshold
+        if not cfg.enable_chunked_prefill and n > budget:
+            return 0
+        n = min(n, budget)
+        if cfg.scheduler_reserve_full_isl:
+            full = min(seq.num_tokens, cfg.max_model_len)
+            if pool.blocks_needed(seq, full, hit) > pool.num_free:
+                return 0
+        if pool.blocks_needed(seq, hit.tokens + n, hit) > pool.num_free:
+            return 0
+        return n
+
+    def _admit(self, plan: StepPlan, budget: int, now: float) -> int:
+        pool = self.pool
+        while budget > 0 and self.num_waiting and len(self.running) < self.config.max_num_seqs:
+            seq = self._peek()
+            fresh = not seq.swapped
+            hit = self._resume_point(seq)
+            n = self._admission_chunk(seq, hit, budget)
+            if n == 0:
+                break
+            pool.allocate(seq, hit.tokens + n, hit)
+            if seq.swapped:
+                self.transfer_s += pool.layout.blocks(seq.swapped) * self.config.swap_s_per_block
+                seq.swapped = 0
+            seq.computed = hit.tokens
+            pool.cache(seq, hit.tokens + n)
+            self._pop_waiting()
+            self._admits += 1
+            seq.admit_no = self._admits
+            self.running.append(seq)
+            self._explicit[seq.admit_no] = seq
+            if seq.cached_prompt_tokens < 0:
+                seq.cached_prompt_tokens = min(hit.tokens, seq.prompt)
+                seq.first_scheduled_s = now
+            if fresh and seq.preemptions == 0:
+                pool.counters.lookups_tokens += seq.num_tokens
+                pool.counters.hit_tokens += hit.tokens
+                plan.hit_tokens += hit.tokens
+            seq.status = "running"
+            plan.scheduled.append((seq, n))
+            plan.new_admissions += 1
+            budget -= n
+        return budget
+
+    def take_transfer_s(self) -> float:
+        """PCIe seconds of swap traffic since the last step (added to that step's time)."""
+        t, self.transfer_s = self.transfer_s, 0.0
+        return t
+
+    # ------------------------------------------------------------------ update
+    def cohort_step_done(self) -> list[Sequence]:
+        """End one cohort decode step: advance the clock, return the members that finished."""
+        cohort = self.cohort
+        ending = cohort.due(FINISH)
+        cohort.clock += 1
+        for seq in ending:
+            cohort.leave(seq)
+        return ending
+
+    def finish_cohort_step(self, t_end: float) -> None:
+        """The last step of an engine span: advance the cohort, finish whoever is done."""
+        self._finish(self.cohort_step_done(), t_end)
+
+    def _finish(self, done: list[Sequence], t_end: float) -> None:
+        """Free finished requests in running order (vLLM's order of outputs)."""
+        if len(done) > 1:
+            done.sort(key=lambda s: s.admit_no)
+        for seq in done:
+            seq.status = "finished"
+            seq.finish_s = t_end
+            self._explicit.pop(seq.admit_no, None)
+            self.pool.free(seq)
+            self.running.remove(seq)
+        self.finished.extend(done)
+
+    def update(self, plan: StepPlan, t_end: float) -> list[Sequence]:
+        """Sample one token for every request whose computed tokens caught up; finish them."""
+        done: list[Sequence] = []
+        cohort = self.cohort
+        joins: list[Sequence] = []
+        for seq, _n in plan.scheduled:
+            if seq.computed < seq.num_tokens:
+                continue  # a prefill chunk: no token sampled
+            seq.outputs += 1
+            if seq.first_token_s != seq.first_token_s:  # NaN: first token
+                seq.first_token_s = t_end
+            if seq.outputs >= seq.max_tokens:
+                done.append(seq)
+            else:
+                joins.append(seq)
+        if plan.cohort_tokens:
+            done.extend(self.cohort_step_done())
+        self._finish(done, t_end)
+        for seq in joins if self.use_cohort else ():
+            if seq.computed == seq.num_tokens - 1:
+                del self._explicit[seq.admit_no]
+                cohort.join(seq)
+        return done
