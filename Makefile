@@ -29,7 +29,7 @@ install: $(STAMP)
 install-test: $(TESTSTAMP) $(SYSSTAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/kvscope plan --model deepseek-ai/DeepSeek-V4-Flash --gpu H200 --tensor-parallel-size 8 --kv-cache-dtype fp8 --block-size 256
+	$(VENV)/bin/kvscope demo
 
 lint: $(TESTSTAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

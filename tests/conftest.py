@@ -8,9 +8,14 @@ reason instead of failing.
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # browser.py, a test helper here
+from browser import Page, chromium_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,3 +42,14 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def traces_dir(shared_dir: Path) -> Path:
     return shared_dir / "traces"
+
+
+@pytest.fixture
+def page() -> Iterator[Page]:
+    """A headless Chromium page (Debian's chromium); skips when it is not installed."""
+    binary = chromium_path()
+    if binary is None:
+        pytest.skip("Debian chromium is not installed (make test installs it)")
+    p = Page(binary)
+    yield p
+    p.close()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +10,6 @@ import pyarrow as pa
 import pytest
 
 from kvscope.results import REQUEST_SCHEMA, RequestRecord, RunDir
-
-sys.path.insert(0, str(Path(__file__).parent))  # browser.py, a test helper beside this file
-from browser import Page, chromium_path
 
 STEPS = pa.schema(
     [
@@ -49,7 +44,7 @@ def make_run(path: Path, n: int = 400, seed: int = 0, partial: bool = False) -> 
             "kv_usage_frac": usage,
             "running": (usage * 100).astype(int),
             "waiting": np.zeros(t.size, dtype=int),
-            "preemptions": np.cumsum(usage > 0.85),
+            "preemptions": (usage > 0.85).astype(int),
         }
     )
     if partial:
@@ -71,13 +66,3 @@ def make_run_fixture() -> Any:
 @pytest.fixture
 def sim_run(tmp_path: Path) -> Path:
     return make_run(tmp_path / "sim-a")
-
-
-@pytest.fixture
-def page() -> Iterator[Page]:
-    binary = chromium_path()
-    if binary is None:
-        pytest.skip("Debian chromium is not installed (make test installs it)")
-    p = Page(binary)
-    yield p
-    p.close()

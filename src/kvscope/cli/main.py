@@ -16,6 +16,7 @@ from kvscope.cli import (
     alerts,
     comm,
     dashboards,
+    demo,
     dmon,
     doctor,
     gpus,
@@ -54,6 +55,7 @@ def root(
     """See under the hood of LLM serving: GPU memory, the paged KV cache and communication."""
 
 
+app.command("demo")(demo.demo)
 app.add_typer(models.app, name="models")
 app.add_typer(comm.app, name="comm")
 app.command("gpus")(gpus.gpus)

@@ -119,6 +119,10 @@ def latency_section(runs: Sequence[LoadedRun]) -> str:
     return "".join(out)
 
 
+#: Columns that count events per sample interval (the simulator's ``steps`` table); the
+#: report shows their running total so they read like engines' ``*_total`` counters.
+PER_INTERVAL_COUNTS = frozenset({"preemptions", "prefix_hit_tokens", "prefix_hits"})
+
 #: Time-series columns plotted when present, grouped into charts: (title, y title, columns).
 SERIES_CHARTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
@@ -131,7 +135,18 @@ SERIES_CHARTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "requests",
         ("running", "num_running", "waiting", "num_waiting"),
     ),
-    ("KV blocks", "blocks", ("blocks_used", "blocks_cached", "blocks_free")),
+    (
+        "KV blocks",
+        "blocks",
+        (
+            "kv_blocks_used",
+            "kv_blocks_cached",
+            "kv_blocks_free",
+            "blocks_used",
+            "blocks_cached",
+            "blocks_free",
+        ),
+    ),
     ("Preemptions", "preemptions (cumulative)", ("preemptions", "preemptions_total")),
     (
         "Prefix-cache hits",
@@ -168,6 +183,8 @@ def timeseries_section(runs: Sequence[LoadedRun], table: str) -> str:
                     continue
                 if n.endswith("_bytes"):
                     y = y / 2**30
+                if n in PER_INTERVAL_COUNTS:
+                    y = np.cumsum(np.nan_to_num(y))  # per-sample counts -> running total
                 if title == "KV cache usage" and np.nanmax(y, initial=0) <= 1.0:
                     y = y * 100
                 label = n if len(have) == 1 else f"{r.label}: {n}"

@@ -1,0 +1,80 @@
+"""The main job: plan + three simulated configurations + report, on built-in defaults."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kvscope.demo import run_demo
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> object:
+    return run_demo(tmp_path_factory.mktemp("demo"))
+
+
+def test_demo_runs_well_under_a_minute_and_writes_everything(demo: object) -> None:
+    from kvscope.demo import DemoResult
+
+    assert isinstance(demo, DemoResult)
+    assert demo.wall_s < 60
+    out = demo.report.parent
+    for d in ("plan", "sim-default", "sim-max-num-seqs-64", "sim-no-prefix-caching"):
+        assert (out / d / "summary.json").is_file()
+    html = demo.report.read_text()
+    assert "Memory per GPU as the engine budgets it" in html
+    assert html.count("<svg") >= 10
+
+
+def test_demo_figures_move_the_way_the_engine_would(demo: object) -> None:
+    from kvscope.demo import DemoResult
+
+    assert isinstance(demo, DemoResult)
+    # vLLM's start-up figure for V4-Flash on 8xH200, fp8 KV: ~101 GiB KV per GPU, >15M tokens.
+    assert demo.plan["kv_tokens"] > 15_000_000
+    base, capped, nocache = (
+        demo.runs[k] for k in ("default", "max-num-seqs-64", "no-prefix-caching")
+    )
+    # Capping the batch queues conversations: tail TTFT grows by orders of magnitude.
+    assert capped["ttft_p99_s"] > 50 * base["ttft_p99_s"]
+    assert capped["output_token_throughput_per_s"] < base["output_token_throughput_per_s"]
+    # Without prefix caching nothing is reused, the KV cache holds more and prefill slows.
+    assert nocache["prefix_hit_rate"] == 0 and base["prefix_hit_rate"] > 0.5
+    assert nocache["kv_usage_peak_frac"] > 2 * base["kv_usage_peak_frac"]
+    assert nocache["ttft_p99_s"] > 10 * base["ttft_p99_s"]
+
+
+@pytest.mark.integration
+def test_demo_report_renders_in_chromium(demo: object, page: object) -> None:
+    from kvscope.demo import DemoResult
+
+    assert isinstance(demo, DemoResult)
+    page.open(demo.report)  # type: ignore[attr-defined]
+    drawn = page.evaluate(  # type: ignore[attr-defined]
+        "[...document.querySelectorAll('svg.chart')].filter(s => s.getBBox().width > 100"
+        " && s.querySelectorAll('polyline,rect').length > 0).length"
+    )
+    assert drawn >= 10
+    page.screenshot(Path(__file__).parents[1] / "test-artifacts" / "demo-report.png")  # type: ignore[attr-defined]
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.integration
+def test_kvscope_demo_command(tmp_path: Path) -> None:
+    start = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-m", "kvscope.cli.main", "demo", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "report:" in out.stdout and "--no-enable-prefix-caching" in out.stdout
+    assert (tmp_path / "report.html").stat().st_size > 50_000
+    assert time.perf_counter() - start < 60
