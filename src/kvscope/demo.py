@@ -99,7 +99,7 @@ def run_demo(
     for name, label, overrides in CONFIGS:
         say(f"simulating {len(workload):,} requests: {label}")
         result = simulate(workload, replace(base, **overrides))
-        result.write(out / f"sim-{name}", workload.spec)
+        result.write(out / f"sim-{name}", dict(workload.spec))
         runs[name] = {k: result.figures.get(k) for k in HEADLINE}
         dirs.append(out / f"sim-{name}")
     say("writing the report")
