@@ -55,21 +55,29 @@ def root(
     """See under the hood of LLM serving: GPU memory, the paged KV cache and communication."""
 
 
-app.command("demo")(demo.demo)
-app.add_typer(models.app, name="models")
-app.add_typer(comm.app, name="comm")
-app.command("gpus")(gpus.gpus)
-app.command("report")(report.report)
-app.add_typer(workload.app, name="workload")
-app.command("doctor")(doctor.doctor)
-app.command("plan")(plan.plan)
-app.add_typer(memtrace.app, name="memtrace")
-app.command("watch")(watch.watch)
-app.add_typer(dmon.app, name="dmon")
-app.add_typer(telemetry.app, name="telemetry")
-app.add_typer(alerts.app, name="alerts")
-app.add_typer(dashboards.app, name="dashboards")
-app.command("simulate")(simulate.simulate)
+# --help groups commands by where they sit in a deployment's life.
+START, PLAN, LIVE, DIAGNOSE, SHOW = (
+    "Start here",
+    "Before deploying: plan and what-if (no GPU needed)",
+    "Live servers and production",
+    "When memory, communication or the host misbehave",
+    "Show others",
+)
+app.command("demo", rich_help_panel=START)(demo.demo)
+app.command("plan", rich_help_panel=PLAN)(plan.plan)
+app.command("simulate", rich_help_panel=PLAN)(simulate.simulate)
+app.add_typer(workload.app, name="workload", rich_help_panel=PLAN)
+app.add_typer(models.app, name="models", rich_help_panel=PLAN)
+app.command("gpus", rich_help_panel=PLAN)(gpus.gpus)
+app.command("watch", rich_help_panel=LIVE)(watch.watch)
+app.add_typer(alerts.app, name="alerts", rich_help_panel=LIVE)
+app.add_typer(dashboards.app, name="dashboards", rich_help_panel=LIVE)
+app.add_typer(telemetry.app, name="telemetry", rich_help_panel=LIVE)
+app.add_typer(dmon.app, name="dmon", rich_help_panel=LIVE)
+app.add_typer(memtrace.app, name="memtrace", rich_help_panel=DIAGNOSE)
+app.add_typer(comm.app, name="comm", rich_help_panel=DIAGNOSE)
+app.command("doctor", rich_help_panel=DIAGNOSE)(doctor.doctor)
+app.command("report", rich_help_panel=SHOW)(report.report)
 
 
 def main(argv: list[str] | None = None) -> None:
