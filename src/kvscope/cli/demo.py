@@ -53,11 +53,7 @@ def demo(
             f"{r['prefix_hit_rate'] * 100:.0f}%",
             f"{r['preemptions']:,}",
         )
-    from rich.console import Console
-
-    # A pipe or file gets rich's 80 columns; give the table room for one line per row.
-    wide = stdout if stdout.is_terminal else Console(width=100, highlight=False)
-    wide.print(t)
+    stdout.print(t)
     stdout.print(
         f"report: [bold]{res.report}[/] (open it in a browser; works offline) - {res.wall_s:.1f} s"
     )

@@ -23,9 +23,16 @@ class _LazyConsole:
 
     def _get(self) -> Console:
         if self._console is None:
+            import os
+
             from rich.console import Console
 
-            self._console = Console(**self._kwargs)
+            console = Console(**self._kwargs)
+            if not console.is_terminal and "COLUMNS" not in os.environ:
+                # Pipes and log files get rich's 80 columns, which truncates wide tables;
+                # 120 keeps one line per row where a person will read the file later.
+                console = Console(width=120, **self._kwargs)
+            self._console = console
         return self._console
 
     def __getattr__(self, name: str) -> Any:
