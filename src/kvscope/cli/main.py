@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import gpus, models, report, workload
+from kvscope.cli import bench, gpus, models, report, workload
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -43,6 +43,8 @@ app.add_typer(models.app, name="models")
 app.command("gpus")(gpus.gpus)
 app.command("report")(report.report)
 app.add_typer(workload.app, name="workload")
+app.command("bench")(bench.bench)
+app.command("mock-server")(bench.mock_server)
 
 
 def main(argv: list[str] | None = None) -> None:
