@@ -31,7 +31,12 @@ def vocabulary() -> tuple[list[str], list[float], list[int]]:
     types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
     tokens += [f"<0x{b:02X}>" for b in range(256)]
     types += [gguf.TokenType.BYTE] * 256
-    pieces = ["▁", *"abcdefghijklmnopqrstuvwxyz", *(f"▁{w}" for w in WORDS)]
+    # every prefix of "▁word" is a piece too: SentencePiece-style merging (llama.cpp's
+    # llm_tokenizer_spm) joins adjacent symbols only into pieces that exist, so a whole-word
+    # token is reachable only through its prefixes
+    words = [f"▁{w}" for w in WORDS]
+    prefixes = [w[:k] for w in words for k in range(2, len(w) + 1)]
+    pieces = ["▁", *"abcdefghijklmnopqrstuvwxyz", *prefixes]
     seen = set(tokens)
     for p in pieces:
         if p not in seen:

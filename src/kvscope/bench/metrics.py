@@ -10,8 +10,9 @@ before cool-down); errors are counted by class apart from them. Goodput is DistS
 
 Client health: ``requested_request_rate_per_s`` and ``achieved_request_rate_per_s`` use the
 same estimator ((n − 1) / span) over scheduled and actual release times; ``dispatch_lag_*``
-are percentiles of release − target. The client is flagged as the limit when the achieved rate
-falls more than 1 % short of the requested one or the P99 dispatch lag exceeds 5 ms.
+are percentiles of send − target (the moment the request went to the connection pool).
+The client is flagged as the limit when the achieved rate falls more than 1 % short of the
+requested one or the P99 dispatch lag exceeds 5 ms.
 """
 
 from __future__ import annotations

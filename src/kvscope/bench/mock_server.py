@@ -6,7 +6,8 @@ For measuring the bench client's own ceiling and for tests: it answers
 ``/metrics``. Timing is scripted: the first chunk ``ttft_s`` after the request, then one chunk
 per token every ``itl_s``; with ``itl_s = 0`` all chunks go out in one write. Prompt tokens
 are counted as whitespace-separated words. ``fail_rate`` answers that share of requests with
-HTTP 500 (seeded). The server binds 127.0.0.1 only.
+HTTP 500 (seeded). With ``max_running`` it serves that many requests at once and queues the
+rest (FIFO), so latency grows with load like a real server's. It binds 127.0.0.1 only.
 
 ``/metrics`` uses vLLM v1's names (vllm/v1/metrics/loggers.py): ``vllm:num_requests_running``,
 ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc`` (tokens held by running requests
@@ -40,6 +41,7 @@ class MockConfig:
     model: str = "mock"
     kv_capacity_tokens: int = 1_000_000
     seed: int = 0
+    max_running: int | None = None  # requests beyond this wait in a FIFO queue
 
 
 class MockState:
@@ -52,6 +54,8 @@ class MockState:
         self.generation_tokens = 0
         self.success = 0
         self.failed = 0
+        self.waiting = 0
+        self.disconnected = 0
 
 
 def _chunk(cfg: MockConfig, chat: bool, text: str, finish: str | None) -> bytes:
@@ -78,6 +82,7 @@ class MockServer:
         # the token chunk is always the same bytes: build it once per endpoint
         self._tok = {chat: _chunk(cfg, chat, " tok", None) for chat in (False, True)}
         self._last = {chat: _chunk(cfg, chat, " tok", "length") for chat in (False, True)}
+        self._slots = asyncio.Semaphore(cfg.max_running) if cfg.max_running else None
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024**2)
@@ -106,7 +111,7 @@ class MockServer:
             f"vllm:num_requests_running{lbl} {s.running}",
             "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
             "# TYPE vllm:num_requests_waiting gauge",
-            f"vllm:num_requests_waiting{lbl} 0",
+            f"vllm:num_requests_waiting{lbl} {s.waiting}",
             "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
             "# TYPE vllm:kv_cache_usage_perc gauge",
             f"vllm:kv_cache_usage_perc{lbl} {usage:.6f}",
@@ -147,6 +152,22 @@ class MockServer:
             return web.json_response(
                 {"error": {"message": "mock failure", "type": "InternalServerError"}}, status=500
             )
+        if self._slots is None:
+            return await self._generate(request, body, chat, prompt, start)
+        self.state.waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self.state.waiting -= 1
+        try:
+            return await self._generate(request, body, chat, prompt, time.perf_counter())
+        finally:
+            self._slots.release()
+
+    async def _generate(
+        self, request: web.Request, body: dict[str, Any], chat: bool, prompt: str, start: float
+    ) -> web.StreamResponse:
+        cfg = self.cfg
         n_prompt = len(prompt.split())
         n_out = cfg.output_len if cfg.output_len is not None else int(body.get("max_tokens") or 16)
         n_out = max(1, n_out)
@@ -191,6 +212,9 @@ class MockServer:
             await resp.write_eof()
             s.success += 1
             return resp
+        except ConnectionResetError:  # the client hung up mid-answer: its choice, not an error
+            s.disconnected += 1
+            return web.Response(status=499)
         finally:
             s.running -= 1
             s.kv_tokens -= n_prompt + (generated if body.get("stream") else 0)

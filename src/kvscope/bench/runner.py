@@ -7,8 +7,9 @@ Owns the load shapes and the run's lifecycle (run directory, signals, draining):
   relative sleeps, vLLM issue #21104). The dispatcher sleeps until ``SPIN_S`` before the
   target — event-loop timers have about 1 ms resolution (libuv's are whole milliseconds;
   AIPerf PR #1185 measured the same quantisation) — then yields to the loop until the target
-  passes, reading responses meanwhile. ``dispatch_lag_s`` = release − target is recorded per
-  request: the client's own pacing error.
+  passes, reading responses meanwhile. ``dispatch_lag_s`` = send − target is recorded per
+  request: the client's own lateness (pacing error plus the time its task waited for the
+  loop), the figure that shows when the client, not the server, limits a run.
 * **Concurrency cap over a rate** (``max_concurrency``): when the cap holds a request back,
   the rest of the schedule slides by the same delay instead of being released in a burst when
   slots free together (the burst problem of vLLM PR #45502); the slide is ``cap_delay_s``.
@@ -147,7 +148,7 @@ class BenchRun:
         self._errors = 0
         self._next = 0
         self.t0 = 0.0
-        self._lag: dict[int, tuple[float, float]] = {}  # index -> (pacing lag, cap slide)
+        self._slide: dict[int, float] = {}  # index -> how far the cap slid its schedule (s)
         self._cool_start: float | None = None
         self._dispatcher: asyncio.Task[None] | None = None
         self._session: Any = None
@@ -193,7 +194,9 @@ class BenchRun:
             error=tr.error,
         )
         row = rec.row()
-        lag, cap_delay = self._lag.pop(tr.index, (math.nan, math.nan))
+        cap_delay = self._slide.pop(tr.index, math.nan)
+        # the client's own lateness: request handed to the pool vs its (slid) target
+        lag = tr.sent_s - tr.scheduled_s - cap_delay
         phase = self._phase(tr.scheduled_s)
         row.update(
             released_s=tr.released_s,
@@ -259,16 +262,16 @@ class BenchRun:
             while d > 0:
                 await sleep(0)
                 d = target - clock()
-            lag = clock() - target
             if sem is not None:
                 if sem.locked():
+                    late = clock() - target  # pacing lateness is not the cap's doing
                     await sem.acquire()
-                    shift = max(shift, clock() - (t0 + sched[i]) - lag)
+                    shift = max(shift, clock() - (t0 + sched[i]) - late)
                 else:
                     await sem.acquire()
             tr = self._trace(i, sched[i])
             tr.released_s = clock() - t0
-            self._lag[i] = (lag, shift)
+            self._slide[i] = shift
             self._sent += 1
             task = asyncio.create_task(self._one(tr, bodies[i], headers))
             self._tasks.add(task)
@@ -292,7 +295,7 @@ class BenchRun:
             now = clock() - self.t0
             tr = self._trace(i, now)
             tr.released_s = now
-            self._lag[i] = (0.0, 0.0)
+            self._slide[i] = 0.0
             self._sent += 1
             await self._one(tr, self.prep.bodies[i], headers)
             if self.load.think_s > 0:

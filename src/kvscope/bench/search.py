@@ -5,7 +5,8 @@ the workload's lengths. A probe passes when every ``--slo`` percentile holds, th
 stays within ``--max-error-rate`` and the client was not the limit (a client-limited probe
 says nothing about the server, so the search stops there and says so). The rate doubles from
 ``start_rate`` until a probe fails, then bisects until the bracket is within ``tolerance``
-(relative) or ``max_probes`` runs were spent — the bounded form of the SLA search that vLLM's
+(relative), ``max_probes`` runs were spent or, when even the first rate fails, the rate
+halved below a quarter of it — the bounded form of the SLA search that vLLM's
 ``serve_sla`` and AIPerf offer.
 """
 
@@ -135,6 +136,9 @@ def find_max_rate(
             rate = min(rate * 2, max_rate)
         else:
             if high - low <= tolerance * high:
+                break
+            if low == 0 and high / 2 < start_rate / 4:
+                stopped = f"no rate down to {high:g} req/s met the SLOs"
                 break
             rate = (low + high) / 2 if low > 0 else high / 2
     result: dict[str, Any] = {

@@ -110,6 +110,9 @@ def bench(
     max_rate: Annotated[
         float, typer.Option("--max-rate", help="Upper bound of the --find-max-rate search (req/s).")
     ] = 1000.0,
+    start_rate: Annotated[
+        float, typer.Option("--start-rate", help="First rate --find-max-rate probes (req/s).")
+    ] = 1.0,
     json_out: JsonOpt = False,
 ) -> None:
     """Measure a live OpenAI-compatible server under a workload; write a run directory."""
@@ -172,6 +175,7 @@ def bench(
             build_args,
             out,
             max_rate=max_rate,
+            start_rate=start_rate,
             max_concurrency=max_concurrency,
             load_kw=load_kw,
             max_model_len=max_model_len,
@@ -353,6 +357,14 @@ def mock_server(
         float, typer.Option("--fail-rate", help="Share of requests answered with HTTP 500.")
     ] = 0.0,
     model: Annotated[str, typer.Option("--model", help="Model name it reports.")] = "mock",
+    max_running: Annotated[
+        int | None,
+        typer.Option(
+            "--max-running",
+            help="Serve this many requests at once; queue the rest (latency grows with load).",
+            show_default=False,
+        ),
+    ] = None,
     seed: SeedOpt = None,
 ) -> None:
     """Serve a scripted OpenAI-compatible streaming API with vLLM-shaped /metrics."""
@@ -365,6 +377,8 @@ def mock_server(
         raise KvscopeError("--fail-rate must be within 0-1.")
     if output_len is not None and output_len < 1:
         raise KvscopeError("--output-len must be >= 1.")
+    if max_running is not None and max_running < 1:
+        raise KvscopeError("--max-running must be >= 1.")
     if not 0 <= port <= 65535:
         raise KvscopeError("--port must be within 0-65535.")
     cfg = MockConfig(
@@ -374,6 +388,7 @@ def mock_server(
         fail_rate=fail_rate,
         model=model,
         seed=seed or 0,
+        max_running=max_running,
     )
 
     def ready(bound: int) -> None:
