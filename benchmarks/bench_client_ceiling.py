@@ -125,7 +125,7 @@ def guidellm_probes(
         reqs = [x for k in ("successful", "incomplete", "errored") for x in b["requests"][k]]
         target = np.array([x["info"]["timings"]["targeted_start"] or np.nan for x in reqs])
         start = np.array([x["info"]["timings"]["request_start"] or np.nan for x in reqs])
-        ok = np.isfinite(target) & np.isfinite(start)
+        ok = (target > 1e9) & (start > 1e9)  # both stamped (unix seconds)
         lag = start[ok] - target[ok]
         req, ach = _rate(target[ok]), _rate(start[ok])
         err = len(b["requests"]["errored"]) / max(len(reqs), 1)

@@ -22,11 +22,12 @@ from kvscope.bench.client import (
 from kvscope.errors import KvscopeError
 
 
-def _sse(chat: bool, n: int, usage: bool = True) -> bytes:
+def _sse(chat: bool, n: int, usage: bool = True, compact: bool = False) -> bytes:
+    dumps = (lambda o: json.dumps(o, separators=(",", ":"))) if compact else json.dumps
     out = []
     if chat:  # vLLM's first chat chunk carries only the role
         first = {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}
-        out.append(b"data: " + json.dumps(first).encode() + b"\n\n")
+        out.append(b"data: " + dumps(first).encode() + b"\n\n")
     for k in range(n):
         reason = "length" if k == n - 1 else None
         choice = (
@@ -34,7 +35,7 @@ def _sse(chat: bool, n: int, usage: bool = True) -> bytes:
             if chat
             else {"index": 0, "text": f" w{k}", "finish_reason": reason}
         )
-        out.append(b"data: " + json.dumps({"choices": [choice]}).encode() + b"\r\n\r\n")
+        out.append(b"data: " + dumps({"choices": [choice]}).encode() + b"\r\n\r\n")
     if usage:
         u = {
             "choices": [],
@@ -55,11 +56,17 @@ def _trace(out: int = 5) -> Trace:
 
 
 @settings(max_examples=60, deadline=None)
-@given(chat=st.booleans(), n=st.integers(1, 12), cuts=st.lists(st.integers(0, 2000), max_size=8))
+@given(
+    chat=st.booleans(),
+    n=st.integers(1, 12),
+    cuts=st.lists(st.integers(0, 2000), max_size=8),
+    compact=st.booleans(),
+)
 def test_any_split_of_the_byte_stream_gives_the_same_trace(
-    chat: bool, n: int, cuts: list[int]
+    chat: bool, n: int, cuts: list[int], compact: bool
 ) -> None:
-    data = _sse(chat, n)
+    # compact JSON takes the parser's fast path, spaced JSON the full parse: same answer
+    data = _sse(chat, n, compact=compact)
     bounds = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
     tr = _trace(n)
     p = StreamParser(tr, chat)
@@ -144,3 +151,27 @@ def test_trace_defaults_are_nan_until_measured() -> None:
     tr.fail(ErrorKind.TIMEOUT, "first")
     tr.fail(ErrorKind.CONNECTION_RESET, "second")
     assert tr.error_kind == "timeout" and tr.error == "first"  # the first cause wins
+
+
+@pytest.mark.parametrize(
+    ("event", "is_token"),
+    [
+        (b'{"choices":[{"index":0,"text":"","finish_reason":null}]}', False),
+        (b'{"choices":[{"index":0,"text":" a","finish_reason":null}]}', True),
+        (b'{"choices":[{"index":0,"delta":{"content":null},"finish_reason":null}]}', False),
+        (b'{"choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}', False),
+        (b'{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}', True),
+        # generated text that itself spells a key stays inside its escaped string
+        (
+            b'{"choices":[{"index":0,"text":"","note":"\\"text\\":\\"y","finish_reason":null}]}',
+            False,
+        ),
+    ],
+)
+def test_fast_path_agrees_with_the_json_parse(event: bytes, is_token: bool) -> None:
+    tr = _trace()
+    StreamParser(tr, chat=b"delta" in event).feed(b"data: " + event + b"\n\n", 1.0)
+    assert len(tr.chunk_times) == int(is_token)
+    slow = json.loads(event)["choices"][0]
+    text = slow.get("text") or (slow.get("delta") or {}).get("content")
+    assert bool(text) == is_token

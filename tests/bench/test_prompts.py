@@ -116,3 +116,21 @@ def test_missing_tokenizer_is_one_clear_error(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(KvscopeError, match="not a readable"):
         TokenizerBackend(bad)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    hashes=st.lists(st.integers(0, 2**62), min_size=1, max_size=4, unique=True),
+    extra=st.integers(2, 40),
+)
+def test_exact_length_holds_with_shared_blocks(
+    tokenizer_json: Path, hashes: list[int], extra: int
+) -> None:
+    backend = TokenizerBackend(tokenizer_json)
+    b = PromptBuilder(tokenizer=backend, seed=2)
+    n = 16 * len(hashes) + extra
+    a = b.build(_req("a", tuple(hashes), n), 0)
+    c = b.build(_req("c", tuple(hashes), n), 1)
+    assert backend.count(a) == n == backend.count(c)
+    shared = " ".join(b._block(h, 16) for h in hashes)
+    assert shared in a and shared in c and a != c

@@ -28,6 +28,7 @@ import enum
 import json
 import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,8 @@ import aiohttp
 from kvscope.errors import KvscopeError
 
 READ_BUFSIZE = 4 * 1024 * 1024
+#: Where a token chunk's text starts: ``"text":"`` (completions) or ``"content":"`` (chat).
+_TEXT_KEY = re.compile(rb'"(?:text|content|reasoning_content)"\s*:\s*"')
 NAN = math.nan
 
 
@@ -229,6 +232,23 @@ class StreamParser:
         tr = self.trace
         if payload == b"[DONE]":
             tr.done_marker = True
+            return
+        if (
+            b'"finish_reason":null' in payload
+            and b'"usage"' not in payload
+            and b'"error"' not in payload
+            and payload[:1] == b"{"
+            and payload[-1:] == b"}"
+        ):
+            # Fast path for the common mid-stream token chunk (compact JSON as vLLM, SGLang and
+            # llama.cpp send it): only "is there text" matters, so skip the full JSON parse.
+            # A JSON string cannot contain an unescaped quote, so the key pattern cannot match
+            # inside generated text.
+            m = _TEXT_KEY.search(payload)
+            if m is not None and payload[m.end() : m.end() + 1] != b'"':
+                if not tr.chunk_times:
+                    tr.first_token_s = t
+                tr.chunk_times.append(t)
             return
         obj = json.loads(payload)
         if not isinstance(obj, dict):

@@ -79,6 +79,16 @@ def make_builder(
 def load_for(workload: Workload, max_concurrency: int | None, **kw: Any) -> LoadConfig:
     """The load shape a workload asks for: closed loop when its spec says so."""
     closed = workload.spec.get("closed_loop") if hasattr(workload.spec, "get") else None
+    if closed and kw.get("cooldown_s"):
+        raise KvscopeError(
+            "--cooldown needs scheduled arrivals; a closed loop has no scheduled end.",
+            hint="Use --warmup, or an open-loop --arrival.",
+        )
+    if closed and max_concurrency is not None:
+        raise KvscopeError(
+            "--max-concurrency caps an open-loop rate; a closed loop already has "
+            "concurrency:n=N requests in flight."
+        )
     if closed:
         return LoadConfig(
             closed_loop=int(closed["concurrency"]),
@@ -131,6 +141,8 @@ def run_bench(
         figures,
         interrupted=state.interrupted,
         unfinished_at_drain=state.unfinished,
+        requests_released=state.released,
+        requests_not_sent=state.released - len(state.rows),
         wall_s=state.wall_s,
         server_metrics=state.probe,
         preflight=facts,

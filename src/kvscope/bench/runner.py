@@ -118,6 +118,7 @@ class RunState:
     wall_s: float = 0.0
     probe: dict[str, Any] | None = None
     unfinished: int = 0
+    released: int = 0
 
 
 class BenchRun:
@@ -149,7 +150,6 @@ class BenchRun:
         self._next = 0
         self.t0 = 0.0
         self._slide: dict[int, float] = {}  # index -> how far the cap slid its schedule (s)
-        self._cool_start: float | None = None
         self._dispatcher: asyncio.Task[None] | None = None
         self._session: Any = None
         self._window = self._measure_window()
@@ -163,8 +163,6 @@ class BenchRun:
     # ------------------------------------------------------------------ per request
     def _phase(self, t: float) -> str:
         lo, hi = self._window
-        if self.load.closed_loop and hi == math.inf and self._cool_start is not None:
-            hi = self._cool_start
         if t < lo:
             return "warmup"
         return "cooldown" if t > hi else "measure"
@@ -300,9 +298,6 @@ class BenchRun:
             await self._one(tr, self.prep.bodies[i], headers)
             if self.load.think_s > 0:
                 await asyncio.sleep(self.load.think_s)
-        if self._cool_start is None and self.load.cooldown_s > 0:
-            # closed loop: the cool-down is the last cooldown_s before the first worker ran dry
-            self._cool_start = clock() - self.t0 - self.load.cooldown_s
 
     # ------------------------------------------------------------------ lifecycle
     def interrupt(self) -> None:
@@ -396,6 +391,7 @@ class BenchRun:
             if pending:
                 await asyncio.wait(pending, timeout=5.0)
             self.state.wall_s = time.perf_counter() - self.t0
+            self.state.released = self._sent
         finally:
             probe_stop.set()  # the probe finishes its scrape and stops by itself
             if housekeeping is not None:
