@@ -160,6 +160,12 @@ def summarize(
                 f"req/s, P99 dispatch lag {lag99 * 1e3:.1f} ms (limits: 1 %, 5 ms)"
             )
     figures["client_limited"] = bool(warnings) and not capped
+    early = kinds.get("early_stop", 0)
+    if table.num_rows and early / table.num_rows > 0.1:
+        warnings.append(
+            f"{early} requests stopped before max_tokens although ignore_eos was asked: the "
+            "server may not honour it (their latencies are left out; try --no-ignore-eos)"
+        )
     # prompt length accuracy (target vs the server's usage.prompt_tokens)
     usage = _col(measured, "usage_prompt_tokens")
     target = _col(measured, "target_prompt_tokens")
