@@ -40,7 +40,8 @@ def test_streaming_timings_usage_and_metrics(llama_server: LlamaServer, tmp_path
         llama_server, out, "--arrival", "poisson:rate=8", "--num-requests", "24",
         "--prompt-len", "48", "--output-len", "16", "--scrape-interval", "0.1",
     )  # fmt: skip
-    assert s["_rc"] == 0 and s["completed"] == 24, s.get("errors_by_kind")
+    why = {k: s.get(k) for k in ("_rc", "completed", "incomplete", "errors_by_kind", "warnings")}
+    assert s["_rc"] == 0 and s["completed"] == 24, why
     t = pq.read_table(out / "requests.parquet")
     # ignore_eos honoured and counted from the engine's usage chunk
     assert t.column("output_tokens").to_pylist() == [16] * 24
