@@ -147,14 +147,14 @@ def test_ctrl_c_keeps_everything_measured(mock_server: Callable[..., str], tmp_p
     out = tmp_path / "int"
     proc = subprocess.Popen(
         [sys.executable, "-m", "kvscope.cli.main", "bench", "--url", url, "--model", "mock",
-         "--arrival", "poisson:rate=20", "--num-requests", "400", "--output-len", "30",
+         "--arrival", "poisson:rate=20", "--num-requests", "400", "--output-len", "10",
          "--prompt-len", "16", "--out", str(out), "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(),
     )  # fmt: skip
     deadline = time.monotonic() + 30
     while not (out / "requests.arrows").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    time.sleep(3.0)
+    time.sleep(1.5)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
@@ -164,8 +164,8 @@ def test_ctrl_c_keeps_everything_measured(mock_server: Callable[..., str], tmp_p
     t = pq.read_table(out / "requests.parquet")
     status = t.column("status").to_pylist()
     # everything released is recorded: finished ones ok, the ones in flight as cancelled
-    assert 20 <= t.num_rows < 400
-    assert status.count("ok") >= 10
+    assert 10 <= t.num_rows < 400
+    assert status.count("ok") >= 3
     cancelled = t.column("error_kind").to_pylist().count("cancelled")
     assert cancelled >= 1 and status.count("incomplete") == cancelled
     assert s["requests_total"] == t.num_rows
