@@ -14,6 +14,7 @@ import typer
 from kvscope import __version__
 from kvscope.cli import (
     alerts,
+    bench,
     comm,
     dashboards,
     demo,
@@ -69,6 +70,8 @@ app.command("simulate", rich_help_panel=PLAN)(simulate.simulate)
 app.add_typer(workload.app, name="workload", rich_help_panel=PLAN)
 app.add_typer(models.app, name="models", rich_help_panel=PLAN)
 app.command("gpus", rich_help_panel=PLAN)(gpus.gpus)
+app.command("bench", rich_help_panel=LIVE)(bench.bench)
+app.command("mock-server", rich_help_panel=LIVE)(bench.mock_server)
 app.command("watch", rich_help_panel=LIVE)(watch.watch)
 app.add_typer(alerts.app, name="alerts", rich_help_panel=LIVE)
 app.add_typer(dashboards.app, name="dashboards", rich_help_panel=LIVE)

@@ -1,0 +1,333 @@
+"""The streaming HTTP client: one OpenAI-compatible request, timed chunk by chunk.
+
+Owns the wire format (``/v1/completions`` and ``/v1/chat/completions`` with ``stream=true``,
+Server-Sent Events), the shared connection pool and the error classes. Every timestamp comes
+from ``time.perf_counter`` (monotonic) relative to the run's start, in seconds:
+
+* ``sent_s``: just before the request is handed to the connection pool;
+* ``first_byte_s``: response headers received;
+* ``chunk_times``: each SSE event carrying generated text (several events read together
+  share their read time — they did arrive together);
+* ``first_token_s``: the first such event; ``end_s``: the stream's end.
+
+Metric definitions follow vLLM's benchmark (vllm/benchmarks/serve.py), the de-facto reference:
+TTFT counts to the first chunk with non-empty text, TPOT excludes the first token, ITL is each
+gap between chunks. Output tokens come from the stream's final ``usage`` (requested with
+``stream_options.include_usage``); when a server sends none, content chunks are counted.
+
+The pool has no connection cap (``limit=0``): a hidden cap silently lowers concurrency
+(GuideLLM issue #487, httpx's default of 100). The read buffer is 4 MiB because aiohttp's
+64 KiB default throttles long prompts and answers (vLLM issue #39963; SGLang raised its own
+to 10 MB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from kvscope.errors import KvscopeError
+
+READ_BUFSIZE = 4 * 1024 * 1024
+#: Where a token chunk's text starts: ``"text":"`` (completions) or ``"content":"`` (chat).
+_TEXT_KEY = re.compile(rb'"(?:text|content|reasoning_content)"\s*:\s*"')
+NAN = math.nan
+
+
+class Endpoint(enum.StrEnum):
+    COMPLETIONS = "completions"
+    CHAT = "chat"
+
+    @property
+    def path(self) -> str:
+        return "/v1/completions" if self is Endpoint.COMPLETIONS else "/v1/chat/completions"
+
+
+class ErrorKind(enum.StrEnum):
+    """Why a request did not complete normally (counted apart from latency statistics)."""
+
+    HTTP_STATUS = "http_status"
+    TIMEOUT = "timeout"
+    CONNECTION_REFUSED = "connection_refused"
+    CONNECTION_RESET = "connection_reset"
+    MALFORMED_STREAM = "malformed_stream"
+    SERVER_ERROR = "server_error"  # an ``{"error": ...}`` event inside a 200 stream
+    EARLY_STOP = "early_stop"  # ended cleanly with fewer tokens than asked under ignore_eos
+    CANCELLED = "cancelled"  # still running when the run was interrupted
+
+
+def normalize_base_url(url: str) -> str:
+    """``http(s)://host[:port][/prefix]`` without a trailing ``/v1``; else a KvscopeError."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise KvscopeError(
+            f"bad URL '{url}': expected http://HOST:PORT (an OpenAI-compatible server)."
+        )
+    try:
+        _ = parts.port
+    except ValueError:
+        raise KvscopeError(f"bad URL '{url}': the port is not a number in 0-65535.") from None
+    path = parts.path.rstrip("/")
+    for suffix in ("/v1/completions", "/v1/chat/completions", "/v1"):
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Where and how to send requests. The API key is read from ``api_key_env`` at use."""
+
+    base_url: str
+    model: str
+    endpoint: Endpoint = Endpoint.COMPLETIONS
+    api_key_env: str = "OPENAI_API_KEY"
+    request_timeout_s: float = 600.0
+    connect_timeout_s: float = 10.0
+    ignore_eos: bool = True
+    include_usage: bool = True
+
+    @property
+    def url(self) -> str:
+        return self.base_url + self.endpoint.path
+
+    def headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        key = os.environ.get(self.api_key_env, "")
+        if key:
+            h["Authorization"] = f"Bearer {key}"
+        return h
+
+    def public(self) -> dict[str, Any]:
+        """The configuration as it may be written out (never the key itself)."""
+        return {
+            "url": self.base_url,
+            "model": self.model,
+            "endpoint": str(self.endpoint),
+            "api_key_env": self.api_key_env,
+            "api_key_set": bool(os.environ.get(self.api_key_env)),
+            "request_timeout_s": self.request_timeout_s,
+            "ignore_eos": self.ignore_eos,
+        }
+
+
+def make_body(cfg: ClientConfig, prompt: str, max_tokens: int, stream: bool = True) -> bytes:
+    """The JSON body of one request."""
+    body: dict[str, Any] = {"model": cfg.model, "max_tokens": max_tokens, "stream": stream}
+    if cfg.endpoint is Endpoint.CHAT:
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    if stream and cfg.include_usage:
+        body["stream_options"] = {"include_usage": True}
+    if cfg.ignore_eos:
+        # vLLM, SGLang and llama.cpp's server accept ``ignore_eos`` (an extension, not OpenAI).
+        body["ignore_eos"] = True
+        body["min_tokens"] = max_tokens
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def make_session(cfg: ClientConfig) -> aiohttp.ClientSession:
+    """One shared pool for the whole run: no connection cap, large read buffer."""
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=3600)
+    timeout = aiohttp.ClientTimeout(total=cfg.request_timeout_s, sock_connect=cfg.connect_timeout_s)
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=timeout,
+        read_bufsize=READ_BUFSIZE,
+        auto_decompress=False,
+        skip_auto_headers=("User-Agent",),
+    )
+
+
+@dataclass(slots=True)
+class Trace:
+    """One request in flight: its schedule, its timestamps (s from run start), its outcome."""
+
+    index: int
+    request_id: str
+    scheduled_s: float
+    target_prompt_tokens: int
+    target_output_tokens: int
+    released_s: float = NAN
+    sent_s: float = NAN
+    first_byte_s: float = NAN
+    first_token_s: float = NAN
+    end_s: float = NAN
+    chunk_times: list[float] = field(default_factory=list)
+    usage_prompt_tokens: int = -1
+    usage_output_tokens: int = -1
+    cached_prompt_tokens: int = 0
+    http_status: int = 0
+    finish_reason: str = ""
+    done_marker: bool = False
+    error_kind: str = ""
+    error: str = ""
+
+    @property
+    def output_tokens(self) -> int:
+        return self.usage_output_tokens if self.usage_output_tokens >= 0 else len(self.chunk_times)
+
+    def fail(self, kind: ErrorKind, text: str) -> None:
+        if not self.error_kind:
+            self.error_kind = str(kind)
+            self.error = text[:200]
+
+
+def _classify(err: BaseException) -> tuple[ErrorKind, str]:
+    if isinstance(err, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+        return ErrorKind.TIMEOUT, "timed out"
+    if isinstance(err, aiohttp.ClientConnectorError):
+        return ErrorKind.CONNECTION_REFUSED, f"cannot connect: {err.os_error.strerror or err}"
+    if isinstance(err, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        return ErrorKind.CONNECTION_RESET, "server closed the connection mid-request"
+    if isinstance(err, aiohttp.ClientOSError | ConnectionError):
+        return ErrorKind.CONNECTION_RESET, f"connection error: {err}"
+    if isinstance(err, ValueError | KeyError | TypeError | IndexError | AttributeError):
+        return ErrorKind.MALFORMED_STREAM, f"unparsable stream: {type(err).__name__}: {err}"
+    return ErrorKind.CONNECTION_RESET, f"{type(err).__name__}: {err}"
+
+
+class StreamParser:
+    """Incremental SSE parser: feed bytes with their read time, it fills a :class:`Trace`."""
+
+    __slots__ = ("_buf", "chat", "trace")
+
+    def __init__(self, trace: Trace, chat: bool) -> None:
+        self.trace = trace
+        self.chat = chat
+        self._buf = b""
+
+    def feed(self, data: bytes, t: float) -> None:
+        buf = self._buf + data if self._buf else data
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            line = buf[start:nl]
+            start = nl + 1
+            if line.startswith(b"data:"):
+                self._event(line[5:].strip(), t)
+            # blank lines end events; "event:", "id:" and ":" comment lines carry nothing here
+        self._buf = buf[start:]
+
+    def close(self, t: float) -> None:
+        if self._buf.strip().startswith(b"data:"):  # last event without its newline
+            self._event(self._buf.strip()[5:].strip(), t)
+        self._buf = b""
+
+    def _event(self, payload: bytes, t: float) -> None:
+        tr = self.trace
+        if payload == b"[DONE]":
+            tr.done_marker = True
+            return
+        if (
+            b'"finish_reason":null' in payload
+            and b'"usage"' not in payload
+            and b'"error"' not in payload
+            and payload[:1] == b"{"
+            and payload[-1:] == b"}"
+        ):
+            # Fast path for the common mid-stream token chunk (compact JSON as vLLM, SGLang and
+            # llama.cpp send it): only "is there text" matters, so skip the full JSON parse.
+            # A JSON string cannot contain an unescaped quote, so the key pattern cannot match
+            # inside generated text.
+            m = _TEXT_KEY.search(payload)
+            if m is not None and payload[m.end() : m.end() + 1] != b'"':
+                if not tr.chunk_times:
+                    tr.first_token_s = t
+                tr.chunk_times.append(t)
+            return
+        obj = json.loads(payload)
+        if not isinstance(obj, dict):
+            raise ValueError("event is not a JSON object")
+        if "error" in obj:
+            err = obj["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            tr.fail(ErrorKind.SERVER_ERROR, f"server error event: {msg}")
+            return
+        choices = obj.get("choices")
+        if choices:
+            c = choices[0]
+            if self.chat:
+                delta = c.get("delta") or {}
+                text = delta.get("content") or delta.get("reasoning_content")
+            else:
+                text = c.get("text")
+            if text:
+                if not tr.chunk_times:
+                    tr.first_token_s = t
+                tr.chunk_times.append(t)
+            reason = c.get("finish_reason")
+            if reason:
+                tr.finish_reason = str(reason)
+        elif choices is None and "usage" not in obj:
+            raise ValueError("event has neither choices nor usage")
+        usage = obj.get("usage")
+        if usage:
+            tr.usage_prompt_tokens = int(usage.get("prompt_tokens", -1))
+            tr.usage_output_tokens = int(usage.get("completion_tokens", -1))
+            details = usage.get("prompt_tokens_details") or {}
+            tr.cached_prompt_tokens = int(details.get("cached_tokens") or 0)
+
+
+async def stream_request(
+    session: aiohttp.ClientSession,
+    cfg: ClientConfig,
+    headers: dict[str, str],
+    body: bytes,
+    trace: Trace,
+    t0: float,
+) -> None:
+    """Send one streaming request and record everything about it in ``trace``."""
+    clock = time.perf_counter
+    parser = StreamParser(trace, cfg.endpoint is Endpoint.CHAT)
+    try:
+        trace.sent_s = clock() - t0
+        async with session.post(cfg.url, data=body, headers=headers) as resp:
+            trace.first_byte_s = clock() - t0
+            trace.http_status = resp.status
+            if resp.status != 200:
+                text = (await resp.content.read(300)).decode("utf-8", "replace")
+                trace.fail(ErrorKind.HTTP_STATUS, f"http {resp.status}: {' '.join(text.split())}")
+            elif not resp.content_type.startswith("text/event-stream"):
+                trace.fail(
+                    ErrorKind.MALFORMED_STREAM,
+                    f"response is {resp.content_type or 'untyped'}, not an event stream",
+                )
+            else:
+                async for data in resp.content.iter_any():
+                    parser.feed(data, clock() - t0)
+                parser.close(clock() - t0)
+    except asyncio.CancelledError:
+        trace.fail(ErrorKind.CANCELLED, "run interrupted before the answer finished")
+        trace.end_s = clock() - t0
+        raise
+    except Exception as err:  # every failure is data: classify and keep the request
+        kind, text = _classify(err)
+        trace.fail(kind, text)
+    trace.end_s = clock() - t0
+    if trace.error_kind:
+        return
+    if not trace.done_marker and not trace.finish_reason:
+        trace.fail(ErrorKind.CONNECTION_RESET, "stream ended without a finish reason or [DONE]")
+    elif not trace.chunk_times and trace.usage_output_tokens <= 0:
+        trace.fail(ErrorKind.MALFORMED_STREAM, "stream carried no generated text")
+    elif cfg.ignore_eos and trace.output_tokens < trace.target_output_tokens:
+        trace.fail(
+            ErrorKind.EARLY_STOP,
+            f"early stop: {trace.output_tokens} of {trace.target_output_tokens} tokens "
+            f"({trace.finish_reason or 'no reason'})",
+        )

@@ -1,0 +1,152 @@
+"""The public entry point: ``run_bench`` measures one workload against one live server.
+
+Steps: check the server and calibrate prompt lengths (:mod:`kvscope.bench.preflight`), render
+every prompt and request body before the clock starts (no tokenising or JSON encoding on the
+sending path), run the load (:mod:`kvscope.bench.runner`), and write ``summary.json`` (kind
+``bench``) next to ``requests.parquet``, ``chunks.parquet`` and ``server.parquet``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvscope.bench.client import ClientConfig, make_body
+from kvscope.bench.metrics import summarize
+from kvscope.bench.preflight import check_and_calibrate
+from kvscope.bench.prompts import PromptBuilder, TokenizerBackend, describe
+from kvscope.bench.runner import BENCH_REQUEST_SCHEMA, LoadConfig, Prepared, run_loop, run_prepared
+from kvscope.errors import KvscopeError
+from kvscope.results import read_summary
+from kvscope.workload.stream import Workload
+
+#: Refuse to pre-render more request bodies than this (bytes, estimated at 8 per token).
+MAX_PREPARED_BYTES = 4 * 1024**3
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """Run-level options that are not about the load shape or the wire."""
+
+    slo: Mapping[str, float] = field(default_factory=dict)
+    max_error_rate: float = 0.05
+    tokenizer: str | None = None
+    seed: int = 0
+    preflight_timeout_s: float = 30.0
+    preflight: bool = True
+
+
+def prepare(workload: Workload, builder: PromptBuilder, client: ClientConfig) -> Prepared:
+    """Render every request's prompt and JSON body (arrival times shifted to start at 0)."""
+    w = workload.shift_to_zero()
+    est = int(w.prompt_tokens.sum()) * 8
+    if est > MAX_PREPARED_BYTES:
+        raise KvscopeError(
+            f"the workload's prompts would take about {est / 1024**3:.1f} GiB to prepare.",
+            hint="Limit it with --num-requests or --duration.",
+        )
+    bodies = []
+    outs = [max(1, int(n)) for n in w.output_tokens.tolist()]
+    for i, req in enumerate(w):
+        bodies.append(make_body(client, builder.build(req, i), outs[i]))
+    return Prepared(
+        arrival_s=w.arrival_s.tolist(),
+        request_ids=[str(x) for x in w.request_ids.tolist()],
+        bodies=bodies,
+        prompt_tokens=w.prompt_tokens.tolist(),
+        output_tokens=outs,
+    )
+
+
+def make_builder(
+    client: ClientConfig, options: BenchOptions
+) -> tuple[PromptBuilder, dict[str, Any]]:
+    """Check the server and build the prompt renderer (calibrated unless a tokenizer is given)."""
+    tok = TokenizerBackend(options.tokenizer) if options.tokenizer else None
+    builder = PromptBuilder(tokenizer=tok, seed=options.seed)
+    facts: dict[str, Any] = {}
+    if options.preflight:
+        cal, facts = run_loop(
+            lambda: check_and_calibrate(client, builder, options.preflight_timeout_s)
+        )
+        if cal is not None:
+            builder = PromptBuilder(calibration=cal, seed=options.seed)
+    return builder, facts
+
+
+def load_for(workload: Workload, max_concurrency: int | None, **kw: Any) -> LoadConfig:
+    """The load shape a workload asks for: closed loop when its spec says so."""
+    closed = workload.spec.get("closed_loop") if hasattr(workload.spec, "get") else None
+    if closed and kw.get("cooldown_s"):
+        raise KvscopeError(
+            "--cooldown needs scheduled arrivals; a closed loop has no scheduled end.",
+            hint="Use --warmup, or an open-loop --arrival.",
+        )
+    if closed and max_concurrency is not None:
+        raise KvscopeError(
+            "--max-concurrency caps an open-loop rate; a closed loop already has "
+            "concurrency:n=N requests in flight."
+        )
+    if closed:
+        return LoadConfig(
+            closed_loop=int(closed["concurrency"]),
+            think_s=float(closed.get("think_s") or 0.0),
+            **kw,
+        )
+    return LoadConfig(max_concurrency=max_concurrency, **kw)
+
+
+def run_bench(
+    client: ClientConfig,
+    load: LoadConfig,
+    workload: Workload,
+    out: str | Path,
+    options: BenchOptions | None = None,
+    *,
+    builder: PromptBuilder | None = None,
+    progress: Callable[[Mapping[str, float]], None] | None = None,
+) -> dict[str, Any]:
+    """Measure ``workload`` against the server; returns the written ``summary.json``."""
+    opts = options or BenchOptions()
+    if not 0 <= opts.max_error_rate <= 1:
+        raise KvscopeError(f"--max-error-rate must be within 0-1, got {opts.max_error_rate}.")
+    if len(workload) == 0:
+        raise KvscopeError("the workload has no requests.")
+    facts: dict[str, Any] = {}
+    if builder is None:
+        builder, facts = make_builder(client, opts)
+    prepared = prepare(workload, builder, client)
+    run_dir, state = run_prepared(client, load, prepared, Path(out), progress)
+    figures = summarize(
+        state.rows,
+        BENCH_REQUEST_SCHEMA,
+        state.itl_gaps,
+        open_loop=load.closed_loop is None,
+        capped=load.max_concurrency is not None,
+        slo=opts.slo,
+        max_error_rate=opts.max_error_rate,
+    )
+    config = {
+        "server": client.public(),
+        "load": load.describe(),
+        "workload": dict(workload.spec),
+        "prompts": describe(builder),
+        "slo": dict(opts.slo),
+        "seed": opts.seed,
+    }
+    run_dir.write_summary(
+        config,
+        figures,
+        interrupted=state.interrupted,
+        unfinished_at_drain=state.unfinished,
+        requests_released=state.released,
+        requests_not_sent=state.released - len(state.rows),
+        wall_s=state.wall_s,
+        server_metrics=state.probe,
+        preflight=facts,
+    )
+    summary = read_summary(run_dir.path)
+    assert summary is not None
+    return summary

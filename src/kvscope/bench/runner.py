@@ -1,0 +1,439 @@
+"""One bench run: dispatch a workload against a server, record every request as it ends.
+
+Owns the load shapes and the run's lifecycle (run directory, signals, draining):
+
+* **Open loop** (every arrival process and trace replay): request ``i`` is released at
+  ``t0 + arrival_s[i]`` on an absolute schedule, so lateness never accumulates (the bug of
+  relative sleeps, vLLM issue #21104). The dispatcher sleeps until ``SPIN_S`` before the
+  target — event-loop timers have about 1 ms resolution (libuv's are whole milliseconds;
+  AIPerf PR #1185 measured the same quantisation) — then yields to the loop until the target
+  passes, reading responses meanwhile. ``dispatch_lag_s`` = send − target is recorded per
+  request: the client's own lateness (pacing error plus the time its task waited for the
+  loop), the figure that shows when the client, not the server, limits a run.
+* **Concurrency cap over a rate** (``max_concurrency``): when the cap holds a request back,
+  the rest of the schedule slides by the same delay instead of being released in a burst when
+  slots free together (the burst problem of vLLM PR #45502); the slide is ``cap_delay_s``.
+* **Closed loop** (``--arrival concurrency:n=N[,think=S]``): N workers, each sends its next
+  request when its previous one ends (plus think time).
+
+Rows are appended to ``requests.parquet`` (via a crash-safe stream) every ``FLUSH_S`` and at
+the end; Ctrl-C (SIGINT) or SIGTERM cancels what is in flight, keeps those requests as
+``incomplete``/``cancelled`` and still writes the summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import math
+import signal
+import time
+from array import array
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from kvscope.bench.client import ClientConfig, ErrorKind, Trace, make_session, stream_request
+from kvscope.bench.server_probe import SERVER_SCHEMA, ServerProbe, metrics_url
+from kvscope.results import REQUEST_SCHEMA, RequestRecord, RunDir, Status
+
+#: Wake this long before a release and yield to the loop until it is due (s). A wider window
+#: (tried: adaptive up to 10 ms) spends a core spinning and, on a shared 2-core machine, got
+#: the process preempted more often: P99 lateness went up, not down.
+SPIN_S = 0.002
+#: How often completed rows are appended to the run directory (s).
+FLUSH_S = 0.2
+
+BENCH_EXTRA_FIELDS = [
+    ("released_s", pa.float64()),
+    ("sent_s", pa.float64()),
+    ("first_byte_s", pa.float64()),
+    ("dispatch_lag_s", pa.float64()),
+    ("cap_delay_s", pa.float64()),
+    ("target_prompt_tokens", pa.int64()),
+    ("target_output_tokens", pa.int64()),
+    ("usage_prompt_tokens", pa.int64()),
+    ("chunks", pa.int64()),
+    ("http_status", pa.int64()),
+    ("error_kind", pa.string()),
+    ("finish_reason", pa.string()),
+    ("phase", pa.string()),
+]
+#: ``requests.parquet`` of a bench run: the shared schema plus client-side columns.
+BENCH_REQUEST_SCHEMA = pa.schema(list(REQUEST_SCHEMA) + [pa.field(*f) for f in BENCH_EXTRA_FIELDS])
+#: ``chunks.parquet``: the arrival time of every streamed chunk (s from the run's start).
+CHUNK_SCHEMA = pa.schema([("request_id", pa.string()), ("chunk_times_s", pa.list_(pa.float64()))])
+
+_INCOMPLETE = {str(ErrorKind.EARLY_STOP), str(ErrorKind.CANCELLED)}
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """How requests are released and which part of the run counts."""
+
+    max_concurrency: int | None = None
+    closed_loop: int | None = None
+    think_s: float = 0.0
+    warmup_s: float = 0.0
+    cooldown_s: float = 0.0
+    scrape_interval_s: float | None = 0.25
+    drain_timeout_s: float = 60.0
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "mode": "closed" if self.closed_loop else "open",
+            "closed_loop_concurrency": self.closed_loop,
+            "think_s": self.think_s,
+            "max_concurrency": self.max_concurrency,
+            "warmup_s": self.warmup_s,
+            "cooldown_s": self.cooldown_s,
+            "scrape_interval_s": self.scrape_interval_s,
+            "drain_timeout_s": self.drain_timeout_s,
+        }
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The request stream ready to send: schedule (s), ids, bodies and target lengths."""
+
+    arrival_s: Sequence[float]
+    request_ids: Sequence[str]
+    bodies: Sequence[bytes]
+    prompt_tokens: Sequence[int]
+    output_tokens: Sequence[int]
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+
+@dataclass
+class RunState:
+    """What the run collected (kept in memory for the summary; rows also go to disk)."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    itl_gaps: array[float] = field(default_factory=lambda: array("d"))
+    interrupted: bool = False
+    wall_s: float = 0.0
+    probe: dict[str, Any] | None = None
+    unfinished: int = 0
+    released: int = 0
+
+
+class BenchRun:
+    """Run one prepared stream against one server, writing into ``run_dir``."""
+
+    def __init__(
+        self,
+        client: ClientConfig,
+        load: LoadConfig,
+        prepared: Prepared,
+        run_dir: RunDir,
+        progress: Callable[[Mapping[str, float]], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.load = load
+        self.prep = prepared
+        self.run_dir = run_dir
+        self.progress = progress
+        self.state = RunState()
+        self._buf: list[dict[str, Any]] = []
+        self._chunk_buf: list[dict[str, Any]] = []
+        self._server_buf: list[dict[str, Any]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sem: asyncio.Semaphore | None = None
+        self._stop = asyncio.Event()
+        self._sent = 0
+        self._done = 0
+        self._errors = 0
+        self._next = 0
+        self.t0 = 0.0
+        self._slide: dict[int, float] = {}  # index -> how far the cap slid its schedule (s)
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._session: Any = None
+        self._window = self._measure_window()
+
+    def _measure_window(self) -> tuple[float, float]:
+        arr = self.prep.arrival_s
+        if not len(arr) or self.load.closed_loop:
+            return (self.load.warmup_s, math.inf)
+        return (arr[0] + self.load.warmup_s, arr[-1] - self.load.cooldown_s)
+
+    # ------------------------------------------------------------------ per request
+    def _phase(self, t: float) -> str:
+        lo, hi = self._window
+        if t < lo:
+            return "warmup"
+        return "cooldown" if t > hi else "measure"
+
+    def _complete(self, tr: Trace) -> None:
+        self._done += 1
+        kind = tr.error_kind
+        status = Status.OK
+        if kind in _INCOMPLETE:
+            status = Status.INCOMPLETE
+        elif kind:
+            status = Status.ERROR
+            self._errors += 1
+        out_tokens = tr.output_tokens
+        rec = RequestRecord(
+            request_id=tr.request_id,
+            arrival_s=tr.scheduled_s,
+            prompt_tokens=tr.usage_prompt_tokens
+            if tr.usage_prompt_tokens >= 0
+            else tr.target_prompt_tokens,
+            output_tokens=out_tokens,
+            cached_prompt_tokens=tr.cached_prompt_tokens,
+            first_scheduled_s=tr.sent_s,
+            first_token_s=tr.first_token_s,
+            finish_s=tr.end_s,
+            status=status,
+            error=tr.error,
+        )
+        row = rec.row()
+        cap_delay = self._slide.pop(tr.index, math.nan)
+        # the client's own lateness: request handed to the pool vs its (slid) target
+        lag = tr.sent_s - tr.scheduled_s - cap_delay
+        phase = self._phase(tr.scheduled_s)
+        row.update(
+            released_s=tr.released_s,
+            sent_s=tr.sent_s,
+            first_byte_s=tr.first_byte_s,
+            dispatch_lag_s=lag,
+            cap_delay_s=cap_delay,
+            target_prompt_tokens=tr.target_prompt_tokens,
+            target_output_tokens=tr.target_output_tokens,
+            usage_prompt_tokens=tr.usage_prompt_tokens,
+            chunks=len(tr.chunk_times),
+            http_status=tr.http_status,
+            error_kind=kind,
+            finish_reason=tr.finish_reason,
+            phase=phase,
+        )
+        self._buf.append(row)
+        self.state.rows.append(row)
+        ct = tr.chunk_times
+        self._chunk_buf.append({"request_id": tr.request_id, "chunk_times_s": ct})
+        if status is Status.OK and phase == "measure" and len(ct) > 1:
+            gaps = self.state.itl_gaps
+            prev = ct[0]
+            for t in ct[1:]:
+                gaps.append(t - prev)
+                prev = t
+
+    async def _one(self, tr: Trace, body: bytes, headers: dict[str, str]) -> None:
+        try:
+            await stream_request(self._session, self.client, headers, body, tr, self.t0)
+        finally:
+            if self._sem is not None:
+                self._sem.release()
+            self._complete(tr)
+
+    def _trace(self, i: int, scheduled: float) -> Trace:
+        return Trace(
+            index=i,
+            request_id=self.prep.request_ids[i],
+            scheduled_s=scheduled,
+            target_prompt_tokens=self.prep.prompt_tokens[i],
+            target_output_tokens=self.prep.output_tokens[i],
+        )
+
+    # ------------------------------------------------------------------ load shapes
+    async def _dispatch_open(self) -> None:
+        clock = time.perf_counter
+        sleep = asyncio.sleep
+        t0 = self.t0
+        sched = self.prep.arrival_s
+        bodies = self.prep.bodies
+        headers = self.client.headers()
+        sem = self._sem
+        shift = 0.0
+        for i in range(len(bodies)):
+            if self._stop.is_set():
+                break
+            target = t0 + sched[i] + shift
+            d = target - clock()
+            if d > SPIN_S:
+                await sleep(d - SPIN_S)
+                d = target - clock()
+            while d > 0:
+                await sleep(0)
+                d = target - clock()
+            if sem is not None:
+                if sem.locked():
+                    late = clock() - target  # pacing lateness is not the cap's doing
+                    await sem.acquire()
+                    shift = max(shift, clock() - (t0 + sched[i]) - late)
+                else:
+                    await sem.acquire()
+            tr = self._trace(i, sched[i])
+            tr.released_s = clock() - t0
+            self._slide[i] = shift
+            self._sent += 1
+            task = asyncio.create_task(self._one(tr, bodies[i], headers))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _dispatch_closed(self) -> None:
+        n = self.load.closed_loop or 1
+        headers = self.client.headers()
+        workers = [asyncio.create_task(self._worker(headers)) for _ in range(n)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for w in workers:
+                w.cancel()
+
+    async def _worker(self, headers: dict[str, str]) -> None:
+        clock = time.perf_counter
+        while not self._stop.is_set() and self._next < len(self.prep):
+            i = self._next
+            self._next += 1
+            now = clock() - self.t0
+            tr = self._trace(i, now)
+            tr.released_s = now
+            self._slide[i] = 0.0
+            self._sent += 1
+            await self._one(tr, self.prep.bodies[i], headers)
+            if self.load.think_s > 0:
+                await asyncio.sleep(self.load.think_s)
+
+    # ------------------------------------------------------------------ lifecycle
+    def interrupt(self) -> None:
+        """Stop dispatching and cancel what is in flight (Ctrl-C, SIGTERM)."""
+        if not self._stop.is_set():
+            self.state.interrupted = True
+            self._stop.set()
+            for t in list(self._tasks):
+                t.cancel()
+            if self._dispatcher is not None:
+                self._dispatcher.cancel()
+
+    def _flush(self, req_w: Any, chunk_w: Any, srv_w: Any) -> None:
+        if self._buf:
+            req_w.append_rows(self._buf)
+            self._buf = []
+        if self._chunk_buf:
+            chunk_w.append_rows(self._chunk_buf)
+            self._chunk_buf = []
+        if srv_w is not None and self._server_buf:
+            rows = self._server_buf[:]  # the probe holds this list: empty it in place
+            self._server_buf.clear()
+            srv_w.append_rows(rows)
+
+    async def _housekeeping(self, req_w: Any, chunk_w: Any, srv_w: Any) -> None:
+        last_progress = 0.0
+        while True:
+            await asyncio.sleep(FLUSH_S)
+            self._flush(req_w, chunk_w, srv_w)
+            now = time.perf_counter()
+            if self.progress is not None and now - last_progress >= 0.5:
+                last_progress = now
+                self.progress(self.counters())
+
+    def counters(self) -> dict[str, float]:
+        return {
+            "total": float(len(self.prep)),
+            "sent": float(self._sent),
+            "done": float(self._done),
+            "errors": float(self._errors),
+            "in_flight": float(self._sent - self._done),
+            "elapsed_s": time.perf_counter() - self.t0 if self.t0 else 0.0,
+        }
+
+    async def main(self) -> RunState:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            # only the main thread may install handlers; elsewhere the caller interrupts
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.interrupt)
+        if self.load.max_concurrency:
+            self._sem = asyncio.Semaphore(self.load.max_concurrency)
+        req_w = self.run_dir.table("requests", BENCH_REQUEST_SCHEMA)
+        chunk_w = self.run_dir.table("chunks", CHUNK_SCHEMA)
+        srv_w = self.run_dir.table("server", SERVER_SCHEMA) if self.load.scrape_interval_s else None
+        self._session = make_session(self.client)
+        # As vLLM's benchmark does: move start-up objects out of the collector's reach so a
+        # full collection cannot pause the dispatcher mid-run.
+        gc.collect()
+        gc.freeze()
+        probe: ServerProbe | None = None
+        probe_stop = asyncio.Event()
+        background: list[asyncio.Task[None]] = []
+        housekeeping: asyncio.Task[None] | None = None
+        try:
+            self.t0 = time.perf_counter()
+            if self.load.scrape_interval_s:
+                probe = ServerProbe(
+                    self._session,
+                    metrics_url(self.client.base_url),
+                    self.load.scrape_interval_s,
+                    self.t0,
+                    self._server_buf.append,
+                )
+                background.append(asyncio.create_task(probe.run(probe_stop)))
+            housekeeping = asyncio.create_task(self._housekeeping(req_w, chunk_w, srv_w))
+            background.append(housekeeping)
+            dispatch = self._dispatch_closed() if self.load.closed_loop else self._dispatch_open()
+            self._dispatcher = asyncio.create_task(dispatch)
+            await asyncio.wait({self._dispatcher})
+            if not self._dispatcher.cancelled():
+                err = self._dispatcher.exception()
+                if err is not None:
+                    raise err
+            if self._tasks and not self._stop.is_set():
+                await asyncio.wait(set(self._tasks), timeout=self.load.drain_timeout_s)
+            pending = set(self._tasks)
+            self.state.unfinished = len(pending)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5.0)
+            self.state.wall_s = time.perf_counter() - self.t0
+            self.state.released = self._sent
+        finally:
+            probe_stop.set()  # the probe finishes its scrape and stops by itself
+            if housekeeping is not None:
+                housekeeping.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await self._session.close()
+            gc.unfreeze()
+            self._flush(req_w, chunk_w, srv_w)
+            req_w.close()
+            chunk_w.close()
+            if srv_w is not None:
+                srv_w.close()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.remove_signal_handler(sig)
+        self.state.probe = probe.summary() if probe is not None else None
+        return self.state
+
+
+def run_loop(coro_factory: Callable[[], Any]) -> Any:
+    """Run a coroutine on uvloop when installed (lower per-request overhead), else asyncio."""
+    try:
+        import uvloop
+
+        factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop
+    except ImportError:
+        factory = None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro_factory())
+
+
+def run_prepared(
+    client: ClientConfig,
+    load: LoadConfig,
+    prepared: Prepared,
+    out: Path,
+    progress: Callable[[Mapping[str, float]], None] | None = None,
+) -> tuple[RunDir, RunState]:
+    """Run ``prepared`` and return the run directory and what was collected."""
+    run_dir = RunDir(out, "bench")
+    run = BenchRun(client, load, prepared, run_dir, progress)
+    state: RunState = run_loop(run.main)
+    return run_dir, state

@@ -1,0 +1,202 @@
+"""Server-side sampling during a bench run: the engine's Prometheus ``/metrics`` page.
+
+One function, :func:`parse_metrics`, maps an exposition page onto a fixed set of canonical
+columns (``kv_cache_usage_frac``, ``requests_running``, ...), summing counts over label sets
+(one per engine/replica) and taking the largest fraction. :class:`ServerProbe` polls the
+page every ``interval_s`` on the bench's own connection pool and appends one row per scrape
+to ``server.parquet`` (``t_s`` first, seconds on the bench clock; NaN where the engine has
+no such metric).
+
+Metric names, by engine (``name`` as it appears on the page):
+
+* vLLM v1 (vllm/v1/metrics/loggers.py): ``vllm:kv_cache_usage_perc`` (a 0-1 fraction despite
+  the name; ``vllm:gpu_cache_usage_perc`` before v0.10), ``vllm:num_requests_running``,
+  ``vllm:num_requests_waiting``, ``vllm:num_preemptions_total``, ``vllm:prompt_tokens_total``,
+  ``vllm:generation_tokens_total``, ``vllm:prefix_cache_queries_total``,
+  ``vllm:prefix_cache_hits_total`` (both in tokens).
+* SGLang (python/sglang/srt/metrics/collector.py): ``sglang:token_usage``,
+  ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:prompt_tokens_total``,
+  ``sglang:generation_tokens_total``.
+* llama.cpp ``llama-server --metrics`` (tools/server/server.cpp; names measured on 0.3.36's
+  vendored copy, ../shared/reference/cpu_engines.md): ``llamacpp:prompt_tokens_total``,
+  ``llamacpp:prompt_tokens_cached_total``, ``llamacpp:tokens_predicted_total``,
+  ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``,
+  ``llamacpp:n_busy_slots_per_decode``; older builds also had ``llamacpp:kv_cache_usage_ratio``.
+
+Only lines of catalogued names are handed to ``prometheus_client``'s parser, so a large vLLM
+page (hundreds of histogram buckets) costs little time on the bench's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import pyarrow as pa
+from prometheus_client.parser import text_string_to_metric_families
+
+#: canonical column -> the engine metric names that feed it (first ones are preferred).
+CATALOGUE: dict[str, tuple[str, ...]] = {
+    "kv_cache_usage_frac": (
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+        "sglang:token_usage",
+        "llamacpp:kv_cache_usage_ratio",
+    ),
+    "requests_running": (
+        "vllm:num_requests_running",
+        "sglang:num_running_reqs",
+        "llamacpp:requests_processing",
+    ),
+    "requests_waiting": (
+        "vllm:num_requests_waiting",
+        "sglang:num_queue_reqs",
+        "llamacpp:requests_deferred",
+    ),
+    "preemptions_total": ("vllm:num_preemptions_total",),
+    "prompt_tokens_total": (
+        "vllm:prompt_tokens_total",
+        "sglang:prompt_tokens_total",
+        "llamacpp:prompt_tokens_total",
+    ),
+    "generation_tokens_total": (
+        "vllm:generation_tokens_total",
+        "sglang:generation_tokens_total",
+        "llamacpp:tokens_predicted_total",
+    ),
+    "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total",),
+    "prefix_cache_hits_total": (
+        "vllm:prefix_cache_hits_total",
+        "llamacpp:prompt_tokens_cached_total",
+    ),
+    "busy_slots_per_decode": ("llamacpp:n_busy_slots_per_decode",),
+}
+COLUMNS: tuple[str, ...] = tuple(CATALOGUE)
+_SOURCE = {name: col for col, names in CATALOGUE.items() for name in names}
+_PREFIXES = tuple(sorted({n.split(":")[0] + ":" for n in _SOURCE}))
+
+SERVER_SCHEMA = pa.schema(
+    [("t_s", pa.float64()), ("scrape_ok", pa.bool_()), ("scrape_latency_s", pa.float64())]
+    + [(c, pa.float64()) for c in COLUMNS]
+)
+
+
+def _relevant(text: str) -> str:
+    keep = []
+    for line in text.splitlines():
+        body = line[7:] if line.startswith(("# HELP ", "# TYPE ")) else line
+        if body.startswith(_PREFIXES):
+            name = body.split("{", 1)[0].split(" ", 1)[0]
+            if name in _SOURCE or name.removesuffix("_total") + "_total" in _SOURCE:
+                keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Canonical figures of one ``/metrics`` page; absent ones are left out.
+
+    Raises ``ValueError`` when the page is not Prometheus text.
+    """
+    found: dict[str, tuple[int, float]] = {}  # column -> (rank of source name, summed value)
+    for family in text_string_to_metric_families(_relevant(text)):
+        for sample in family.samples:
+            col = _SOURCE.get(sample.name)
+            if col is None:
+                continue
+            rank = CATALOGUE[col].index(sample.name)
+            prev = found.get(col)
+            if prev is None or rank < prev[0]:
+                found[col] = (rank, float(sample.value))
+            elif rank == prev[0]:  # more label sets: counts add up, fractions take the max
+                v = float(sample.value)
+                found[col] = (rank, max(prev[1], v) if col.endswith("_frac") else prev[1] + v)
+    return {col: v for col, (_, v) in found.items()}
+
+
+def metrics_url(base_url: str) -> str:
+    """Where the engine serves Prometheus text (on its API port for vLLM, SGLang, llama.cpp)."""
+    return base_url + "/metrics"
+
+
+class ServerProbe:
+    """Poll ``/metrics`` every ``interval_s`` and hand each row to ``sink``."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        interval_s: float,
+        t0: float,
+        sink: Callable[[dict[str, Any]], None],
+    ) -> None:
+        if not 0.01 <= interval_s <= 60:
+            raise ValueError("scrape interval must be within 0.01-60 s")
+        self.session = session
+        self.url = url
+        self.interval_s = interval_s
+        self.t0 = t0
+        self.sink = sink
+        self.samples = 0
+        self.failures = 0
+        self.seen: set[str] = set()
+        self.last_error = ""
+        self.peaks: dict[str, float] = {}
+
+    async def scrape_once(self) -> dict[str, Any]:
+        clock = time.perf_counter
+        start = clock()
+        row: dict[str, Any] = {"t_s": start - self.t0, "scrape_ok": False}
+        row.update(dict.fromkeys(COLUMNS, math.nan))
+        try:
+            timeout = aiohttp.ClientTimeout(total=max(self.interval_s * 4, 1.0))
+            async with self.session.get(self.url, timeout=timeout) as resp:
+                text = await resp.text()
+                if resp.status != 200:
+                    raise ValueError(f"http {resp.status}")
+            values = parse_metrics(text)
+            row.update(values)
+            row["scrape_ok"] = True
+            self.seen.update(values)
+            for k, v in values.items():
+                self.peaks[k] = max(self.peaks.get(k, -math.inf), v)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # a failed scrape is a row with scrape_ok false
+            self.failures += 1
+            self.last_error = f"{type(err).__name__}: {err}"[:200]
+        row["scrape_latency_s"] = clock() - start
+        self.samples += 1
+        self.sink(row)
+        return row
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Scrape on an absolute schedule until ``stop`` is set."""
+        next_t = time.perf_counter()
+        while not stop.is_set():
+            await self.scrape_once()
+            next_t += self.interval_s
+            delay = next_t - time.perf_counter()
+            if delay < 0:  # a slow scrape: skip missed slots rather than bursting
+                next_t = time.perf_counter()
+                delay = 0.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "url": self.url,
+            "interval_s": self.interval_s,
+            "samples": self.samples,
+            "failed_scrapes": self.failures,
+            "metrics_found": sorted(self.seen),
+        }
+        if self.last_error:
+            out["last_scrape_error"] = self.last_error
+        for k, v in self.peaks.items():
+            out[f"{k}_peak"] = v
+        return out

@@ -1,0 +1,192 @@
+"""Helpers for bench tests: the CLI in a subprocess, the mock server, llama-server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SRC = REPO / "src"
+LLAMA_VERSION = "0.3.36"
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("OPENAI_API_KEY", None)
+    return env
+
+
+def kvscope(*args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
+    """Run the CLI from this tree in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "kvscope.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_env(),
+        check=False,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def start_mock(*flags: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvscope.cli.main", "mock-server", "--port", "0", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        proc.kill()
+        raise RuntimeError(f"mock server did not start: {line!r} {proc.stderr.read()!r}")  # type: ignore[union-attr]
+    return proc, line.rsplit(" ", 1)[1].strip()
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def llama_server_binary() -> Path | None:
+    env = os.environ.get("KVSCOPE_LLAMA_SERVER")
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    p = cache / "kvscope" / f"llama-server-{LLAMA_VERSION}" / "llama-server"
+    if p.is_file():
+        return p
+    found = shutil.which("llama-server")
+    return Path(found) if found else None
+
+
+class LlamaServer:
+    """A running llama-server: its URL, its process, and how to start it again."""
+
+    def __init__(self, binary: Path, model: Path, parallel: int = 4) -> None:
+        self.binary = binary
+        self.model = model
+        self.parallel = parallel
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        # flags as measured in ../shared/reference/cpu_engines.md
+        cmd = [
+            str(self.binary), "-m", str(self.model), "--host", "127.0.0.1",
+            "--port", str(self.port), "--metrics", "-np", str(self.parallel),
+            "-c", str(512 * self.parallel), "-t", "1", "--no-warmup",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("llama-server did not become healthy in 30 s")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# ---------------------------------------------------------------- misbehaving servers
+ODD_MODES = ("html", "json", "silent", "mute-headers")
+
+
+def _odd_app(mode: str) -> object:
+    import asyncio
+
+    from aiohttp import web
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        if mode == "html":  # a web page where the API should be
+            return web.Response(
+                text="<html><body>Welcome to nginx!</body></html>", content_type="text/html"
+            )
+        if mode == "json":  # JSON, but no event stream and no OpenAI fields
+            return web.json_response({"status": "ok", "version": "1.0"})
+        if mode == "silent":  # headers of a stream, then nothing at all
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await asyncio.sleep(3600)
+            return resp
+        await asyncio.sleep(3600)  # mute-headers: never answers
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    return app
+
+
+def start_odd_server(mode: str) -> tuple[subprocess.Popen[str], str]:
+    """A misbehaving HTTP server on 127.0.0.1 in a subprocess; returns it and its URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, __file__, mode, str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("ready"), line
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def max_overlap(starts: list[float], ends: list[float]) -> int:
+    """Most intervals [start, end) open at once."""
+    events = sorted([(s, 1) for s in starts] + [(e, -1) for e in ends])
+    cur = best = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+if __name__ == "__main__":
+    from aiohttp import web
+
+    mode, port = sys.argv[1], int(sys.argv[2])
+
+    async def _main() -> None:
+        runner = web.AppRunner(_odd_app(mode))  # type: ignore[arg-type]
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        print("ready", flush=True)
+        import asyncio
+
+        await asyncio.sleep(3600)
+
+    import asyncio
+
+    asyncio.run(_main())

@@ -1,0 +1,51 @@
+"""``--find-max-rate`` against a mock server whose latency grows with load."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from bench_helpers import kvscope
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _search(url: str, out: Path, *flags: str) -> tuple[int, dict[str, object]]:
+    r = kvscope(
+        "bench", "--url", url, "--model", "mock", "--find-max-rate", "--num-requests", "24",
+        "--prompt-len", "16", "--output-len", "10", "--out", str(out), "--json", *flags,
+        timeout=300,
+    )  # fmt: skip
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def test_finds_the_knee_of_a_queueing_server(
+    mock_server: Callable[..., str], tmp_path: Path
+) -> None:
+    # 2 requests at a time, 65 ms each: about 31 req/s of capacity, queueing beyond it
+    url = mock_server("--ttft", "0.02", "--itl", "0.005", "--max-running", "2")
+    rc, r = _search(
+        url, tmp_path / "s", "--slo", "ttft_p99=0.15", "--start-rate", "8", "--max-rate", "256"
+    )
+    assert rc == 0
+    best = r["max_rate_per_s"]
+    # 24 requests per probe: a queue has little time to build, so the knee reads a bit high
+    assert isinstance(best, float) and 8 <= best <= 48
+    verdicts = {p["rate_per_s"]: p["verdict"] for p in r["probes"]}  # type: ignore[attr-defined]
+    assert verdicts[8.0] == "pass"
+    assert all(v == "slo-missed" for rate, v in verdicts.items() if rate > 64)
+    # every probe is a full run directory, and the search's own summary sits above them
+    assert (tmp_path / "s" / "summary.json").is_file()
+    assert all(Path(p["run_dir"], "requests.parquet").is_file() for p in r["probes"])  # type: ignore[attr-defined]
+
+
+def test_no_rate_meets_an_impossible_slo(mock_server: Callable[..., str], tmp_path: Path) -> None:
+    url = mock_server("--ttft", "0.05")
+    rc, r = _search(url, tmp_path / "n", "--slo", "ttft_p99=10ms", "--start-rate", "32")
+    assert rc == 1
+    assert r["max_rate_per_s"] is None
+    assert "no rate" in str(r["stopped"])
+    assert len(r["probes"]) == 3  # type: ignore[arg-type]  # 32, 16, 8 then stop
