@@ -61,3 +61,34 @@ def test_nice_ticks_and_decimation_keep_peaks() -> None:
     y[71_234] = 5.0
     dx, dy, down = decimate(x, y, 1000)
     assert down and dx.size <= 1000 and dy.max() == 5.0
+
+
+def test_watch_columns_with_source_prefixes_are_plotted(tmp_path: Path) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from kvscope.results import RunDir
+
+    run = RunDir(tmp_path / "w", "watch")
+    src = "engine:127.0.0.1:8000"
+    schema = pa.schema(
+        [
+            ("t_s", pa.float64()),
+            (f"{src}/kv_cache_usage_ratio", pa.float64()),
+            (f"{src}/requests_running", pa.float64()),
+        ]
+    )
+    t = np.arange(0, 10, 0.1)
+    with run.table("server", schema) as tab:
+        tab.append_columns(
+            {
+                "t_s": t,
+                f"{src}/kv_cache_usage_ratio": 0.3 + 0.2 * np.sin(t),
+                f"{src}/requests_running": np.round(4 + 3 * np.sin(t)),
+            }
+        )
+    run.write_summary({}, {})
+    html = build_report([run.path])
+    assert 'aria-label="KV cache usage"' in html
+    assert 'aria-label="Requests running and waiting"' in html
+    assert re.search(r"peak 50\.0% at", html)

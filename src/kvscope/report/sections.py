@@ -128,12 +128,25 @@ SERIES_CHARTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "KV cache usage",
         "KV usage (% of capacity)",
-        ("kv_usage_frac", "kv_cache_usage_frac", "kv_cache_usage_perc", "kv_usage"),
+        (
+            "kv_usage_frac",
+            "kv_cache_usage_frac",
+            "kv_cache_usage_ratio",
+            "kv_cache_usage_perc",
+            "kv_usage",
+        ),
     ),
     (
         "Requests running and waiting",
         "requests",
-        ("running", "num_running", "waiting", "num_waiting"),
+        (
+            "running",
+            "num_running",
+            "requests_running",
+            "waiting",
+            "num_waiting",
+            "requests_waiting",
+        ),
     ),
     (
         "KV blocks",
@@ -147,11 +160,15 @@ SERIES_CHARTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "blocks_free",
         ),
     ),
-    ("Preemptions", "preemptions (cumulative)", ("preemptions", "preemptions_total")),
+    (
+        "Preemptions",
+        "preemptions (cumulative)",
+        ("preemptions", "preemptions_total", "num_preemptions_total"),
+    ),
     (
         "Prefix-cache hits",
         "cached prompt tokens (cumulative)",
-        ("prefix_hit_tokens", "prefix_hits"),
+        ("prefix_hit_tokens", "prefix_hits", "prefix_cache_hits_total"),
     ),
     ("Batch", "tokens per step", ("batch_tokens", "prefill_tokens", "decode_tokens")),
     ("Step time", "step time (s)", ("step_time_s",)),
@@ -177,8 +194,8 @@ def timeseries_section(runs: Sequence[LoadedRun], table: str) -> str:
             t = r.tables[table]
             x = col(t, "t_s")
             assert x is not None
-            for n in names:
-                y = col(t, n)
+            for column, n in _columns_named(t.column_names, names):
+                y = col(t, column)
                 if y is None:
                     continue
                 if n.endswith("_bytes"):
@@ -187,7 +204,7 @@ def timeseries_section(runs: Sequence[LoadedRun], table: str) -> str:
                     y = np.cumsum(np.nan_to_num(y))  # per-sample counts -> running total
                 if title == "KV cache usage" and np.nanmax(y, initial=0) <= 1.0:
                     y = y * 100
-                label = n if len(have) == 1 else f"{r.label}: {n}"
+                label = column if len(have) == 1 else f"{r.label}: {column}"
                 series.append(Series(label, x, y, step=True))
                 if title == "KV cache usage" and y.size:
                     i = int(np.nanargmax(y))
@@ -207,6 +224,17 @@ def timeseries_section(runs: Sequence[LoadedRun], table: str) -> str:
                 )
             )
     return "".join(out) if len(out) > 1 else ""
+
+
+def _columns_named(columns: Sequence[str], names: Sequence[str]) -> list[tuple[str, str]]:
+    """``(column, base name)`` for each column whose name, or the part after its source
+    prefix (``watch`` writes ``engine:host:port/kv_cache_usage_ratio``), is in ``names``."""
+    out = []
+    for n in names:
+        for c in columns:
+            if c == n or c.rsplit("/", 1)[-1] == n:
+                out.append((c, n))
+    return out
 
 
 def problems_section(runs: Sequence[LoadedRun]) -> str:
