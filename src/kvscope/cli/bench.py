@@ -191,10 +191,10 @@ def bench(
             raise typer.Exit(1)
         return
 
-    from kvscope.cli.workload import _build, _report_skips
+    from kvscope.cli.workload import build_from_flags, report_skips
 
-    w = _build(*build_args, max_model_len, fmt, skip_bad)
-    _report_skips(w.spec)
+    w = build_from_flags(*build_args, max_model_len, fmt, skip_bad)
+    report_skips(w.spec)
     load = load_for(w, max_concurrency, **load_kw)
     with _progress(len(w)) as progress:
         summary = run_bench(client, load, w, out, options, progress=progress)

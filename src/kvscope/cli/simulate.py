@@ -156,8 +156,8 @@ def simulate(
 ) -> None:
     """Replay a workload through a simulated vLLM-like engine: KV usage, preemptions, latency."""
     from kvscope.cli.output import print_json, stderr, stdout
+    from kvscope.cli.workload import build_from_flags, report_skips
     from kvscope.sim import SimConfig
-    from kvscope.workload import build_workload
 
     if policy not in ("fcfs", "priority"):
         raise KvscopeError(f"--scheduling-policy must be fcfs or priority, got '{policy}'.")
@@ -211,7 +211,7 @@ def simulate(
                 f"(TPOT error {fit.report['tpot_mape']:.1%}); wrote {path}"
             )
         return
-    w = build_workload(
+    w = build_from_flags(
         workload,
         arrival,
         prompt_len,
@@ -221,8 +221,10 @@ def simulate(
         speedup,
         seed,
         max_model_len,
-        fmt=fmt,
+        fmt,
+        False,
     )
+    report_skips(w.spec)
     points = [cfg]
     labels = [""]
     if sweep:

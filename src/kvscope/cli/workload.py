@@ -104,7 +104,7 @@ SkipBadOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable result on stdout.")]
 
 
-def _build(
+def build_from_flags(
     workload: str | None,
     arrival: str | None,
     prompt_len: str | None,
@@ -117,6 +117,8 @@ def _build(
     fmt: str | None,
     skip_bad: bool,
 ) -> Any:
+    """The one place the shared workload flags become a ``Workload`` (generate, stats,
+    simulate and bench all call it), with a spinner on stderr."""
     from kvscope.cli.output import stderr
     from kvscope.workload.spec import build_workload
 
@@ -136,7 +138,7 @@ def _build(
         )
 
 
-def _report_skips(spec: Any) -> None:
+def report_skips(spec: Any) -> None:
     from kvscope.cli.output import stderr
 
     n = spec.get("skipped_bad_rows", 0) if hasattr(spec, "get") else 0
@@ -185,7 +187,7 @@ def stats(
     from kvscope.cli.output import print_json
     from kvscope.workload.stats import workload_stats
 
-    w = _build(
+    w = build_from_flags(
         source,
         arrival,
         prompt_len,
@@ -198,7 +200,7 @@ def stats(
         fmt,
         skip_bad,
     )
-    _report_skips(w.spec)
+    report_skips(w.spec)
     result = workload_stats(w, block_size=block_size)
     if json_out:
         print_json(result)
@@ -291,7 +293,7 @@ def generate(
     """Generate (or transform) a request stream and write it to --out."""
     from kvscope.cli.output import print_json, stdout
 
-    w = _build(
+    w = build_from_flags(
         workload,
         arrival,
         prompt_len,
@@ -304,7 +306,7 @@ def generate(
         fmt,
         skip_bad,
     )
-    _report_skips(w.spec)
+    report_skips(w.spec)
     path = w.save(out)
     result = {"out": str(path), "requests": len(w), "duration_s": w.duration_s, "spec": w.spec}
     if json_out:
@@ -326,7 +328,7 @@ def convert(
     from kvscope.workload.stream import Workload
 
     w = Workload.from_file(source, fmt, skip_bad=skip_bad).shift_to_zero()
-    _report_skips(w.spec)
+    report_skips(w.spec)
     path = w.save(out)
     result = {"out": str(path), "requests": len(w), "duration_s": w.duration_s, "spec": w.spec}
     if json_out:
