@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -13,7 +12,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
-LLAMA_VERSION = "0.3.36"
 
 
 def cli_env() -> dict[str, str]:
@@ -66,18 +64,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def llama_server_binary() -> Path | None:
-    env = os.environ.get("KVSCOPE_LLAMA_SERVER")
-    if env:
-        return Path(env) if Path(env).is_file() else None
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    p = cache / "kvscope" / f"llama-server-{LLAMA_VERSION}" / "llama-server"
-    if p.is_file():
-        return p
-    found = shutil.which("llama-server")
-    return Path(found) if found else None
 
 
 class LlamaServer:

@@ -2,7 +2,7 @@
 
 ``mock_server(...)`` starts ``kvscope mock-server --port 0`` and returns its base URL;
 ``llama_server`` starts llama.cpp's real ``llama-server`` on a tiny random-weight GGUF model
-that ``bench_gguf.py`` writes (no download), and skips with the reason when the binary is not
+that ``tests/llama_cpp.py`` writes (no download), and skips with the reason when the binary is not
 built (``scripts/build_llama_server.sh``; the Makefile builds it before ``make test``).
 """
 
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # bench_helpers.py, bench_gguf.py beside this file
-from bench_gguf import write_tiny_llama
-from bench_helpers import LlamaServer, llama_server_binary, start_mock, stop
+sys.path.insert(0, str(Path(__file__).parent))  # bench_helpers.py beside this file
+from bench_helpers import LlamaServer, start_mock, stop
+
+from llama_cpp import llama_server_binary, write_tiny_llama
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 The binary is built once by ``scripts/build_llama_server.sh`` (the Makefile does it before
 ``make test``); without it these tests skip with that reason. The model is written by
-``bench_gguf.py`` at session start, so nothing is downloaded.
+``tests/llama_cpp.py`` at session start, so nothing is downloaded.
 """
 
 from __future__ import annotations

@@ -8,11 +8,8 @@ GGUF written by the test. Without the binary the test skips and says how to buil
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,23 +18,7 @@ from pathlib import Path
 import pytest
 
 from kvscope.telemetry.engine import EngineScraper
-
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny_gguf import write_tiny_llama
-
-LLAMA_VERSION = "0.3.36"
-
-
-def llama_server_binary() -> Path | None:
-    env = os.environ.get("KVSCOPE_LLAMA_SERVER")
-    if env:
-        return Path(env) if Path(env).is_file() else None
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    p = cache / "kvscope" / f"llama-server-{LLAMA_VERSION}" / "llama-server"
-    if p.is_file():
-        return p
-    found = shutil.which("llama-server")
-    return Path(found) if found else None
+from llama_cpp import llama_server_binary, write_tiny_llama
 
 
 def _port() -> int:

@@ -1,4 +1,4 @@
-"""Write a tiny random-weight Llama model as GGUF (for a real llama-server on CPU, no download).
+"""llama.cpp test helpers: a tiny random-weight Llama GGUF (no download) and where llama-server is.
 
 Architecture: 2 layers, 64-dim embeddings, 4 heads (2 KV heads), 128-dim FFN, a
 SentencePiece-style ("llama") vocabulary of control tokens, 256 byte tokens and whole-word
@@ -9,6 +9,8 @@ is gibberish but the engine runs every real code path (tokenise, batch, decode, 
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -99,3 +101,20 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+#: llama-cpp-python release whose vendored llama.cpp scripts/build_llama_server.sh builds.
+LLAMA_VERSION = "0.3.36"
+
+
+def llama_server_binary() -> Path | None:
+    """``$KVSCOPE_LLAMA_SERVER``, else the build cache, else ``llama-server`` on PATH."""
+    env = os.environ.get("KVSCOPE_LLAMA_SERVER")
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    p = cache / "kvscope" / f"llama-server-{LLAMA_VERSION}" / "llama-server"
+    if p.is_file():
+        return p
+    found = shutil.which("llama-server")
+    return Path(found) if found else None
