@@ -191,10 +191,9 @@ def bench(
             raise typer.Exit(1)
         return
 
-    from kvscope.cli.workload import build_from_flags, report_skips
+    from kvscope.cli.workload import build_from_flags
 
     w = build_from_flags(*build_args, max_model_len, fmt, skip_bad)
-    report_skips(w.spec)
     load = load_for(w, max_concurrency, **load_kw)
     with _progress(len(w)) as progress:
         summary = run_bench(client, load, w, out, options, progress=progress)

@@ -156,7 +156,7 @@ def simulate(
 ) -> None:
     """Replay a workload through a simulated vLLM-like engine: KV usage, preemptions, latency."""
     from kvscope.cli.output import print_json, stderr, stdout
-    from kvscope.cli.workload import build_from_flags, report_skips
+    from kvscope.cli.workload import build_from_flags
     from kvscope.sim import SimConfig
 
     if policy not in ("fcfs", "priority"):
@@ -224,7 +224,6 @@ def simulate(
         fmt,
         False,
     )
-    report_skips(w.spec)
     points = [cfg]
     labels = [""]
     if sweep:

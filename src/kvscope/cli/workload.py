@@ -118,12 +118,13 @@ def build_from_flags(
     skip_bad: bool,
 ) -> Any:
     """The one place the shared workload flags become a ``Workload`` (generate, stats,
-    simulate and bench all call it), with a spinner on stderr."""
+    simulate and bench all call it), with a spinner on stderr and skipped or failed rows
+    reported there."""
     from kvscope.cli.output import stderr
     from kvscope.workload.spec import build_workload
 
     with stderr.status("building workload ...", spinner="dots"):
-        return build_workload(
+        w = build_workload(
             workload,
             arrival,
             prompt_len,
@@ -136,6 +137,8 @@ def build_from_flags(
             fmt=fmt,
             skip_bad=skip_bad,
         )
+    report_skips(w.spec)
+    return w
 
 
 def report_skips(spec: Any) -> None:
@@ -200,7 +203,6 @@ def stats(
         fmt,
         skip_bad,
     )
-    report_skips(w.spec)
     result = workload_stats(w, block_size=block_size)
     if json_out:
         print_json(result)
@@ -306,7 +308,6 @@ def generate(
         fmt,
         skip_bad,
     )
-    report_skips(w.spec)
     path = w.save(out)
     result = {"out": str(path), "requests": len(w), "duration_s": w.duration_s, "spec": w.spec}
     if json_out:

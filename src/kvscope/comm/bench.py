@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -214,22 +214,42 @@ def add_model(rows: list[dict[str, Any]]) -> tuple[LinkFit | None, str]:
     return fit, "alpha-beta least squares on relative error of each size's P50"
 
 
-def run_bench(
-    config: BenchConfig, out_dir: str | Path | None = None, progress: ProgressFn | None = None
-) -> BenchResult:
-    """Measure ``config`` for real; write the run directory as it goes when ``out_dir`` is set."""
+_C = TypeVar("_C", bound="_Launchable")
+
+
+class _Launchable(Protocol):
+    @property
+    def backend(self) -> str: ...
+    @property
+    def world_size(self) -> int: ...
+
+
+def prepare_launch(
+    config: _C, out_dir: str | Path | None
+) -> tuple[_C, dict[str, Any], CommRunDir | None]:
+    """What every measurement does first: under ``torchrun`` the launcher decides the world
+    size; check the backend; capture the environment; only the reporting rank (rank 0, or
+    the parent when kvscope launches the ranks) writes the run directory."""
     from kvscope.comm.environment import capture_environment
 
     under = torchrun_rank()
     if under is not None and under[1] != config.world_size:
-        config = dataclasses.replace(config, world_size=under[1])  # torchrun decides
+        config = dataclasses.replace(config, world_size=under[1])  # type: ignore[type-var]
     check_backend(config.backend, config.world_size)
     env = capture_environment(config.backend, config.world_size)
+    reporting = under is None or under[0] == 0
+    run_dir = CommRunDir(out_dir) if out_dir is not None and reporting else None
+    return config, env, run_dir
+
+
+def run_bench(
+    config: BenchConfig, out_dir: str | Path | None = None, progress: ProgressFn | None = None
+) -> BenchResult:
+    """Measure ``config`` for real; write the run directory as it goes when ``out_dir`` is set."""
+    config, env, run_dir = prepare_launch(config, out_dir)
     steps = tuple(
         Step(config.op, s, config.dtype, config.warmup, config.iters) for s in config.sizes
     )
-    reporting = under is None or under[0] == 0
-    run_dir = CommRunDir(out_dir) if out_dir is not None and reporting else None
     rows: list[dict[str, Any]] = []
 
     def on_step(index: int, times: np.ndarray, wrong: list[int]) -> None:

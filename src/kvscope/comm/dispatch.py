@@ -20,14 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from kvscope.comm.bench import ProgressFn, check_backend, check_common, fit_dict
+from kvscope.comm.bench import ProgressFn, check_common, fit_dict, prepare_launch
 from kvscope.comm.collectives import DTYPE_BYTES, canonical_dtype
 from kvscope.comm.latency import latency_fields, latency_stats
 from kvscope.comm.launch import Fault, Job, RankFailure, Step
 from kvscope.comm.model import LinkFit, dispatch_cost_terms, fit_cost_terms, predict_dispatch_time_s
 from kvscope.comm.routing import RoutingSpec, bottleneck_tokens, dispatch_plan, imbalance
-from kvscope.comm.rundir import CommRunDir
-from kvscope.comm.torchrun import execute, torchrun_rank
+from kvscope.comm.torchrun import execute
 from kvscope.errors import KvscopeError
 
 # Defaults follow Mixtral-8x7B's config.json: num_local_experts 8, num_experts_per_tok 2,
@@ -184,13 +183,7 @@ def run_moe(
     config: MoeConfig, out_dir: str | Path | None = None, progress: ProgressFn | None = None
 ) -> MoeResult:
     """Measure the dispatch all-to-all at every skew; rows arrive in the run dir as measured."""
-    from kvscope.comm.environment import capture_environment
-
-    under = torchrun_rank()
-    if under is not None and under[1] != config.world_size:
-        config = dataclasses.replace(config, world_size=under[1])  # torchrun decides
-    check_backend(config.backend, config.world_size)
-    env = capture_environment(config.backend, config.world_size)
+    config, env, run_dir = prepare_launch(config, out_dir)
     n_iter = config.warmup + config.iters
     plans = [
         dispatch_plan(config.spec(s), config.world_size, n_iter, config.seed)[0]
@@ -209,8 +202,6 @@ def run_moe(
         )
         for p in plans
     )
-    reporting = under is None or under[0] == 0
-    run_dir = CommRunDir(out_dir) if out_dir is not None and reporting else None
     rows: list[dict[str, Any]] = []
     points: list[tuple[float, float]] = []  # (bottleneck bytes, latency s) per dispatch
 

@@ -13,6 +13,7 @@ Units: GiB (2^30 bytes) where a name ends in ``_gib``, bytes and tokens otherwis
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kvscope.errors import KvscopeError
 from kvscope.plan import sglang_budget, vllm_budget
@@ -88,6 +89,29 @@ class MemoryPlan:
                 self.problem or "the deployment does not fit.",
                 "Run with --json to see the budget terms.",
             )
+
+
+def _identity(
+    engine: str,
+    model: ModelSpec,
+    gpu: GPUSpec,
+    par: Parallelism,
+    eng: EngineConfig,
+    kv_dtype: str,
+) -> dict[str, Any]:
+    """The fields every plan carries whatever the engine: what was planned, on what."""
+    return {
+        "engine": engine,
+        "engine_version": _version_text(eng),
+        "model": model.name,
+        "gpu": gpu.name,
+        "tp": par.tp,
+        "pp": par.pp,
+        "dp": par.dp,
+        "ep": par.ep,
+        "kv_cache_dtype": kv_dtype,
+        "gpu_memory_gib": gpu.memory_bytes / GIB,
+    }
 
 
 def _version_text(eng: EngineConfig) -> str:
@@ -167,16 +191,7 @@ def _plan_vllm(
         for r in ranks
     )
     return MemoryPlan(
-        engine="vllm",
-        engine_version=_version_text(eng),
-        model=model.name,
-        gpu=gpu.name,
-        tp=par.tp,
-        pp=par.pp,
-        dp=par.dp,
-        ep=par.ep,
-        kv_cache_dtype=kv_dtype,
-        gpu_memory_gib=gpu.memory_bytes / GIB,
+        **_identity("vllm", model, gpu, par, eng, kv_dtype),
         budget_fraction=d.gpu_memory_utilization,
         budget_gib=r0.requested / GIB,
         weights_gib=r0.weights / GIB,
@@ -240,16 +255,7 @@ def _plan_sglang(
         for r in ranks
     )
     return MemoryPlan(
-        engine="sglang",
-        engine_version=_version_text(eng),
-        model=model.name,
-        gpu=gpu.name,
-        tp=par.tp,
-        pp=par.pp,
-        dp=par.dp,
-        ep=par.ep,
-        kv_cache_dtype=kv_dtype,
-        gpu_memory_gib=gpu.memory_bytes / GIB,
+        **_identity("sglang", model, gpu, par, eng, kv_dtype),
         budget_fraction=mfs,
         budget_gib=r0.m0 * mfs / GIB,
         weights_gib=r0.weights / GIB,

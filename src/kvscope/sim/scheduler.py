@@ -365,37 +365,41 @@ class Scheduler:
         return n
 
     def _admit(self, plan: StepPlan, budget: int, now: float) -> int:
-        pool = self.pool
         while budget > 0 and self.num_waiting and len(self.running) < self.config.max_num_seqs:
             seq = self._peek()
-            fresh = not seq.swapped
             hit = self._resume_point(seq)
             n = self._admission_chunk(seq, hit, budget)
             if n == 0:
                 break
-            pool.allocate(seq, hit.tokens + n, hit)
-            if seq.swapped:
-                self.transfer_s += pool.layout.blocks(seq.swapped) * self.config.swap_s_per_block
-                seq.swapped = 0
-            seq.computed = hit.tokens
-            pool.cache(seq, hit.tokens + n)
-            self._pop_waiting()
-            self._admits += 1
-            seq.admit_no = self._admits
-            self.running.append(seq)
-            self._explicit[seq.admit_no] = seq
-            if seq.cached_prompt_tokens < 0:
-                seq.cached_prompt_tokens = min(hit.tokens, seq.prompt)
-                seq.first_scheduled_s = now
-            if fresh and seq.preemptions == 0:
-                pool.counters.lookups_tokens += seq.num_tokens
-                pool.counters.hit_tokens += hit.tokens
-                plan.hit_tokens += hit.tokens
-            seq.status = "running"
-            plan.scheduled.append((seq, n))
-            plan.new_admissions += 1
+            self._admit_one(plan, seq, hit, n, now)
             budget -= n
         return budget
+
+    def _admit_one(self, plan: StepPlan, seq: Sequence, hit: Hit, n: int, now: float) -> None:
+        """Move the head of the queue into the batch with ``n`` tokens (already checked)."""
+        pool = self.pool
+        pool.allocate(seq, hit.tokens + n, hit)
+        if seq.swapped:
+            self.transfer_s += pool.layout.blocks(seq.swapped) * self.config.swap_s_per_block
+            seq.swapped = 0
+        seq.computed = hit.tokens
+        pool.cache(seq, hit.tokens + n)
+        self._pop_waiting()
+        self._admits += 1
+        seq.admit_no = self._admits
+        self.running.append(seq)
+        self._explicit[seq.admit_no] = seq
+        if seq.cached_prompt_tokens < 0:
+            # First admission: the prefix-cache lookup counts only here (vLLM counts fresh
+            # requests; a re-admission always follows a preemption or a swap-out).
+            seq.cached_prompt_tokens = min(hit.tokens, seq.prompt)
+            seq.first_scheduled_s = now
+            pool.counters.lookups_tokens += seq.num_tokens
+            pool.counters.hit_tokens += hit.tokens
+            plan.hit_tokens += hit.tokens
+        seq.status = "running"
+        plan.scheduled.append((seq, n))
+        plan.new_admissions += 1
 
     def take_transfer_s(self) -> float:
         """PCIe seconds of swap traffic since the last step (added to that step's time)."""

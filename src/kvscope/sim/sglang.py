@@ -26,7 +26,6 @@ longest-prefix-match queue ordering, DP attention.
 from __future__ import annotations
 
 from kvscope.sim.allocator import BlockAllocator
-from kvscope.sim.kv_pool import Hit
 from kvscope.sim.scheduler import Scheduler, SchedulerConfig, StepPlan
 from kvscope.sim.sequence import Sequence
 
@@ -96,26 +95,6 @@ class SglangScheduler(Scheduler):
             rem_chunk -= n
             if n < extend:
                 break  # one chunked request per batch
-
-    def _admit_one(self, plan: StepPlan, seq: Sequence, hit: Hit, n: int, now: float) -> None:
-        pool = self.pool
-        pool.allocate(seq, hit.tokens + n, hit)
-        seq.computed = hit.tokens
-        pool.cache(seq, hit.tokens + n)
-        self._pop_waiting()
-        self._admits += 1
-        seq.admit_no = self._admits
-        self.running.append(seq)
-        self._explicit[seq.admit_no] = seq
-        if seq.cached_prompt_tokens < 0:
-            seq.cached_prompt_tokens = min(hit.tokens, seq.prompt)
-            seq.first_scheduled_s = now
-            pool.counters.lookups_tokens += seq.num_tokens
-            pool.counters.hit_tokens += hit.tokens
-            plan.hit_tokens += hit.tokens
-        seq.status = "running"
-        plan.scheduled.append((seq, n))
-        plan.new_admissions += 1
 
     # ------------------------------------------------------------------ decode
     def _decode_batch(self, plan: StepPlan) -> None:
