@@ -4,12 +4,15 @@ served by a real HTTP server on loopback."""
 from __future__ import annotations
 
 import math
+import urllib.parse
 from collections.abc import Callable
 
 import pytest
 
 from kvscope.errors import KvscopeError
+from kvscope.telemetry.catalogue import BY_NAME, Kind
 from kvscope.telemetry.engine import EngineScraper, metrics_url, parse_page
+from metrics_page_server import render
 
 
 def test_vllm_0_33_page_from_prometheus_stat_logger(fixture_text: Callable[[str], str]) -> None:
@@ -51,9 +54,43 @@ def test_non_engine_families_are_dropped_before_parsing(fixture_text: Callable[[
     assert all(n.startswith("vllm:") for n in page.unmapped)
 
 
+@pytest.mark.parametrize(
+    "page",
+    [
+        "vllm_0_33_0_metrics_t1.txt",
+        "vllm_0_33_0_metrics_t2.txt",
+        "vllm_v0_6_metrics.txt",
+        "sglang_metrics.txt",
+    ],
+)
+def test_gauge_fast_path_agrees_with_the_maintained_parser(
+    page: str, fixture_text: Callable[[str], str]
+) -> None:
+    text = fixture_text(page)
+    full, fast = parse_page(text, full=True), parse_page(text, full=False)
+    gauges = {k: v for k, v in full.values.items() if BY_NAME[k].kind is Kind.GAUGE}
+    assert gauges and fast.values == gauges
+    assert (fast.kind, fast.model_name) == (full.kind, full.model_name)
+    assert fast.resolved_from == {k: full.resolved_from[k] for k in gauges}
+
+
+def test_gauge_fast_path_reads_values_after_awkward_label_sets() -> None:
+    text = (
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{model_name="a \\"quoted\\" model} 9",engine="0"} 3 1700000000\n'
+        'vllm:num_requests_running{engine="1",model_name="a \\"quoted\\" model} 9"} 4.5\n'
+        "vllm:num_requests_waiting 2e1\n"
+    )
+    fast, full = parse_page(text, full=False), parse_page(text, full=True)
+    assert fast.values == full.values == {"requests_running": 7.5, "requests_waiting": 20.0}
+    assert fast.model_name == full.model_name == 'a "quoted" model} 9'
+
+
 def test_malformed_page_raises_user_error() -> None:
     with pytest.raises(KvscopeError):
         parse_page('vllm:num_requests_running{model_name="x} 1\n')
+    with pytest.raises(KvscopeError, match="malformed"):
+        parse_page('vllm:num_requests_running{model_name="x"} one\n', full=False)
 
 
 def test_metrics_url_normalisation() -> None:
@@ -104,3 +141,27 @@ def test_renamed_metric_across_versions_gives_one_series(
     b = [s for s in scr.sample(1.0) if s.metric == "kv_cache_usage_ratio"]
     assert [s.value for s in a + b] == [0.4375, pytest.approx(0.9473684210526316)]
     assert math.isclose(b[0].value, 18 / 19)
+
+
+@pytest.mark.integration
+def test_gauge_scrapes_ask_prometheus_client_servers_for_the_gauges_only(
+    page_server: type, fixture_text: Callable[[str], str]
+) -> None:
+    srv = page_server([fixture_text("vllm_0_33_0_metrics_t1.txt")])
+    scr = EngineScraper(srv.url)
+    full = {s.metric: s.value for s in scr.sample(100.0)}
+    fast = {s.metric: s.value for s in scr.sample(100.1)}
+    assert srv.paths[0] == "/metrics"
+    path, _, query = srv.paths[1].partition("?")
+    asked = urllib.parse.parse_qs(query)["name[]"]
+    assert path == "/metrics" and sorted(asked) == [
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+    ]
+    # What a prometheus_client server sends for that query: three series, not 550 lines.
+    body = render(fixture_text("vllm_0_33_0_metrics_t1.txt"), query)
+    assert len(body) < 1500 and body.count(b"\nvllm:") == 3
+    for name in ("kv_cache_usage_ratio", "requests_running", "requests_waiting"):
+        assert fast[name] == full[name]
+    assert len(srv.paths) == 2  # no fallback to the whole page was needed

@@ -32,8 +32,8 @@ def test_healthy_device_uses_memory_info_v2_with_reserved(nv: Nvml) -> None:
 
 
 def test_old_driver_falls_back_to_v1_and_throttle_reasons(nv: Nvml) -> None:
-    for _ in range(3):  # fallbacks stick across ticks, without a new fault per tick
-        r = nv.read(1)
+    for k in range(3):  # fallbacks stick across ticks, without a new fault per tick
+        r = nv.read(1, now_s=float(k))
         assert r.memory_info_version == 1 and r.memory_reserved is None
         assert r.memory_used == 911605760
         assert r.clock_event_mask == 0x1  # from the deprecated ClocksThrottleReasons
@@ -42,6 +42,27 @@ def test_old_driver_falls_back_to_v1_and_throttle_reasons(nv: Nvml) -> None:
     assert nv.faults["nvmlDeviceGetMemoryInfo_v2:NVMLError_FunctionNotFound"] == 1
     assert nv.faults["nvmlDeviceGetCurrentClocksEventReasons:NVMLError_FunctionNotFound"] == 1
     assert nv.faults["nvmlDeviceGetTotalEnergyConsumption:NVMLError_NotSupported"] == 1
+
+
+def test_slow_quantities_are_read_once_per_period() -> None:
+    calls: list[str] = []
+    raw = replay_call(load_recording(RECORDING))
+
+    def counting(name: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(name)
+        return raw(name, *args, **kwargs)
+
+    nv = Nvml.open(raw=counting, slow_period_s=1.0)
+    first = nv.read(0, now_s=100.0)
+    assert first.full and first.temp_gpu_c is not None and first.pcie_tx_kbps == 51200
+    calls.clear()
+    fast = nv.read(0, now_s=100.5)
+    # Between slow reads: memory, utilisation, power, clock events and SM clock only.
+    assert not fast.full and fast.memory_used == first.memory_used
+    assert fast.clock_event_mask == 0x4 and fast.power_mw == first.power_mw
+    assert fast.temp_gpu_c is None and fast.processes is None and fast.energy_mj is None
+    assert len(calls) == 5
+    assert nv.read(0, now_s=101.0).full  # one period after the last slow read
 
 
 def test_gpu_fallen_off_the_bus_is_reported_not_fatal(nv: Nvml) -> None:

@@ -36,7 +36,7 @@ _SHOWN = (
 def _table(w: Watch) -> Table:
     from rich.table import Table
 
-    latest = w.state.latest
+    latest = w.latest()
     sources = sorted({src for src, _, _ in latest})
     table = Table(
         title=f"kvscope watch · tick {w.state.ticks} · {w.state.rows_flushed} rows stored"
@@ -66,7 +66,9 @@ def watch(
     duration: float | None = typer.Option(None, "--duration", help="Stop after this many seconds."),
     store: Path = typer.Option(Path("kvscope.duckdb"), "--store", help="DuckDB file to append to."),
     no_store: bool = typer.Option(False, "--no-store", help="Keep samples in memory only."),
-    flush: float = typer.Option(1.0, "--flush", help="Seconds between store transactions."),
+    flush: float = typer.Option(
+        5.0, "--flush", help="Seconds between store transactions (a SIGKILL loses at most this)."
+    ),
     window: float = typer.Option(300.0, "--window", help="Window of derived peaks/slopes (s)."),
     exporter_port: int | None = typer.Option(
         None, "--exporter-port", help="Serve Prometheus /metrics on this port (0 = any free)."

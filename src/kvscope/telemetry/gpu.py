@@ -63,7 +63,8 @@ def reading_samples(t_s: float, r: DeviceReading, previous_mask: int | None = No
             v = value / 100.0 if scale == 0.01 else value * scale  # exact percent -> ratio
             out.append(Sample(t_s, src, metric, v, labels))
 
-    put("gpu_memory_total_bytes", r.memory_total)
+    if r.full:  # constant while the GPU is there: with the slow quantities
+        put("gpu_memory_total_bytes", r.memory_total)
     put("gpu_memory_used_bytes", r.memory_used)
     put("gpu_memory_free_bytes", r.memory_free)
     put("gpu_memory_reserved_bytes", r.memory_reserved)
@@ -104,22 +105,35 @@ class GpuSampler:
     last_xid: dict[int, int] = field(default_factory=dict)
     last_readings: list[DeviceReading] = field(default_factory=list)
     _masks: dict[int, int | None] = field(default_factory=dict)
+    _faults: float = -1.0
 
     def sample(self, t_s: float) -> list[Sample]:
+        """Samples of every GPU at Unix time ``t_s`` (which also paces the slow reads).
+
+        Counters that change rarely (XID events, NVML faults) come with the slow quantities,
+        and at once on the tick they change.
+        """
         out: list[Sample] = []
+        fresh: set[int] = set()
         for idx, xid in self.nvml.poll_xid():
             self.xid_total[idx] = self.xid_total.get(idx, 0) + 1
             self.last_xid[idx] = xid
-        readings = [self.nvml.read(i) for i in range(self.nvml.device_count)]
+            fresh.add(idx)
+        readings = [self.nvml.read(i, now_s=t_s) for i in range(self.nvml.device_count)]
         self.last_readings = readings
         for r in readings:
             out.extend(reading_samples(t_s, r, self._masks.get(r.index)))
             self._masks[r.index] = r.clock_event_mask
+            if not (r.full or r.lost or r.index in fresh):
+                continue
             src = f"gpu:{r.index}"
             out.append(
                 Sample(t_s, src, "gpu_xid_events_total", float(self.xid_total.get(r.index, 0)))
             )
             if r.index in self.last_xid:
                 out.append(Sample(t_s, src, "gpu_last_xid", float(self.last_xid[r.index])))
-        out.append(Sample(t_s, "nvml", "nvml_faults_total", float(sum(self.nvml.faults.values()))))
+        faults = float(sum(self.nvml.faults.values()))
+        if faults != self._faults or any(r.full for r in readings):
+            out.append(Sample(t_s, "nvml", "nvml_faults_total", faults))
+            self._faults = faults
         return out

@@ -20,7 +20,7 @@ import importlib.util
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvscope.errors import KvscopeError
@@ -105,6 +105,8 @@ class DeviceReading:
     ecc_corrected: int | None = None
     ecc_uncorrected: int | None = None
     processes: tuple[ProcessMemory, ...] | None = None
+    #: True when the slow quantities were read too (see :meth:`Nvml.read`).
+    full: bool = False
 
 
 @dataclass
@@ -112,15 +114,15 @@ class Nvml:
     """A handle on NVML through one swappable raw call. Use :meth:`open`."""
 
     raw: RawCall = pynvml_call
-    pcie_period_s: float = 1.0
+    #: Seconds between reads of the slow quantities (see :meth:`read`).
+    slow_period_s: float = 1.0
     faults: Counter[str] = field(default_factory=Counter)
     _handles: list[Any] = field(default_factory=list)
     _ident: list[tuple[str, str]] = field(default_factory=list)
     _skip: set[tuple[int, str]] = field(default_factory=set)
     _proc_fn: dict[int, str] = field(default_factory=dict)
     _mem_v1: set[int] = field(default_factory=set)
-    _pcie_at: dict[int, float] = field(default_factory=dict)
-    _pcie_last: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)
+    _slow_at: dict[int, float] = field(default_factory=dict)
     _events: Any = None
     _last_error: str | None = None
 
@@ -146,14 +148,14 @@ class Nvml:
             return None
 
     @classmethod
-    def open(cls, raw: RawCall | None = None, pcie_period_s: float = 1.0) -> Nvml:
+    def open(cls, raw: RawCall | None = None, slow_period_s: float = 1.0) -> Nvml:
         """Initialise NVML and enumerate devices; NvmlUnavailable (one clear line) if it can't."""
         if raw is None and importlib.util.find_spec("pynvml") is None:
             raise NvmlUnavailable(
                 "NVML sampling is off: nvidia-ml-py is not installed.",
                 "Install it with: pip install 'kvscope[nvml]'",
             )
-        nv = cls(raw=raw or pynvml_call, pcie_period_s=pcie_period_s)
+        nv = cls(raw=raw or pynvml_call, slow_period_s=slow_period_s)
         nv.call("nvmlInit")
         if nv._last_error is not None:
             why = {
@@ -187,7 +189,14 @@ class Nvml:
         return self._ident[index]
 
     def read(self, index: int, now_s: float | None = None) -> DeviceReading:
-        """Read every supported quantity of one device; errors become None and faults."""
+        """Read one device; errors become None and faults.
+
+        The fast quantities (memory, utilisation, power, clock-event reasons, SM clock) are
+        read on every call. The slow ones (power limit, energy, temperatures, memory clock,
+        PCIe, ECC, processes) at most every ``slow_period_s`` of ``now_s`` (monotonic time
+        when None) and are None in between: they change over seconds, and each NVML call
+        costs CPU at 10 Hz (PCIe reads also block for NVML's 20 ms window).
+        """
         h = self._handles[index]
         name, uuid = self._ident[index]
         lost = False
@@ -215,12 +224,10 @@ class Nvml:
         if lost:
             return DeviceReading(index, name, uuid, lost=True)
         util = c("nvmlDeviceGetUtilizationRates")
-        fields = c("nvmlDeviceGetFieldValues", [NVML_FI_DEV_MEMORY_TEMP])
         reasons = c("nvmlDeviceGetCurrentClocksEventReasons")
         if reasons is None and self._last_error in _UNSUPPORTED:
             reasons = c("nvmlDeviceGetCurrentClocksThrottleReasons")
-        tx, rx = self._pcie(index, c, now_s)
-        return DeviceReading(
+        fast = DeviceReading(
             index=index,
             name=name,
             uuid=uuid,
@@ -233,15 +240,26 @@ class Nvml:
             util_gpu_pct=_num(getattr(util, "gpu", None)),
             util_memory_pct=_num(getattr(util, "memory", None)),
             power_mw=_num(c("nvmlDeviceGetPowerUsage")),
+            clock_sm_mhz=_num(c("nvmlDeviceGetClockInfo", NVML_CLOCK_SM)),
+            clock_event_mask=None if reasons is None else int(reasons),
+        )
+        now = time.monotonic() if now_s is None else now_s
+        last = self._slow_at.get(index)
+        if lost or (last is not None and now - last < self.slow_period_s):
+            return fast
+        self._slow_at[index] = now
+        fields = c("nvmlDeviceGetFieldValues", [NVML_FI_DEV_MEMORY_TEMP])
+        return replace(
+            fast,
+            lost=lost,
+            full=True,
             power_limit_mw=_num(c("nvmlDeviceGetEnforcedPowerLimit")),
             energy_mj=_num(c("nvmlDeviceGetTotalEnergyConsumption")),
             temp_gpu_c=_num(c("nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU)),
             temp_memory_c=_field_value(fields),
-            clock_sm_mhz=_num(c("nvmlDeviceGetClockInfo", NVML_CLOCK_SM)),
             clock_mem_mhz=_num(c("nvmlDeviceGetClockInfo", NVML_CLOCK_MEM)),
-            clock_event_mask=None if reasons is None else int(reasons),
-            pcie_tx_kbps=tx,
-            pcie_rx_kbps=rx,
+            pcie_tx_kbps=_num(c("nvmlDeviceGetPcieThroughput", NVML_PCIE_UTIL_TX_BYTES)),
+            pcie_rx_kbps=_num(c("nvmlDeviceGetPcieThroughput", NVML_PCIE_UTIL_RX_BYTES)),
             ecc_corrected=_int(
                 c(
                     "nvmlDeviceGetTotalEccErrors",
@@ -258,22 +276,6 @@ class Nvml:
             ),
             processes=self._processes(index, c),
         )
-
-    def _pcie(
-        self, index: int, c: Callable[..., Any], now_s: float | None
-    ) -> tuple[float | None, float | None]:
-        # Each PCIe read blocks for NVML's 20 ms window, so read at most every pcie_period_s.
-        now = time.monotonic() if now_s is None else now_s
-        last = self._pcie_at.get(index)
-        if last is not None and now - last < self.pcie_period_s:
-            return self._pcie_last.get(index, (None, None))
-        self._pcie_at[index] = now
-        val = (
-            _num(c("nvmlDeviceGetPcieThroughput", NVML_PCIE_UTIL_TX_BYTES)),
-            _num(c("nvmlDeviceGetPcieThroughput", NVML_PCIE_UTIL_RX_BYTES)),
-        )
-        self._pcie_last[index] = val
-        return val
 
     def _processes(self, index: int, c: Callable[..., Any]) -> tuple[ProcessMemory, ...] | None:
         # Struct layouts changed across drivers: try _v3, then _v2, then the plain name
