@@ -44,7 +44,13 @@ class Case:
         if name.startswith("configs/"):
             name = str(DATA / name)
         model = load_model(name, r["dtype"] or None, r["quantization"] or None)
-        par = Parallelism(tp=int(r["tp"]), pp=int(r["pp"]), dp=int(r["dp"]), ep=r["ep"] == "1")
+        par = Parallelism(
+            tp=int(r["tp"]),
+            pp=int(r["pp"]),
+            dp=int(r["dp"]),
+            ep=r["ep"] == "1",
+            dp_attention=r["dp_attention"] == "1",
+        )
         eng = EngineConfig(
             engine=r["engine"],
             engine_version=r["version"],
