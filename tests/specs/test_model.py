@@ -75,11 +75,9 @@ def test_total_params_match_the_model_card(pid: str) -> None:
 @pytest.mark.parametrize("pid", PRESET_IDS)
 def test_active_params_match_the_model_card(pid: str) -> None:
     m = load_model(pid)
-    if pid == "deepseek-ai/DeepSeek-V2-Lite":
-        pytest.xfail(
-            "paper's 2.4B is below every counting of config.json (2.45B without the "
-            "embedding lookup, 2.24B without embedding and lm_head)"
-        )
+    # DeepSeek-V2-Lite: 2.451B counted without the embedding lookup (DeepSeek's convention,
+    # 36.63B -> "37B" for V3) against the V2 paper's "2.4B": equal only when the paper's two
+    # significant digits are read as truncated, the reading Qwen3-30B-A3B's card needs too.
     pub = m.published
     assert pub.active_params
     got = m.active_params_by(pub.active_convention)
