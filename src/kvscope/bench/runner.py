@@ -38,6 +38,7 @@ from typing import Any
 import pyarrow as pa
 
 from kvscope.bench.client import ClientConfig, ErrorKind, Trace, make_session, stream_request
+from kvscope.bench.eager import start_eagerly
 from kvscope.bench.server_probe import SERVER_SCHEMA, ServerProbe, metrics_url
 from kvscope.results import REQUEST_SCHEMA, RequestRecord, RunDir, Status
 
@@ -273,7 +274,8 @@ class BenchRun:
             tr.released_s = clock() - t0
             self._slide[i] = shift
             self._sent += 1
-            task = asyncio.create_task(self._one(tr, bodies[i], headers))
+            # Eager: the request is built and written now, not on a later turn of the loop.
+            task = start_eagerly(self._one(tr, bodies[i], headers))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
