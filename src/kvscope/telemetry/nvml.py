@@ -191,11 +191,14 @@ class Nvml:
     def read(self, index: int, now_s: float | None = None) -> DeviceReading:
         """Read one device; errors become None and faults.
 
-        The fast quantities (memory, utilisation, power, clock-event reasons, SM clock) are
-        read on every call. The slow ones (power limit, energy, temperatures, memory clock,
-        PCIe, ECC, processes) at most every ``slow_period_s`` of ``now_s`` (monotonic time
-        when None) and are None in between: they change over seconds, and each NVML call
-        costs CPU at 10 Hz (PCIe reads also block for NVML's 20 ms window).
+        The fast quantities -- memory (the KV waveform), clock-event reasons and SM clock,
+        instantaneous readings -- are read on every call. The others at most every
+        ``slow_period_s`` of ``now_s`` (monotonic time when None), None in between: NVML
+        itself averages utilisation over a sample period of 1/6 s to 1 s
+        (``nvmlDeviceGetUtilizationRates``) and, on Ampere and newer, power over 1 s
+        (``nvmlDeviceGetPowerUsage``), so reading them at 10 Hz repeats the same average;
+        temperatures, limits, energy, ECC, PCIe and processes change over seconds, and each
+        NVML call costs CPU at 10 Hz (PCIe reads also block for NVML's 20 ms window).
         """
         h = self._handles[index]
         name, uuid = self._ident[index]
@@ -223,7 +226,6 @@ class Nvml:
             total, used, free = int(mem.total), int(mem.used), int(mem.free)
         if lost:
             return DeviceReading(index, name, uuid, lost=True)
-        util = c("nvmlDeviceGetUtilizationRates")
         reasons = c("nvmlDeviceGetCurrentClocksEventReasons")
         if reasons is None and self._last_error in _UNSUPPORTED:
             reasons = c("nvmlDeviceGetCurrentClocksThrottleReasons")
@@ -237,9 +239,6 @@ class Nvml:
             memory_free=free,
             memory_reserved=reserved,
             memory_info_version=version,
-            util_gpu_pct=_num(getattr(util, "gpu", None)),
-            util_memory_pct=_num(getattr(util, "memory", None)),
-            power_mw=_num(c("nvmlDeviceGetPowerUsage")),
             clock_sm_mhz=_num(c("nvmlDeviceGetClockInfo", NVML_CLOCK_SM)),
             clock_event_mask=None if reasons is None else int(reasons),
         )
@@ -249,10 +248,14 @@ class Nvml:
             return fast
         self._slow_at[index] = now
         fields = c("nvmlDeviceGetFieldValues", [NVML_FI_DEV_MEMORY_TEMP])
+        util = c("nvmlDeviceGetUtilizationRates")
         return replace(
             fast,
             lost=lost,
             full=True,
+            util_gpu_pct=_num(getattr(util, "gpu", None)),
+            util_memory_pct=_num(getattr(util, "memory", None)),
+            power_mw=_num(c("nvmlDeviceGetPowerUsage")),
             power_limit_mw=_num(c("nvmlDeviceGetEnforcedPowerLimit")),
             energy_mj=_num(c("nvmlDeviceGetTotalEnergyConsumption")),
             temp_gpu_c=_num(c("nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU)),

@@ -42,9 +42,9 @@ PEAK_NAMES = {
     "kv_cache_usage_ratio": "kv_cache_usage_peak_ratio",
 }
 #: Points of the window the live leak slope is fitted on: Theil-Sen costs O(n^2) pairs, and
-#: 120 points (every 2.5 s of a 300 s window at 10 Hz) keep its 29 % breakdown point while
-#: costing a sixth of 300 points' CPU every ``derive_every_s``.
-SLOPE_POINTS = 120
+#: 60 points (every 5 s of a 300 s window) keep its 29 % breakdown point while costing a
+#: twenty-fifth of 300 points' CPU every ``derive_every_s``.
+SLOPE_POINTS = 60
 #: Activity series the waveform phase is measured against (engines only).
 ACTIVITY_SERIES = "requests_running"
 
