@@ -78,3 +78,16 @@ def test_tp_that_does_not_divide_heads_is_refused_with_a_suggestion() -> None:
         all_stage_weights(LLAMA, Parallelism(tp=3))
     assert "does not divide the 32 attention heads" in err.value.message
     assert err.value.hint and "2 or 4" in err.value.hint
+
+
+def test_sglang_dp_attention_keeps_the_input_embedding_whole_on_every_gpu() -> None:
+    # SGLang builds VocabParallelEmbedding with enable_tp=not is_dp_attention_enabled(): under
+    # --enable-dp-attention each GPU holds all 129,280 x 7,168 rows (fp8 checkpoint, bf16
+    # embedding: 1.73 GiB); the LM head stays sharded over the 8 TP ranks.
+    v32 = load_model("deepseek-ai/DeepSeek-V3.2")
+    dp_att = rank_weights(v32, Parallelism(tp=8, dp=8, dp_attention=True, ep=True), 0)
+    tp_only = rank_weights(v32, Parallelism(tp=8, ep=True), 0)
+    assert dp_att.by_component["embedding"] == 129280 * 7168 * 2
+    # Sharded over 8 ranks: 129,280 / 8 = 16,160 rows, padded to a multiple of 64 = 16,192.
+    assert tp_only.by_component["embedding"] == 16192 * 7168 * 2
+    assert dp_att.by_component["lm_head"] == tp_only.by_component["lm_head"]

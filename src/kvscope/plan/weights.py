@@ -190,7 +190,15 @@ def rank_weights(
         params["norms_other"] += layer.extra_params
     vocab_rank = math.ceil(model.vocab_size / (VOCAB_PADDING * par.tp)) * VOCAB_PADDING
     if pp_rank == 0:
-        params["embedding"] = vocab_rank * model.hidden_size
+        # SGLang's DP attention builds the input embedding unsharded on every GPU
+        # (``VocabParallelEmbedding(..., enable_tp=not is_dp_attention_enabled())`` in its
+        # model files); the LM head stays sharded over the whole TP group by default.
+        vocab_embed = (
+            math.ceil(model.vocab_size / VOCAB_PADDING) * VOCAB_PADDING
+            if par.dp_attention
+            else vocab_rank
+        )
+        params["embedding"] = vocab_embed * model.hidden_size
     if pp_rank == par.pp - 1:
         params["norms_other"] += model.final_params
         tied_here = model.tie_word_embeddings and par.pp == 1
