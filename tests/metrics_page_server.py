@@ -35,8 +35,12 @@ class _Recorded:
         yield from self.families
 
 
-def _registry(page: str) -> CollectorRegistry:
-    registry = CollectorRegistry(auto_describe=True)
+def _registry(page: str, multiprocess: bool = False) -> CollectorRegistry:
+    # vLLM serves prometheus_client's global registry (auto_describe) from one API server,
+    # and with several a fresh CollectorRegistry() holding a MultiProcessCollector, which
+    # has no describe(): the restricted registry then knows no names and renders nothing
+    # (vllm/v1/metrics/prometheus.py get_prometheus_registry, vLLM 0.33.0).
+    registry = CollectorRegistry(auto_describe=not multiprocess)
     registry.register(_Recorded(page))
     return registry
 
@@ -57,9 +61,10 @@ class PageServer:
     """Serves ``pages[i]`` at ``/metrics``; ``advance()`` moves to the next page.
 
     ``paths`` records every request path with its query (what the scraper asked for).
+    ``multiprocess`` serves the way vLLM does with several API servers (see ``_registry``).
     """
 
-    def __init__(self, pages: list[str], port: int = 0) -> None:
+    def __init__(self, pages: list[str], port: int = 0, multiprocess: bool = False) -> None:
         self.pages = pages
         self.index = 0
         self.hits = 0
@@ -79,7 +84,7 @@ class PageServer:
                 owner.paths.append(self.path)
                 page = owner.pages[owner.index]
                 if query and page not in owner.registries:
-                    owner.registries[page] = _registry(page)
+                    owner.registries[page] = _registry(page, multiprocess)
                 body = render(page, query, owner.registries.get(page))
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

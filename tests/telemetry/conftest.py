@@ -23,8 +23,8 @@ def page_server() -> Iterator[type[PageServer]]:
     servers: list[PageServer] = []
 
     class Factory(PageServer):
-        def __init__(self, pages: list[str]) -> None:
-            super().__init__(pages)
+        def __init__(self, pages: list[str], multiprocess: bool = False) -> None:
+            super().__init__(pages, multiprocess=multiprocess)
             servers.append(self)
 
     yield Factory

@@ -165,3 +165,18 @@ def test_gauge_scrapes_ask_prometheus_client_servers_for_the_gauges_only(
     for name in ("kv_cache_usage_ratio", "requests_running", "requests_waiting"):
         assert fast[name] == full[name]
     assert len(srv.paths) == 2  # no fallback to the whole page was needed
+
+
+@pytest.mark.integration
+def test_a_server_that_cannot_filter_is_asked_for_the_whole_page(
+    page_server: type, fixture_text: Callable[[str], str]
+) -> None:
+    # vLLM with several API servers renders a multiprocess registry: ?name[]= gets an empty
+    # page. The scraper reads the whole page in the same tick and stops filtering.
+    srv = page_server([fixture_text("vllm_0_33_0_metrics_t1.txt")], multiprocess=True)
+    scr = EngineScraper(srv.url)
+    ticks = [{s.metric: s.value for s in scr.sample(200.0 + k / 10)} for k in range(4)]
+    assert all(t["kv_cache_usage_ratio"] == pytest.approx(18 / 19) for t in ticks)
+    assert [p.partition("?")[0] for p in srv.paths] == ["/metrics"] * 5
+    assert "?" in srv.paths[1] and all("?" not in p for p in srv.paths[2:])
+    assert scr.faults == 0

@@ -335,6 +335,7 @@ class EngineScraper:
     #: ignores the query sends the whole page, which the gauge path reads the same way.
     _gauge_url: str = ""
     _gauges: frozenset[str] = frozenset()
+    _filters: bool = True
     faults: int = 0
     last_error: str = ""
     last_page: EnginePage | None = None
@@ -356,9 +357,14 @@ class EngineScraper:
             url = self.url if full else self._gauge_url
             page = parse_page(self.fetch(url, self.timeout_s), full=full)
             if not full and not self._gauges <= page.values.keys():
-                # A gauge went missing (a restart, an upgrade that renamed it): read it all.
+                # A gauge went missing: read the whole page now. If it is there, the server
+                # cannot filter (vLLM with several API servers renders a multiprocess
+                # registry, which has no names to restrict to and sends an empty page): stop
+                # asking it to. Otherwise the engine changed (a restart, a renamed gauge).
                 full = True
                 page = parse_page(self.fetch(self.url, self.timeout_s), full=True)
+                if self._gauges <= page.values.keys():
+                    self._filters = False
         except KvscopeError as err:
             self.faults += 1
             self.last_error = err.one_line()
@@ -366,7 +372,8 @@ class EngineScraper:
         if full:
             self._last_full = t
             self._gauges = frozenset(k for k in page.values if BY_NAME[k].kind is Kind.GAUGE)
-            self._gauge_url = gauge_url(self.url, [page.resolved_from[k] for k in self._gauges])
+            names = [page.resolved_from[k] for k in self._gauges] if self._filters else []
+            self._gauge_url = gauge_url(self.url, names)
         self.last_page = page
         out = [Sample(t, self.source, "engine_up", 1.0)]
         out.extend(self._samples(t, page))
