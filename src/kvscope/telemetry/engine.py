@@ -111,8 +111,9 @@ def _select_lines(text: str) -> tuple[str, tuple[str, ...]]:
     """The page cut down to catalogue families, and the engine families it leaves out.
 
     A cheap textual pass: the maintained parser then sees only the lines kvscope maps, which
-    is what keeps 10 Hz scraping of a 500-line vLLM page affordable. Left-out families are
-    returned by name (from their ``# TYPE`` lines) so nothing disappears silently.
+    keeps the full scrape of a 500-line vLLM page cheap (histograms are most of its cost).
+    Left-out families are returned by name (from their ``# TYPE`` lines) so nothing
+    disappears silently.
     """
     wanted, heads = _FULL_NAMES, _FULL_HEADS
     keep: list[str] = []
