@@ -416,7 +416,7 @@ class BenchRun:
 
 
 def run_loop(coro_factory: Callable[[], Any]) -> Any:
-    """Run a coroutine on uvloop when installed (lower per-request overhead), else asyncio."""
+    """Run a coroutine on uvloop (a dependency except on Windows; tighter pacing), else asyncio."""
     try:
         import uvloop
 
