@@ -222,6 +222,10 @@ class _Launchable(Protocol):
     def backend(self) -> str: ...
     @property
     def world_size(self) -> int: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def fault(self) -> Fault | None: ...
 
 
 def prepare_launch(
@@ -242,19 +246,24 @@ def prepare_launch(
     return config, env, run_dir
 
 
-def run_bench(
-    config: BenchConfig, out_dir: str | Path | None = None, progress: ProgressFn | None = None
-) -> BenchResult:
-    """Measure ``config`` for real; write the run directory as it goes when ``out_dir`` is set."""
-    config, env, run_dir = prepare_launch(config, out_dir)
-    steps = tuple(
-        Step(config.op, s, config.dtype, config.warmup, config.iters) for s in config.sizes
-    )
+RowFn = Callable[[int, np.ndarray, list[int]], dict[str, Any]]
+
+
+def measure_steps(
+    config: _Launchable,
+    steps: tuple[Step, ...],
+    run_dir: CommRunDir | None,
+    progress: ProgressFn | None,
+    make_row: RowFn,
+    failed_summary: Callable[[list[dict[str, Any]], str], dict[str, Any]],
+) -> tuple[list[dict[str, Any]], int]:
+    """Run ``steps`` on the ranks; each step's row (``make_row(index, times, wrong)``) goes to
+    the run directory as it is measured. If a rank fails, the run directory is finished with
+    ``failed_summary(rows, message)`` -- what was measured stays -- and the error is raised."""
     rows: list[dict[str, Any]] = []
 
     def on_step(index: int, times: np.ndarray, wrong: list[int]) -> None:
-        b = buffers_for(config.op, config.sizes[index], config.dtype, config.world_size)
-        row = size_row(config.op, b.size_bytes, config.dtype, config.world_size, times, wrong)
+        row = make_row(index, times, wrong)
         rows.append(row)
         if run_dir is not None:
             run_dir.append(row, times)
@@ -266,8 +275,32 @@ def run_bench(
         rank = execute(job, on_step)
     except RankFailure as err:
         if run_dir is not None:
-            run_dir.finish(rows, bench_summary(config, rows, None, "", env, err.message))
+            run_dir.finish(rows, failed_summary(rows, err.message))
         raise
+    return rows, rank
+
+
+def run_bench(
+    config: BenchConfig, out_dir: str | Path | None = None, progress: ProgressFn | None = None
+) -> BenchResult:
+    """Measure ``config`` for real; write the run directory as it goes when ``out_dir`` is set."""
+    config, env, run_dir = prepare_launch(config, out_dir)
+    steps = tuple(
+        Step(config.op, s, config.dtype, config.warmup, config.iters) for s in config.sizes
+    )
+
+    def make_row(index: int, times: np.ndarray, wrong: list[int]) -> dict[str, Any]:
+        b = buffers_for(config.op, config.sizes[index], config.dtype, config.world_size)
+        return size_row(config.op, b.size_bytes, config.dtype, config.world_size, times, wrong)
+
+    rows, rank = measure_steps(
+        config,
+        steps,
+        run_dir,
+        progress,
+        make_row,
+        lambda done, message: bench_summary(config, done, None, "", env, message),
+    )
     fit, note = add_model(rows) if rows else (None, "")
     result = BenchResult(config, rows, fit, note, env, Path(out_dir) if out_dir else None, rank)
     if run_dir is not None:

@@ -20,13 +20,18 @@ from typing import Any
 
 import numpy as np
 
-from kvscope.comm.bench import ProgressFn, check_common, fit_dict, prepare_launch
+from kvscope.comm.bench import (
+    ProgressFn,
+    check_common,
+    fit_dict,
+    measure_steps,
+    prepare_launch,
+)
 from kvscope.comm.collectives import DTYPE_BYTES, canonical_dtype
 from kvscope.comm.latency import latency_fields, latency_stats
-from kvscope.comm.launch import Fault, Job, RankFailure, Step
+from kvscope.comm.launch import Fault, Step
 from kvscope.comm.model import LinkFit, dispatch_cost_terms, fit_cost_terms, predict_dispatch_time_s
 from kvscope.comm.routing import RoutingSpec, bottleneck_tokens, dispatch_plan, imbalance
-from kvscope.comm.torchrun import execute
 from kvscope.errors import KvscopeError
 
 # Defaults follow Mixtral-8x7B's config.json: num_local_experts 8, num_experts_per_tok 2,
@@ -202,29 +207,24 @@ def run_moe(
         )
         for p in plans
     )
-    rows: list[dict[str, Any]] = []
     points: list[tuple[float, float]] = []  # (bottleneck bytes, latency s) per dispatch
 
-    def on_step(index: int, times: np.ndarray, wrong: list[int]) -> None:
+    def make_row(index: int, times: np.ndarray, wrong: list[int]) -> dict[str, Any]:
         timed = plans[index][config.warmup :]
-        row = skew_row(config, config.skews[index], timed, times, wrong)
-        rows.append(row)
         points.extend(
             (bottleneck_tokens(t) * token_bytes, float(lat))
             for t, lat in zip(timed, times.max(axis=0), strict=True)
         )
-        if run_dir is not None:
-            run_dir.append(row, times)
-        if progress is not None:
-            progress(len(rows), len(steps), row)
+        return skew_row(config, config.skews[index], timed, times, wrong)
 
-    job = Job(config.backend, config.world_size, steps, config.timeout_s, fault=config.fault)
-    try:
-        rank = execute(job, on_step)
-    except RankFailure as err:
-        if run_dir is not None:
-            run_dir.finish(rows, moe_summary(config, rows, env, None, err.message))
-        raise
+    rows, rank = measure_steps(
+        config,
+        steps,
+        run_dir,
+        progress,
+        make_row,
+        lambda done, message: moe_summary(config, done, env, None, message),
+    )
     if rows:
         base = min(rows, key=lambda r: r["skew"])["lat_p99_s"]
         for r in rows:
