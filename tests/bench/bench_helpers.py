@@ -97,6 +97,18 @@ class LlamaServer:
                 time.sleep(0.1)
         raise RuntimeError("llama-server did not become healthy in 30 s")
 
+    def requests_processing(self) -> int:
+        """Slots busy now, from llama-server's ``llamacpp:requests_processing`` gauge; 0 if down."""
+        try:
+            with urllib.request.urlopen(self.url + "/metrics", timeout=1) as r:
+                page = r.read().decode()
+        except OSError:
+            return 0
+        for line in page.splitlines():
+            if line.startswith("llamacpp:requests_processing"):
+                return int(float(line.split()[-1]))
+        return 0
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
