@@ -175,3 +175,71 @@ def test_fast_path_agrees_with_the_json_parse(event: bytes, is_token: bool) -> N
     slow = json.loads(event)["choices"][0]
     text = slow.get("text") or (slow.get("delta") or {}).get("content")
     assert bool(text) == is_token
+
+
+_C = '{"choices":[{"index":0,'  # compact, as vLLM writes it
+_S = '{"choices": [{"index": 0, '  # spaced: the full parse
+_CHUNKS = {  # (chat, kind) -> one event's JSON; "{i}" is the token's number
+    (False, "token"): _C + '"text":" w{i}","finish_reason":null}]}',
+    (False, "empty"): _C + '"text":"","finish_reason":null}]}',
+    (False, "tricky"): _C + '"text":"data: \\"text\\":\\"x","finish_reason":null}]}',
+    (False, "spaced"): _S + '"text": " s{i}", "finish_reason": null}]}',
+    (True, "token"): _C + '"delta":{"content":" w{i}"},"finish_reason":null}]}',
+    (True, "empty"): _C + '"delta":{"content":""},"finish_reason":null}]}',
+    (True, "tricky"): _C + '"delta":{"reasoning_content":"r{i}"},"finish_reason":null}]}',
+    (True, "spaced"): _S + '"delta": {"content": "s"}, "finish_reason": null}]}',
+}  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    chat=st.booleans(),
+    kinds=st.lists(st.sampled_from(["token", "token", "token", "empty", "tricky", "spaced"]),
+                   min_size=1, max_size=400),
+    cuts=st.lists(st.integers(0, 60_000), max_size=4),
+    error_at=st.none() | st.integers(0, 399),
+)  # fmt: skip
+def test_bulk_counting_agrees_with_the_event_by_event_parse(
+    chat: bool, kinds: list[str], cuts: list[int], error_at: int | None
+) -> None:
+    events = [_CHUNKS[chat, k].replace("{i}", str(i)).encode() for i, k in enumerate(kinds)]
+    if error_at is not None and error_at < len(events):
+        events[error_at] = b'{"error":{"message":"boom"}}'
+    data = b"".join(b"data: " + e + b"\n\n" for e in events) + _sse(chat, 1)
+    bounds = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+
+    def parse(bulk_min: float) -> Trace:
+        tr = _trace(len(kinds))
+        p = StreamParser(tr, chat)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("kvscope.bench.client._BULK_MIN_BYTES", bulk_min)
+            for k, (a, b) in enumerate(itertools.pairwise(bounds)):
+                p.feed(data[a:b], float(k))
+        p.close(99.0)
+        return tr
+
+    slow, fast = parse(math.inf), parse(0)
+    assert fast == slow
+    tokens = sum(k in ("token", "tricky", "spaced") for k in kinds) + 1  # + the usage stream's
+    if error_at is None or error_at >= len(events):
+        assert len(slow.chunk_times) == tokens
+    else:
+        assert slow.error_kind == ErrorKind.SERVER_ERROR
+
+
+def test_a_whole_answer_in_one_read_is_counted_in_bulk(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 500 tokens in one read, as a server writing its whole answer at once sends them
+    data = _sse(False, 500, compact=True)
+    calls = []
+    real = StreamParser._event
+
+    def spy(self: StreamParser, payload: bytes, t: float) -> None:
+        calls.append(payload)
+        real(self, payload, t)
+
+    monkeypatch.setattr(StreamParser, "_event", spy)
+    tr = _trace(500)
+    StreamParser(tr, chat=False).feed(data, 2.0)
+    assert len(tr.chunk_times) == 500 and tr.first_token_s == 2.0
+    assert tr.usage_output_tokens == 500 and tr.done_marker and tr.finish_reason == "length"
+    assert len(calls) <= 4  # the final chunk, usage and [DONE]: not one call per token

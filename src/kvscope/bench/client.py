@@ -41,6 +41,10 @@ from kvscope.errors import KvscopeError
 READ_BUFSIZE = 4 * 1024 * 1024
 #: Where a token chunk's text starts: ``"text":"`` (completions) or ``"content":"`` (chat).
 _TEXT_KEY = re.compile(rb'"(?:text|content|reasoning_content)"\s*:\s*"')
+#: Keys opening a chunk's text, compact JSON (as vLLM, SGLang and llama.cpp write it).
+_TEXT_OPEN = {False: (b'"text":"',), True: (b'"content":"', b'"reasoning_content":"')}
+#: Below this many bytes a read is parsed event by event (as quick for a few events).
+_BULK_MIN_BYTES = 4096
 NAN = math.nan
 
 
@@ -211,7 +215,7 @@ class StreamParser:
 
     def feed(self, data: bytes, t: float) -> None:
         buf = self._buf + data if self._buf else data
-        start = 0
+        start = self._count_plain_run(buf, t)
         while True:
             nl = buf.find(b"\n", start)
             if nl < 0:
@@ -222,6 +226,44 @@ class StreamParser:
                 self._event(line[5:].strip(), t)
             # blank lines end events; "event:", "id:" and ":" comment lines carry nothing here
         self._buf = buf[start:]
+
+    def _count_plain_run(self, buf: bytes, t: float) -> int:
+        """Count the leading run of plain token chunks with byte searches; return where it ends.
+
+        A server that writes a whole answer at once hands over hundreds of events in one
+        read; one Python call per event would hold the event loop for a millisecond or more,
+        and a release due meanwhile would be late. The run stops before the last plain chunk's
+        successors (finish reason, usage, ``[DONE]``: parsed event by event). In the run every
+        ``data:`` line must carry ``"finish_reason":null`` and no usage (one choice per chunk,
+        as the client asks), so its tokens are the text keys opening a non-empty string. A
+        JSON string cannot hold an unescaped quote, so the searched keys never match inside
+        generated text; a stray ``data:`` inside text only sends the read to the slow path.
+        Anything else (spaced JSON, several choices, an error) is left to the per-event parse.
+        """
+        end = buf.rfind(b"\n") + 1
+        if end < _BULK_MIN_BYTES:
+            return 0
+        while end > 0:  # walk back over the tail: blank lines, [DONE], usage, final chunk
+            start = buf.rfind(b"\n", 0, end - 1) + 1
+            line = buf[start:end]
+            if b'"finish_reason":null' in line and b'"usage"' not in line:
+                break
+            end = start
+        run = buf[:end]
+        events = run.count(b"data:")
+        if not events or run.count(b'"finish_reason":null') != events or b'"usage"' in run:
+            return 0
+        tokens = 0
+        for key in _TEXT_OPEN[self.chat]:
+            tokens += run.count(key) - run.count(key + b'"')
+        if tokens > events:
+            return 0
+        if tokens:
+            tr = self.trace
+            if not tr.chunk_times:
+                tr.first_token_s = t
+            tr.chunk_times.extend([t] * tokens)
+        return end
 
     def close(self, t: float) -> None:
         if self._buf.strip().startswith(b"data:"):  # last event without its newline
