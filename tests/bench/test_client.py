@@ -188,14 +188,19 @@ _CHUNKS = {  # (chat, kind) -> one event's JSON; "{i}" is the token's number
     (True, "empty"): _C + '"delta":{"content":""},"finish_reason":null}]}',
     (True, "tricky"): _C + '"delta":{"reasoning_content":"r{i}"},"finish_reason":null}]}',
     (True, "spaced"): _S + '"delta": {"content": "s"}, "finish_reason": null}]}',
+    # OpenAI's shape with include_usage: "usage":null in every chunk but the last
+    (False, "usage-null"): _C + '"text":" u{i}","finish_reason":null}],"usage":null}',
+    (True, "usage-null"): _C + '"delta":{"content":"u"},"finish_reason":null}],"usage":null}',
 }  # fmt: skip
 
 
 @settings(max_examples=80, deadline=None)
 @given(
     chat=st.booleans(),
-    kinds=st.lists(st.sampled_from(["token", "token", "token", "empty", "tricky", "spaced"]),
-                   min_size=1, max_size=400),
+    kinds=st.lists(
+        st.sampled_from(["token", "token", "token", "empty", "tricky", "spaced", "usage-null"]),
+        min_size=1, max_size=400,
+    ),
     cuts=st.lists(st.integers(0, 60_000), max_size=4),
     error_at=st.none() | st.integers(0, 399),
 )  # fmt: skip
@@ -220,16 +225,21 @@ def test_bulk_counting_agrees_with_the_event_by_event_parse(
 
     slow, fast = parse(math.inf), parse(0)
     assert fast == slow
-    tokens = sum(k in ("token", "tricky", "spaced") for k in kinds) + 1  # + the usage stream's
+    tokens = sum(k not in ("empty",) for k in kinds) + 1  # + the one of the usage stream
     if error_at is None or error_at >= len(events):
         assert len(slow.chunk_times) == tokens
     else:
         assert slow.error_kind == ErrorKind.SERVER_ERROR
 
 
-def test_a_whole_answer_in_one_read_is_counted_in_bulk(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("usage_null", [False, True])
+def test_a_whole_answer_in_one_read_is_counted_in_bulk(
+    monkeypatch: pytest.MonkeyPatch, usage_null: bool
+) -> None:
     # 500 tokens in one read, as a server writing its whole answer at once sends them
     data = _sse(False, 500, compact=True)
+    if usage_null:  # OpenAI's chunk shape
+        data = data.replace(b'"finish_reason":null}]}', b'"finish_reason":null}],"usage":null}')
     calls = []
     real = StreamParser._event
 

@@ -48,6 +48,16 @@ _BULK_MIN_BYTES = 4096
 NAN = math.nan
 
 
+def _no_usage(data: bytes) -> bool:
+    """No usage figures in ``data``: no ``usage`` key, or only ``"usage":null`` ones.
+
+    OpenAI's API puts ``"usage":null`` in every chunk but the last when usage is asked for
+    (``stream_options.include_usage``); vLLM leaves the key out.
+    """
+    n = data.count(b'"usage"')
+    return n == 0 or n == data.count(b'"usage":null')
+
+
 class Endpoint(enum.StrEnum):
     COMPLETIONS = "completions"
     CHAT = "chat"
@@ -246,12 +256,12 @@ class StreamParser:
         while end > 0:  # walk back over the tail: blank lines, [DONE], usage, final chunk
             start = buf.rfind(b"\n", 0, end - 1) + 1
             line = buf[start:end]
-            if b'"finish_reason":null' in line and b'"usage"' not in line:
+            if b'"finish_reason":null' in line and _no_usage(line):
                 break
             end = start
         run = buf[:end]
         events = run.count(b"data:")
-        if not events or run.count(b'"finish_reason":null') != events or b'"usage"' in run:
+        if not events or run.count(b'"finish_reason":null') != events or not _no_usage(run):
             return 0
         tokens = 0
         for key in _TEXT_OPEN[self.chat]:
@@ -277,7 +287,7 @@ class StreamParser:
             return
         if (
             b'"finish_reason":null' in payload
-            and b'"usage"' not in payload
+            and _no_usage(payload)
             and b'"error"' not in payload
             and payload[:1] == b"{"
             and payload[-1:] == b"}"
