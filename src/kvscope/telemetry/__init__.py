@@ -2,8 +2,9 @@
 
 - :mod:`~kvscope.telemetry.nvml` -- the only module that calls NVML (one swappable raw call).
 - :mod:`~kvscope.telemetry.gpu` -- NVML readings to samples in base units; throttle decoding.
-- :mod:`~kvscope.telemetry.catalogue` / :mod:`~kvscope.telemetry.engine` -- engine metric
-  names across vLLM, SGLang and llama.cpp versions; scraping, rates and windowed percentiles.
+- :mod:`~kvscope.telemetry.catalogue` / :mod:`~kvscope.telemetry.metrics_page` /
+  :mod:`~kvscope.telemetry.engine` -- engine metric names across vLLM, SGLang and llama.cpp
+  versions; one page mapped to them; scraping over time, rates and windowed percentiles.
 - :mod:`~kvscope.telemetry.dmon` -- ``nvidia-smi dmon`` and ``--query-gpu`` CSV logs.
 - :mod:`~kvscope.telemetry.waveform` -- peak, trough, period, phase, Theil-Sen leak slope.
 - :mod:`~kvscope.telemetry.store` -- DuckDB store, retention, export.
