@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kvscope.bench.metrics import parse_slo, summarize
-from kvscope.bench.runner import BENCH_REQUEST_SCHEMA
+from kvscope.bench.records import BENCH_REQUEST_SCHEMA
 from kvscope.errors import KvscopeError
 
 

@@ -9,8 +9,9 @@ inference server; it depends on :mod:`kvscope.workload` and :mod:`kvscope.result
 
 from kvscope.bench.client import ClientConfig, Endpoint, ErrorKind, normalize_base_url
 from kvscope.bench.metrics import parse_slo
+from kvscope.bench.records import BENCH_REQUEST_SCHEMA
 from kvscope.bench.run import BenchOptions, load_for, prepare, run_bench
-from kvscope.bench.runner import BENCH_REQUEST_SCHEMA, LoadConfig
+from kvscope.bench.runner import LoadConfig
 
 __all__ = [
     "BENCH_REQUEST_SCHEMA",

@@ -17,7 +17,8 @@ from kvscope.bench.client import ClientConfig, make_body
 from kvscope.bench.metrics import summarize
 from kvscope.bench.preflight import check_and_calibrate
 from kvscope.bench.prompts import PromptBuilder, TokenizerBackend, describe
-from kvscope.bench.runner import BENCH_REQUEST_SCHEMA, LoadConfig, Prepared, run_loop, run_prepared
+from kvscope.bench.records import BENCH_REQUEST_SCHEMA
+from kvscope.bench.runner import LoadConfig, Prepared, run_loop, run_prepared
 from kvscope.errors import KvscopeError
 from kvscope.results import read_summary
 from kvscope.workload.stream import Workload

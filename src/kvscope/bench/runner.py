@@ -36,12 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
-from kvscope.bench.client import ClientConfig, ErrorKind, Trace, make_session, stream_request
+from kvscope.bench.client import ClientConfig, Trace, make_session, stream_request
 from kvscope.bench.eager import start_eagerly
+from kvscope.bench.records import BENCH_REQUEST_SCHEMA, CHUNK_SCHEMA, request_row
 from kvscope.bench.server_probe import SERVER_SCHEMA, ServerProbe, metrics_url
-from kvscope.results import REQUEST_SCHEMA, RequestRecord, RunDir, Status
+from kvscope.results import RunDir, Status
 
 #: Wake this long before a release and yield to the loop until it is due (s). A wider window
 #: (tried: adaptive up to 10 ms) spends a core spinning and, on a shared 2-core machine, got
@@ -58,28 +57,6 @@ FLUSH_QUIET_S = 0.008
 FLUSH_DEFER_RELEASES = 3
 #: ...and never waiting longer than this.
 FLUSH_DEFER_S = 0.3
-
-BENCH_EXTRA_FIELDS = [
-    ("released_s", pa.float64()),
-    ("sent_s", pa.float64()),
-    ("first_byte_s", pa.float64()),
-    ("dispatch_lag_s", pa.float64()),
-    ("cap_delay_s", pa.float64()),
-    ("target_prompt_tokens", pa.int64()),
-    ("target_output_tokens", pa.int64()),
-    ("usage_prompt_tokens", pa.int64()),
-    ("chunks", pa.int64()),
-    ("http_status", pa.int64()),
-    ("error_kind", pa.string()),
-    ("finish_reason", pa.string()),
-    ("phase", pa.string()),
-]
-#: ``requests.parquet`` of a bench run: the shared schema plus client-side columns.
-BENCH_REQUEST_SCHEMA = pa.schema(list(REQUEST_SCHEMA) + [pa.field(*f) for f in BENCH_EXTRA_FIELDS])
-#: ``chunks.parquet``: the arrival time of every streamed chunk (s from the run's start).
-CHUNK_SCHEMA = pa.schema([("request_id", pa.string()), ("chunk_times_s", pa.list_(pa.float64()))])
-
-_INCOMPLETE = {str(ErrorKind.EARLY_STOP), str(ErrorKind.CANCELLED)}
 
 
 @dataclass(frozen=True)
@@ -183,48 +160,11 @@ class BenchRun:
 
     def _complete(self, tr: Trace) -> None:
         self._done += 1
-        kind = tr.error_kind
-        status = Status.OK
-        if kind in _INCOMPLETE:
-            status = Status.INCOMPLETE
-        elif kind:
-            status = Status.ERROR
-            self._errors += 1
-        out_tokens = tr.output_tokens
-        rec = RequestRecord(
-            request_id=tr.request_id,
-            arrival_s=tr.scheduled_s,
-            prompt_tokens=tr.usage_prompt_tokens
-            if tr.usage_prompt_tokens >= 0
-            else tr.target_prompt_tokens,
-            output_tokens=out_tokens,
-            cached_prompt_tokens=tr.cached_prompt_tokens,
-            first_scheduled_s=tr.sent_s,
-            first_token_s=tr.first_token_s,
-            finish_s=tr.end_s,
-            status=status,
-            error=tr.error,
-        )
-        row = rec.row()
         cap_delay = self._slide.pop(tr.index, math.nan)
-        # the client's own lateness: request handed to the pool vs its (slid) target
-        lag = tr.sent_s - tr.scheduled_s - cap_delay
         phase = self._phase(tr.scheduled_s)
-        row.update(
-            released_s=tr.released_s,
-            sent_s=tr.sent_s,
-            first_byte_s=tr.first_byte_s,
-            dispatch_lag_s=lag,
-            cap_delay_s=cap_delay,
-            target_prompt_tokens=tr.target_prompt_tokens,
-            target_output_tokens=tr.target_output_tokens,
-            usage_prompt_tokens=tr.usage_prompt_tokens,
-            chunks=len(tr.chunk_times),
-            http_status=tr.http_status,
-            error_kind=kind,
-            finish_reason=tr.finish_reason,
-            phase=phase,
-        )
+        row, status = request_row(tr, cap_delay, phase)
+        if status is Status.ERROR:
+            self._errors += 1
         self._buf.append(row)
         self.state.rows.append(row)
         ct = tr.chunk_times
