@@ -8,7 +8,12 @@ from hypothesis import strategies as st
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import Parallelism
-from kvscope.plan.weights import all_stage_weights, pp_layer_split, rank_weights
+from kvscope.plan.weights import (
+    all_stage_weights,
+    mla_absorbed_bytes,
+    pp_layer_split,
+    rank_weights,
+)
 from kvscope.specs.hardware import GIB
 from kvscope.specs.registry import load_model
 
@@ -91,3 +96,24 @@ def test_sglang_dp_attention_keeps_the_input_embedding_whole_on_every_gpu() -> N
     # Sharded over 8 ranks: 129,280 / 8 = 16,160 rows, padded to a multiple of 64 = 16,192.
     assert tp_only.by_component["embedding"] == 16192 * 7168 * 2
     assert dp_att.by_component["lm_head"] == tp_only.by_component["lm_head"]
+
+
+def test_absorbed_mla_copies_by_engine_and_attention_parallelism() -> None:
+    # DeepSeek-V3.2: 61 MLA layers, 128 heads, (128 nope + 128 v) x 512 latent per head, kept
+    # in bf16 beside kv_b_proj (SGLang's w_kc/w_vc; vLLM's W_UK_T/W_UV when kv_b_proj is fp8).
+    v32 = load_model("deepseek-ai/DeepSeek-V3.2")
+    layers = tuple(range(v32.num_layers))
+    whole = 61 * 128 * 256 * 512 * 2
+    assert whole == 2_046_820_352
+    dp_att = Parallelism(tp=8, dp=8, dp_attention=True)
+    assert mla_absorbed_bytes(v32, dp_att, layers, "sglang") == whole  # every head per GPU
+    assert mla_absorbed_bytes(v32, Parallelism(tp=8), layers, "sglang") == whole / 8
+    assert mla_absorbed_bytes(v32, Parallelism(tp=8), layers, "vllm") == whole / 8  # fp8 ckpt
+    # bf16 DeepSeek-V2-Lite: vLLM's W_UK_T/W_UV are views of kv_b_proj, SGLang copies them
+    lite = load_model("deepseek-ai/DeepSeek-V2-Lite")
+    lite_layers = tuple(range(lite.num_layers))
+    assert mla_absorbed_bytes(lite, Parallelism(), lite_layers, "vllm") == 0.0
+    assert mla_absorbed_bytes(lite, Parallelism(), lite_layers, "sglang") == 27 * 16 * 256 * 512 * 2
+    # no MLA, no copy
+    llama = load_model("meta-llama/Llama-3.1-8B")
+    assert mla_absorbed_bytes(llama, Parallelism(), tuple(range(32)), "sglang") == 0.0

@@ -19,8 +19,10 @@ How the engines split a decoder (vLLM ``vllm/model_executor/layers/linear.py`` a
   final norm and LM head on the last (tied embeddings: the last stage holds its own copy).
 - Data parallel replicates everything.
 
-Units: bytes. One rotary cos/sin cache (``max_position_embeddings x rotary_dim`` in the model
-dtype) is counted on every rank, as vLLM builds it at load time.
+MLA models also hold the absorbed up-projections beside ``kv_b_proj`` where the engine
+makes them a separate tensor (:func:`mla_absorbed_bytes`, added per engine by
+``plan.memory``). Units: bytes. One rotary cos/sin cache (``max_position_embeddings x
+rotary_dim`` in the model dtype) is counted on every rank, as vLLM builds it at load time.
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ class RankWeights:
     @cached_property
     def total_bytes(self) -> float:
         return math.fsum(self.by_component.values())
+
+
+def with_component(w: RankWeights, name: str, nbytes: float) -> RankWeights:
+    """``w`` with one more component (a new record: cached ones are shared); as is if 0."""
+    if not nbytes:
+        return w
+    return RankWeights(w.pp_rank, w.layers, {**w.by_component, name: nbytes})
 
 
 def pp_layer_split(num_layers: int, pp: int) -> tuple[tuple[int, ...], ...]:
@@ -208,6 +217,35 @@ def rank_weights(
     params["rope_cache"] = float(model.max_position_embeddings * rotary)
     per = _bytes_per_param(model)
     return RankWeights(pp_rank, layers, {k: v * per[k] for k, v in params.items()})
+
+
+def mla_absorbed_bytes(
+    model: ModelSpec, par: Parallelism, layers: tuple[int, ...], engine: str
+) -> float:
+    """Bytes of the absorbed MLA up-projections one GPU keeps beside ``kv_b_proj``.
+
+    Decode runs MLA in the absorbed form, with ``kv_b_proj`` split per head into a key part
+    (``qk_nope_head_dim`` rows) and a value part (``v_head_dim`` rows), in the activation
+    dtype; ``kv_b_proj`` itself stays for the prefill path.
+
+    - vLLM (``MLAAttention.process_weights_after_loading`` and ``split_kv_b_proj``,
+      vllm/model_executor/layers/attention/mla_attention.py, 0.33.0): ``W_UK_T`` and ``W_UV``
+      are views of ``kv_b_proj`` converted to the activation dtype: a new tensor when the
+      checkpoint quantizes it (fp8 DeepSeek V3/R1/V3.2), the weight itself when it does not.
+    - SGLang (``post_load_weights`` of its DeepSeek model): ``w_kc`` and ``w_vc`` are made
+      contiguous, so a copy is always held; under DP attention each GPU has every head.
+    """
+    native = element_bytes(model.dtype)
+    linear = model.quantization.linear_bytes
+    if engine == "vllm" and (linear is None or linear == native):
+        return 0.0
+    elements = 0
+    for i in layers:
+        att = model.layers[i].attention
+        if att.kind in ("mla", "mla_sparse"):
+            heads = att.num_heads // par.attn_tp
+            elements += heads * (att.qk_nope_head_dim + att.v_head_dim) * att.kv_lora_rank
+    return float(elements * native)
 
 
 def all_stage_weights(
