@@ -6,7 +6,7 @@ requested rate. The scheduled times are checked against the trace file itself (i
 TIMESTAMP column, shifted to start at 0 and divided by the speed-up) so the figure is about
 the real trace, not a re-generated one. The trace is read from ../shared (never copied).
 
-    python benchmarks/bench_trace_replay.py [--speedup 10] [--duration 60] [--nice 0]
+    python benchmarks/bench_trace_replay.py [--speedup 10] [--duration 60] [--nice 0] [--itl 0]
 """
 
 from __future__ import annotations
@@ -53,6 +53,12 @@ def main() -> None:
         "--duration", type=float, default=60.0, help="seconds of replay (after speed-up)"
     )
     ap.add_argument("--nice", type=int, default=0, help="niceness for client and server")
+    ap.add_argument(
+        "--itl",
+        type=float,
+        default=0.0,
+        help="mock server's gap between tokens (s); 0 writes each answer at once",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if not TRACE.is_file():
@@ -64,7 +70,8 @@ def main() -> None:
             os.nice(args.nice)
 
     mock = subprocess.Popen(
-        [sys.executable, "-m", "kvscope.cli.main", "mock-server", "--port", "0", "--ttft", "0.02"],
+        [sys.executable, "-m", "kvscope.cli.main", "mock-server", "--port", "0", "--ttft", "0.02",
+         "--itl", f"{args.itl:g}"],
         stdout=subprocess.PIPE, text=True, env=_env(), preexec_fn=pre,
     )  # fmt: skip
     assert mock.stdout is not None
@@ -96,6 +103,7 @@ def main() -> None:
         "trace": TRACE.name,
         "speedup": args.speedup,
         "replayed_s": args.duration,
+        "mock_itl_s": args.itl,
         "requests": int(t.num_rows),
         "schedule_vs_trace_max_abs_s": schedule_err,
         "requested_rate_per_s": s["requested_request_rate_per_s"],
