@@ -64,39 +64,33 @@ def _reap(coro: Coroutine[Any, Any, Any], waiting: Any) -> None:
     coro.close()  # it swallowed the cancellation and waited again: stop it for good
 
 
-def _waker(woken: asyncio.Future[None]) -> Any:
-    def wake(_done: object) -> None:
-        if not woken.done():
-            woken.set_result(None)
-
-    return wake
-
-
 async def _finish(coro: Coroutine[Any, Any, T], first: list[tuple[str, Any]]) -> T:
     kind, waiting = first[0]
     if kind == "return":
         return waiting  # type: ignore[no-any-return]
     if kind == "raise":
         raise waiting
-    loop = asyncio.get_running_loop()
     while True:
+        # Wait on the very future the coroutine waits on (no extra future per wait: a stream
+        # suspends once per chunk); then resume the coroutine, which reads that future's
+        # outcome itself, exactly as Task.__step would resume it.
         try:
             if waiting is None:  # a bare yield (asyncio.sleep(0)): just give the loop a turn
                 await asyncio.sleep(0)
             else:
                 waiting._asyncio_future_blocking = False  # what Task.__step does on a yield
-                if not waiting.done():
-                    woken: asyncio.Future[None] = loop.create_future()
-                    waiting.add_done_callback(_waker(woken))
-                    await woken
+                await waiting
         except asyncio.CancelledError:
-            if waiting is not None and waiting.cancel():
-                continue  # the coroutine sees the cancellation when it resumes, as in a task
-            try:
-                waiting = coro.throw(asyncio.CancelledError())
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            continue
+            if waiting is None or not waiting.cancelled():
+                # This task was cancelled, not the future (it was done or there was none):
+                # the coroutine gets the cancellation instead of its result, as in a task.
+                try:
+                    waiting = coro.throw(asyncio.CancelledError())
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                continue
+        except Exception:  # the future failed: the coroutine raises it when resumed
+            pass
         try:
             waiting = coro.send(None)
         except StopIteration as stop:
