@@ -120,3 +120,58 @@ def test_timeouts_inside_the_coroutine_cancel_the_right_task(
         await asyncio.sleep(0.05)  # the dispatcher (this coroutine) is not cancelled
 
     run(main())
+
+
+def test_a_failed_wait_raises_inside_the_coroutine_after_its_first_step(
+    run: Callable[[Coroutine[Any, Any, None]], None],
+) -> None:
+    # Later waits (a stream's next chunk) go through the task too: an error set on the
+    # future is raised at the coroutine's await, where it can be handled.
+    async def body(first: asyncio.Future[int], second: asyncio.Future[int]) -> str:
+        n = await first
+        try:
+            await second
+        except ConnectionResetError as err:
+            return f"{n}: {err}"
+        return "not reached"
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future[int] = loop.create_future()
+        second: asyncio.Future[int] = loop.create_future()
+        task = start_eagerly(body(first, second))
+        loop.call_later(0.005, first.set_result, 7)
+        loop.call_later(0.01, second.set_exception, ConnectionResetError("peer gone"))
+        assert await task == "7: peer gone"
+
+    run(main())
+
+
+def test_cancel_after_the_wait_completed_still_cancels_the_coroutine(
+    run: Callable[[Coroutine[Any, Any, None]], None],
+) -> None:
+    # The future the task waits on is already done when cancel() comes: as with a plain task,
+    # the coroutine gets CancelledError at that await instead of the result.
+    log: list[str] = []
+
+    async def body(gate: asyncio.Future[int]) -> None:
+        await asyncio.sleep(0)  # past the eager first step
+        try:
+            await gate
+            log.append("resumed normally")
+        except asyncio.CancelledError:
+            log.append("cancelled inside")
+            raise
+
+    async def main() -> None:
+        gate: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        task = start_eagerly(body(gate))
+        await asyncio.sleep(0.01)  # the task now waits on the gate
+        gate.set_result(1)  # done, but the task has not had its turn yet...
+        task.cancel()  # ...when it is cancelled
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not gate.cancelled()
+
+    run(main())
+    assert log == ["cancelled inside"]
