@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kvscope.errors import KvscopeError
-from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_int
+from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_int, json_object_line
 
 
 def test_as_int_accepts_integral_values_only() -> None:
@@ -35,3 +35,13 @@ def test_policy_raises_with_location_or_counts(tmp_path: Path) -> None:
     s = p.summary()
     assert s["skipped_bad_rows"] == 9 and len(s["skipped_examples"]) == 5
     assert s["skipped_examples"][0] == f"{f}:2: reason 0"
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [('{"a": 1', "not valid JSON"), ("[1, 2]", "must be a JSON object"), ("7", "JSON object")],
+)
+def test_a_jsonl_line_must_be_one_json_object(line: str, why: str) -> None:
+    with pytest.raises(BadRow, match=why):
+        json_object_line(line)
+    assert json_object_line('{"timestamp": 3, "x": [1]}') == {"timestamp": 3, "x": [1]}

@@ -8,14 +8,20 @@ Milliseconds become seconds here; the 512-token block size travels with the hash
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kvscope.workload.stream import Workload, make_ids
-from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_int, read_text
+from kvscope.workload.traces.rows import (
+    BadRow,
+    RowPolicy,
+    as_float,
+    as_int,
+    json_object_line,
+    read_text,
+)
 
 #: Tokens per ``hash_ids`` block in the FAST'25 release (FAST25-release/README.md).
 MOONCAKE_BLOCK_TOKENS = 512
@@ -72,12 +78,7 @@ def _slow(path: Path, policy: RowPolicy) -> tuple[Any, ...]:
         if not line.strip():
             continue
         try:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise BadRow(f"not valid JSON ({err.msg})") from None
-            if not isinstance(row, dict):
-                raise BadRow("a line must be a JSON object")
+            row = json_object_line(line)
             missing = [f for f in FIELDS if f not in row]
             if missing:
                 raise BadRow(f"missing field(s) {', '.join(missing)}")

@@ -18,7 +18,14 @@ import numpy as np
 
 from kvscope.errors import KvscopeError
 from kvscope.workload.stream import Workload, make_ids
-from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_int, read_text
+from kvscope.workload.traces.rows import (
+    BadRow,
+    RowPolicy,
+    as_float,
+    as_int,
+    json_object_line,
+    read_text,
+)
 
 META_KEY = b"kvscope.workload"
 FORMAT_VERSION = 1
@@ -167,12 +174,7 @@ def _slow_jsonl(path: Path, policy: RowPolicy) -> Workload:
         if not line.strip():
             continue
         try:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise BadRow(f"not valid JSON ({err.msg})") from None
-            if not isinstance(row, dict):
-                raise BadRow("a line must be a JSON object")
+            row = json_object_line(line)
             rec = {
                 "request_id": str(row.get("request_id", f"{path.stem}:{n}")),
                 "arrival_s": as_float(row.get("arrival_s"), "arrival_s"),

@@ -11,6 +11,7 @@ numbers come from.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,17 @@ class RowPolicy:
         if self.examples:
             out["skipped_examples"] = list(self.examples)
         return out
+
+
+def json_object_line(line: str) -> dict[str, Any]:
+    """One JSONL line as a JSON object; :class:`BadRow` when it is not one."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise BadRow(f"not valid JSON ({err.msg})") from None
+    if not isinstance(row, dict):
+        raise BadRow("a line must be a JSON object")
+    return row
 
 
 def as_int(value: Any, field: str, minimum: int = 0) -> int:
