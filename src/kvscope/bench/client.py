@@ -45,6 +45,9 @@ _TEXT_KEY = re.compile(rb'"(?:text|content|reasoning_content)"\s*:\s*"')
 _TEXT_OPEN = {False: (b'"text":"',), True: (b'"content":"', b'"reasoning_content":"')}
 #: Below this many bytes a read is parsed event by event (as quick for a few events).
 _BULK_MIN_BYTES = 4096
+#: Lines after an answer's last token chunk: the final chunk, usage, ``[DONE]`` and their
+#: blank lines, with room to spare.
+_TAIL_LINES = 16
 NAN = math.nan
 
 
@@ -253,12 +256,16 @@ class StreamParser:
         end = buf.rfind(b"\n") + 1
         if end < _BULK_MIN_BYTES:
             return 0
-        while end > 0:  # walk back over the tail: blank lines, [DONE], usage, final chunk
+        for _ in range(_TAIL_LINES):  # walk back over the tail: blank lines, [DONE], usage...
+            if end <= 0:
+                return 0
             start = buf.rfind(b"\n", 0, end - 1) + 1
             line = buf[start:end]
             if b'"finish_reason":null' in line and _no_usage(line):
                 break
             end = start
+        else:
+            return 0  # no plain chunk near the end (spaced JSON, say): per event it is
         run = buf[:end]
         events = run.count(b"data:")
         if not events or run.count(b'"finish_reason":null') != events or not _no_usage(run):
