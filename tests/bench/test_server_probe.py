@@ -106,3 +106,21 @@ def test_unrelated_pages_give_nothing_and_garbage_raises() -> None:
 def test_schema_starts_with_time() -> None:
     assert SERVER_SCHEMA.names[0] == "t_s"
     assert set(COLUMNS) <= set(SERVER_SCHEMA.names)
+
+
+def test_names_come_from_the_one_catalogue_with_renames_and_sglang_retractions() -> None:
+    # The probe reads the names kvscope watch reads: SGLang's retracted requests are its
+    # preemptions, and a vLLM page with both KV gauges (the rename's release) gives the new one.
+    page = """# TYPE sglang:num_retracted_requests counter
+sglang:num_retracted_requests_total{model_name="m"} 5.0
+# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{engine="0"} 0.9
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0"} 0.4
+"""
+    v = parse_metrics(page)
+    assert v["preemptions_total"] == 5.0
+    assert v["kv_cache_usage_frac"] == 0.4
+    # the old name alone still feeds the column
+    old = parse_metrics("# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.7\n")
+    assert old == {"kv_cache_usage_frac": 0.7}

@@ -7,21 +7,12 @@ page every ``interval_s`` on the bench's own connection pool and appends one row
 to ``server.parquet`` (``t_s`` first, seconds on the bench clock; NaN where the engine has
 no such metric).
 
-Metric names, by engine (``name`` as it appears on the page):
-
-* vLLM v1 (vllm/v1/metrics/loggers.py): ``vllm:kv_cache_usage_perc`` (a 0-1 fraction despite
-  the name; ``vllm:gpu_cache_usage_perc`` before v0.10), ``vllm:num_requests_running``,
-  ``vllm:num_requests_waiting``, ``vllm:num_preemptions_total``, ``vllm:prompt_tokens_total``,
-  ``vllm:generation_tokens_total``, ``vllm:prefix_cache_queries_total``,
-  ``vllm:prefix_cache_hits_total`` (both in tokens).
-* SGLang (python/sglang/srt/metrics/collector.py): ``sglang:token_usage``,
-  ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:prompt_tokens_total``,
-  ``sglang:generation_tokens_total``.
-* llama.cpp ``llama-server --metrics`` (tools/server/server.cpp; names measured on 0.3.36's
-  vendored copy, ../shared/reference/cpu_engines.md): ``llamacpp:prompt_tokens_total``,
-  ``llamacpp:prompt_tokens_cached_total``, ``llamacpp:tokens_predicted_total``,
-  ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``,
-  ``llamacpp:n_busy_slots_per_decode``; older builds also had ``llamacpp:kv_cache_usage_ratio``.
+The engine metric names come from the one catalogue, :mod:`kvscope.telemetry.catalogue`
+(vLLM, SGLang and llama.cpp, renamed and older names included): each column here reads one or
+more of its entries. Where several label sets carry a value (data-parallel ranks), counts add
+up and the KV fraction takes the fullest rank -- a bench asks whether any rank filled up,
+where ``kvscope watch`` reports the mean. llama.cpp's cached prompt tokens count as prefix
+cache hits.
 
 Only lines of catalogued names are handed to ``prometheus_client``'s parser, so a large vLLM
 page (hundreds of histogram buckets) costs little time on the bench's event loop.
@@ -40,41 +31,33 @@ import aiohttp
 import pyarrow as pa
 from prometheus_client.parser import text_string_to_metric_families
 
-#: canonical column -> the engine metric names that feed it (first ones are preferred).
+from kvscope.telemetry.catalogue import BY_NAME, Kind
+
+#: column -> the catalogue entries that feed it (:mod:`kvscope.telemetry.catalogue`).
+_ENTRIES: dict[str, tuple[str, ...]] = {
+    "kv_cache_usage_frac": ("kv_cache_usage_ratio",),
+    "requests_running": ("requests_running",),
+    "requests_waiting": ("requests_waiting",),
+    "preemptions_total": ("preemptions",),
+    "prompt_tokens_total": ("prompt_tokens",),
+    "generation_tokens_total": ("generation_tokens",),
+    "prefix_cache_queries_total": ("prefix_cache_queries_tokens",),
+    "prefix_cache_hits_total": ("prefix_cache_hits_tokens", "cached_prompt_tokens"),
+    "busy_slots_per_decode": ("busy_slots_per_decode",),
+}
+
+
+def _names(entry: str) -> tuple[str, ...]:
+    """Exposition names of a catalogue entry, current ones first (counters with ``_total``)."""
+    e = BY_NAME[entry]
+    suffix = "_total" if e.kind is Kind.COUNTER else ""
+    return tuple(n + suffix for n in e.sources + e.deprecated)
+
+
+#: column -> the engine metric names that feed it (earlier ones preferred when a page has
+#: several, as a vLLM page of the rename's release has the old and the new KV gauge).
 CATALOGUE: dict[str, tuple[str, ...]] = {
-    "kv_cache_usage_frac": (
-        "vllm:kv_cache_usage_perc",
-        "vllm:gpu_cache_usage_perc",
-        "sglang:token_usage",
-        "llamacpp:kv_cache_usage_ratio",
-    ),
-    "requests_running": (
-        "vllm:num_requests_running",
-        "sglang:num_running_reqs",
-        "llamacpp:requests_processing",
-    ),
-    "requests_waiting": (
-        "vllm:num_requests_waiting",
-        "sglang:num_queue_reqs",
-        "llamacpp:requests_deferred",
-    ),
-    "preemptions_total": ("vllm:num_preemptions_total",),
-    "prompt_tokens_total": (
-        "vllm:prompt_tokens_total",
-        "sglang:prompt_tokens_total",
-        "llamacpp:prompt_tokens_total",
-    ),
-    "generation_tokens_total": (
-        "vllm:generation_tokens_total",
-        "sglang:generation_tokens_total",
-        "llamacpp:tokens_predicted_total",
-    ),
-    "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total",),
-    "prefix_cache_hits_total": (
-        "vllm:prefix_cache_hits_total",
-        "llamacpp:prompt_tokens_cached_total",
-    ),
-    "busy_slots_per_decode": ("llamacpp:n_busy_slots_per_decode",),
+    col: tuple(n for entry in entries for n in _names(entry)) for col, entries in _ENTRIES.items()
 }
 COLUMNS: tuple[str, ...] = tuple(CATALOGUE)
 _SOURCE = {name: col for col, names in CATALOGUE.items() for name in names}
