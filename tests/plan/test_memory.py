@@ -63,6 +63,10 @@ def test_kv_tokens_from_logged_available_memory(result) -> None:  # type: ignore
     slack = 0.006 / avail + 0.001
     if row["version"].startswith("0.9"):
         slack = 0.02  # LMCache connector build: token count rounded differently
+    if int(row["tp"]) >= 8:
+        # The log shows one rank's available memory while the token count is the minimum
+        # over eight ranks, whose free memory differs by tens of MiB.
+        slack += 0.003
     assert result.tokens_from_available_err <= slack
 
 

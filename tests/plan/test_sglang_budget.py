@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from kvscope.plan.config import Parallelism
-from kvscope.plan.sglang_budget import default_mem_fraction_static, dsv4_bytes_per_full_token
-from kvscope.specs.hardware import get_gpu
+from kvscope.plan.sglang_budget import (
+    context_bytes,
+    default_mem_fraction_static,
+    dsv4_bytes_per_full_token,
+    load_overhead_bytes,
+)
+from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
 H100 = get_gpu("H100")
@@ -21,6 +26,30 @@ def test_sglang_default_mem_fraction_static() -> None:
     assert default_mem_fraction_static(H100, Parallelism(tp=8), (0, 5, 2)) == 0.83
     assert default_mem_fraction_static(get_gpu("H200"), Parallelism(tp=8), (0, 5, 2)) == 0.886
     assert default_mem_fraction_static(get_gpu("B200"), Parallelism(tp=8), (0, 5, 2)) == 0.821
+
+
+@pytest.mark.parametrize(
+    ("gpu", "tp", "low", "high"),
+    [
+        # total - "Load weight begin. avail mem": H100 TP1 79.19 - 78.43..78.84 (sglang PR
+        # #4760, issue #6291, docs notebooks); H200 TP8 139.80 - 137.29..137.52 (PR #11716);
+        # 4x L4 22.03 - 21.63 (QwQ-32B row); MI300X TP1 191.98 - 191.33 (llm-tracker notes).
+        ("H100", 1, 0.35, 0.76),
+        ("H200", 8, 2.28, 2.51),
+        ("L4", 4, 0.38, 0.42),
+        ("MI300X", 1, 0.25, 0.70),
+    ],
+)
+def test_sglang_memory_taken_before_the_weights_matches_logs(
+    gpu: str, tp: int, low: float, high: float
+) -> None:
+    assert low <= context_bytes(get_gpu(gpu), Parallelism(tp=tp)) / GIB <= high
+
+
+def test_sglang_load_overhead_matches_logged_mem_usage() -> None:
+    # "mem usage" minus the weights: +0.06..0.15 GiB at TP1, +0.19..0.25 GiB at TP4.
+    assert 0.06 <= load_overhead_bytes(Parallelism()) / GIB <= 0.15
+    assert 0.19 <= load_overhead_bytes(Parallelism(tp=4)) / GIB <= 0.25
 
 
 @pytest.mark.parametrize(

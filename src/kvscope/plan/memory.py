@@ -228,6 +228,9 @@ def _plan_sglang(
     kv_dtype: str,
 ) -> MemoryPlan:
     v = eng.version
+    # SGLang's weights figure is the free-memory drop over loading ("mem usage").
+    overhead = sglang_budget.load_overhead_bytes(par)
+    stages = tuple(with_component(w, "load_overhead", overhead) for w in stages)
     mfs = eng.mem_fraction_static or sglang_budget.default_mem_fraction_static(gpu, par, v)
     page = eng.block_size or sglang_budget.default_page_size(model)
     ranks = sglang_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, mfs, page)

@@ -28,14 +28,23 @@ from kvscope.specs.attention import DSV4_ENTRY, INDEXER_FP8_ENTRY
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
 
-#: Memory CUDA and NCCL take before the weights load (total - M0), GiB. Measured right after
-#: torch.distributed init: on H100 0.51 GiB at TP1 and 1.43-1.55 GiB at TP2/TP4/PP2/PP4,
-#: where NVLink enables custom all-reduce buffers (``init_cuda_memory_gib`` in
-#: jgchn/llm-d-planner accuracy/results/v0.19.0/results_raw.csv); on 4x L4 (PCIe, custom
-#: all-reduce off) 0.40 GiB in all, of which SGLang logged 0.13 GB for distributed init
-#: ("Init torch distributed ends. mem usage=0.13 GB"; QwQ-32B row of the test set).
+#: Memory CUDA and NCCL take before the weights load (total - M0), GiB. The CUDA context:
+#: 0.35-0.60 GiB on H100 at TP1 in SGLang logs (79.19 GiB total vs "Load weight begin. avail
+#: mem=78.43-78.84 GB": sglang PR #4760, issue #6291, the docs' LoRA notebook) and 0.51 GiB in
+#: vLLM's ``init_cuda_memory_gib`` (jgchn/llm-d-planner accuracy/results/v0.19.0/
+#: results_raw.csv); 0.27 GiB on older parts. Distributed init adds NCCL and custom
+#: all-reduce buffers, which grow with the group: on NVLink 0.92-1.04 GiB at TP2/TP4/PP2/PP4
+#: (llm-d, vLLM 0.19) and 1.77-2.01 GiB at TP8 ("Init torch distributed ends. mem usage="
+#: on 8x H200, sglang PR #11716 and issue #6017); on PCIe (custom all-reduce off) 0.13 GiB
+#: at TP4 on 4x L4 (QwQ-32B row of the test set).
 CONTEXT_GIB = {"hopper_or_newer": 0.51, "older": 0.27}
-DIST_GIB = {"nvlink": 1.02, "pcie": 0.13}
+DIST_GIB = {"nvlink": 1.02, "nvlink_8plus": 1.9, "pcie": 0.13}
+#: What "Load weight end. ... mem usage" shows beyond the weights themselves, GiB: the drop
+#: in free memory while loading also holds kernels' modules and workspaces first used then.
+#: Measured: +0.06-0.15 at TP1 (Llama-3.1-8B 15.02-15.11 and Qwen3-8B 15.35 vs 14.96 and
+#: 15.26 GiB of weights; Qwen3-32B 61.07 vs 61.02), +0.19-0.25 at TP4 (QwQ-32B 15.54 vs 15.29
+#: on 4x L4; Qwen3-14B 7.08 vs 6.89 on 4x RTX 4090).
+LOAD_OVERHEAD_GIB = {"single": 0.1, "parallel": 0.22}
 #: Last SGLang release with the old V4 formula (MTP layer counted, C128 state scaled with the
 #: SWA pool, no PP slicing): deepseek_v4_memory.md §5 ("~v0.5.12, May 2026").
 DSV4_OLD_FORMULA_UNTIL = (0, 5, 12)
@@ -94,9 +103,18 @@ def context_bytes(gpu: GPUSpec, par: Parallelism) -> float:
     """Estimated total - M0 on one GPU (see :data:`CONTEXT_GIB`, :data:`DIST_GIB`)."""
     newer = gpu.architecture.lower() in ("hopper", "blackwell")
     gib = CONTEXT_GIB["hopper_or_newer" if newer else "older"]
-    if par.tp * par.pp > 1:
-        gib += DIST_GIB["nvlink" if gpu.nvlink_bandwidth > 0 else "pcie"]
+    group = par.tp * par.pp
+    if group > 1:
+        if gpu.nvlink_bandwidth <= 0:
+            gib += DIST_GIB["pcie"]
+        else:
+            gib += DIST_GIB["nvlink_8plus" if group >= 8 else "nvlink"]
     return gib * GIB
+
+
+def load_overhead_bytes(par: Parallelism) -> float:
+    """Bytes "mem usage" at "Load weight end" adds to the weights (:data:`LOAD_OVERHEAD_GIB`)."""
+    return LOAD_OVERHEAD_GIB["parallel" if par.tp * par.pp > 1 else "single"] * GIB
 
 
 def dsv4_bytes_per_full_token(model: ModelSpec, layers: tuple[int, ...], old: bool) -> float:
