@@ -151,10 +151,15 @@ def plan(
     advice = advise(spec, gpu_spec, par, eng, memory, model_id, context)
     if not memory.fits:
         hint = "Lower --max-model-len or raise the memory fraction."
-        if advice.smallest_fit:
+        longest = advice.largest_max_model_len
+        if longest and advice.smallest_fit:
+            # What vLLM's own error offers ("the estimated maximum model length is N"),
+            # and the layout that keeps the requested length.
+            hint = f"Try --max-model-len {longest} (the most that fits), or {advice.smallest_fit}."
+        elif advice.smallest_fit:
             hint = f"Try {advice.smallest_fit}."
-        elif advice.largest_max_model_len:
-            hint = f"Try --max-model-len {advice.largest_max_model_len} or more GPUs."
+        elif longest:
+            hint = f"Try --max-model-len {longest} or more GPUs."
         raise KvscopeError(f"{spec.name} does not fit on {gpu_spec.name}: {memory.problem}", hint)
     from kvscope.cli import plan_perf
 
