@@ -9,6 +9,8 @@ from kvscope.plan.config import Parallelism
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
+from .log_cases import DATA
+
 H100 = get_gpu("H100")
 LLAMA = load_model("meta-llama/Llama-3.1-8B")
 
@@ -32,3 +34,14 @@ def test_activation_peak_matches_profiled_figures(model, par, tokens, seqs, logg
 def test_first_pp_stage_runs_no_sampler() -> None:
     first = activation_peak(LLAMA, Parallelism(pp=2), 8192, 1024, last_stage=False)
     assert first.total_bytes / GIB == pytest.approx(1.10, abs=0.1)  # logged 1.10 GiB
+
+
+def test_v0_full_prompt_profile_holds_the_down_projection_output() -> None:
+    # vLLM 0.7.1 (V0, no chunked prefill) profiles one 10,000-token pass of Qwen2.5-32B at
+    # TP2 on L40S and logs "PyTorch activation peak memory takes 1.26GiB" (vllm issue
+    # #15815). The MLP's gate+up, activated half, down output and all-reduce output are live
+    # together; without the last two the peak would be 1.08 GiB.
+    qwen32 = load_model(str(DATA / "configs" / "qwen2.5-32b.json"))
+    peak = activation_peak(qwen32, Parallelism(tp=2), 10_000, 256, sampler_fp32_copies=1)
+    assert peak.total_bytes / GIB == pytest.approx(1.26, abs=0.05)
+    assert peak.total_bytes / GIB > 1.2

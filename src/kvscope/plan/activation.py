@@ -12,7 +12,9 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
 - ``attention``: the fused QKV projection output plus the attention output; for MLA the
   up-projected per-head Q/K/V of the prefill path, ``T nh/tp (2 qk + 2 v) b``.
 - ``mlp``: gate+up output (``2 T I/tp b``) live together with the activated half
-  (``T I/tp b``); freed when the layer ends.
+  (``T I/tp b``) and the down projection's output (``T h b``; under TP the all-reduce
+  returns a second ``T h b`` buffer): the layer keeps its gate+up tensor referenced until
+  it returns (``LlamaMLP.forward``), so all of them are live at once.
 - ``moe_workspace``: fused-MoE scratch for every routed copy of a token, gate/up output and
   down output (``C k (2 I_e + h) b``, I_e divided by tp without EP, C = min(T, 32768) =
   ``VLLM_FUSED_MOE_CHUNK_SIZE``). vLLM keeps these buffers between layers (its MoE
@@ -109,7 +111,8 @@ def activation_peak(
             shared = 3.0 * t * ffn.shared_intermediate_size / tp * b
             mlp = max(mlp, shared + t * ffn.num_experts * 4.0)
         else:
-            mlp = max(mlp, 3.0 * t * ffn.intermediate_size / tp * b)
+            down = t * h * b * (2 if tp > 1 else 1)
+            mlp = max(mlp, 3.0 * t * ffn.intermediate_size / tp * b + down)
     if last_stage:
         rows = min(max_num_seqs, t)
         sampler = rows * model.vocab_size * (b + 4.0 * sampler_fp32_copies) + t * h * b
