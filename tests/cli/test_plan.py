@@ -87,7 +87,7 @@ def test_human_table_has_units() -> None:
         (("--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--tp", "3"), "divide"),
         # The weights fit but one full-length request does not: offer the longest length
         # that fits (as vLLM's own error does) beside the layout that keeps it.
-        (("--model", "meta-llama/Llama-3.1-8B", "--gpu", "L4"), "(the most that fits), or --tensor"),
+        (("--model", "meta-llama/Llama-3.1-8B", "--gpu", "L4"), "(the most that fits), or"),
         (
             ("--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--kv-cache-dtype", "fp9"),
             "Did you mean",
