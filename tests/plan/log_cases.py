@@ -63,8 +63,14 @@ class Case:
             kv_cache_dtype=r["kv_cache_dtype"] or None,
             kv_cache_memory_bytes=kv_cache_memory_bytes,
             speculative_layers=self.opt_int("mtp_layers") or 0,
+            flashinfer_sampler=_opt_bool(r.get("flashinfer_sampler", "")),
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
+
+
+def _opt_bool(value: str | None) -> bool | None:
+    value = (value or "").strip()
+    return None if not value else value == "1"
 
 
 def load_cases() -> list[Case]:

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import plan_memory
+from kvscope.plan.vllm_budget import sampler_fp32_copies
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
@@ -41,13 +42,38 @@ def test_budget_is_a_fraction_of_total_memory() -> None:
     assert plan.budget_gib == pytest.approx(75.23, abs=0.01)  # logged "requested memory"
 
 
-def test_cudagraph_estimate_subtracted_from_021_only() -> None:
-    old = plan_memory(LLAMA, H100, Parallelism(), vllm("0.19.0"))
-    new = plan_memory(LLAMA, H100, Parallelism(), vllm("0.21.0"))
-    forced = plan_memory(LLAMA, H100, Parallelism(), vllm("0.21.0", cudagraph_memory=False))
+def test_cudagraph_estimate_subtracted_from_020() -> None:
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to "0" in 0.19.1 and "1" in 0.20.0.
+    util = {"gpu_memory_utilization": 0.9}
+    old = plan_memory(LLAMA, H100, Parallelism(), vllm("0.19.1", **util))
+    new = plan_memory(LLAMA, H100, Parallelism(), vllm("0.20.0", **util))
+    forced = plan_memory(LLAMA, H100, Parallelism(), vllm("0.20.0", cudagraph_memory=False, **util))
     assert not old.cudagraph_subtracted and new.cudagraph_subtracted
     assert new.kv_cache_gib < old.kv_cache_gib
     assert forced.kv_cache_gib == pytest.approx(old.kv_cache_gib, abs=1e-6)
+
+
+def test_default_utilization_rises_to_092_in_020() -> None:
+    # CacheConfig.gpu_memory_utilization: 0.9 in 0.19.1, 0.92 in 0.20.0 (and 0.31's logs).
+    assert plan_memory(LLAMA, H100, Parallelism(), vllm("0.19.1")).budget_fraction == 0.9
+    assert plan_memory(LLAMA, H100, Parallelism(), vllm("0.20.0")).budget_fraction == 0.92
+
+
+@pytest.mark.parametrize(
+    ("version", "flashinfer", "copies"),
+    [
+        ("0.7.1", None, 1),  # V0 sampler
+        ("0.10.1", None, 1),  # V1 uses FlashInfer when installed until 0.11
+        ("0.10.2", False, 5),  # ... else sorts the vocabulary
+        ("0.19.0", None, 3),  # FlashInfer opt-in from 0.12
+        ("0.19.0", True, 1),
+    ],
+)
+def test_sampler_widths_follow_release_and_flashinfer(
+    version: str, flashinfer: bool | None, copies: int
+) -> None:
+    eng = vllm(version, flashinfer_sampler=flashinfer)
+    assert sampler_fp32_copies(eng) == copies
 
 
 def test_logged_tokens_rule_by_version() -> None:

@@ -60,7 +60,7 @@ def plan(
     cudagraph_memory: bool | None = typer.Option(
         None,
         "--cudagraph-memory/--no-cudagraph-memory",
-        help="Subtract vLLM's CUDA-graph estimate (default: by version, >= 0.21 does).",
+        help="Subtract vLLM's CUDA-graph estimate (default: by version, >= 0.20 does).",
     ),
     context: int | None = typer.Option(
         None, "--context", help="Context length for the max-num-seqs advice (kvscope option)."

@@ -116,12 +116,15 @@ class EngineConfig:
         enable_prefix_caching: ``--enable-prefix-caching`` (the simulator uses it).
         enforce_eager: ``--enforce-eager``: no CUDA graphs, so no CUDA-graph memory.
         cudagraph_memory: subtract the CUDA-graph estimate from the KV budget: ``None`` = the
-            version's default (vLLM >= 0.21 subtracts, earlier ones only log it), True/False
+            version's default (vLLM >= 0.20 subtracts, earlier ones only log it), True/False
             forces it (vLLM env ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``).
         num_gpu_blocks_override: ``--num-gpu-blocks-override``.
         kv_cache_memory_bytes: vLLM ``--kv-cache-memory-bytes`` (replaces the budget).
         indexer_dtype: DeepSeek V3.2/V4 indexer key cache, ``fp8`` or ``fp4``.
         speculative_layers: MTP draft layers loaded for speculative decoding (their weights).
+        flashinfer_sampler: vLLM samples top-k/top-p with FlashInfer (env
+            ``VLLM_USE_FLASHINFER_SAMPLER``): ``None`` = the release's default (on in V1 up to
+            0.11 when FlashInfer is installed, as in the project's images; opt-in from 0.12).
     """
 
     engine: str = "vllm"
@@ -140,6 +143,7 @@ class EngineConfig:
     kv_cache_memory_bytes: int | None = None
     indexer_dtype: str = "fp8"
     speculative_layers: int = 0
+    flashinfer_sampler: bool | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:

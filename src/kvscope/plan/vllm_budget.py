@@ -12,9 +12,11 @@ Version eras, following ``--engine-version``:
 
 - V0 (< 0.8): "# GPU blocks: N"; tokens = N x block_size; MLA entries padded to 256 B.
 - V1 0.8 - 0.20: "GPU KV cache size: N tokens" with N = num_blocks // groups x block_size;
-  the CUDA-graph estimate (PR #30515, present from ~0.14) is logged, not subtracted.
-- V1 >= 0.21: the estimate is subtracted by default ("default since v0.21.0") and
-  N = int(max_concurrency x max_model_len) (``get_kv_cache_capacity``).
+  the CUDA-graph estimate (PR #30515, present from ~0.14) is logged, not subtracted, until
+  0.20.0 subtracts it by default (its log says "default since v0.21.0"; the 0.20.0 wheel's
+  envs.py already defaults to "1") and raises gpu_memory_utilization's default to 0.92.
+- V1 >= 0.21: N = int(max_concurrency x max_model_len) (``get_kv_cache_capacity``,
+  vllm/v1/core/kv_cache_utils.py of 0.21.0).
 
 Max concurrency = num_blocks / blocks one ``max_model_len`` request needs over all groups
 (V0: tokens / max_model_len). Units: bytes unless a name says GiB.
@@ -33,7 +35,13 @@ from kvscope.plan.weights import RankWeights
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
 
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vllm/config/cache.py CacheConfig
+#: ``CacheConfig.gpu_memory_utilization`` (vllm/config/cache.py): 0.9 up to 0.19.1, 0.92 from
+#: 0.20.0, the release that also turned the CUDA-graph estimate on
+#: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` "0" in 0.19.1's vllm/envs.py, "1" in 0.20.0's;
+#: read in the released wheels).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+DEFAULT_GPU_MEMORY_UTILIZATION_020 = 0.92
+CUDAGRAPH_ESTIMATE_DEFAULT_SINCE = (0, 20, 0)
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 
 #: Non-torch memory grown during start-up (NCCL, custom all-reduce, cuBLAS workspaces), GiB.
@@ -49,7 +57,7 @@ NON_TORCH_GIB = {"tp1": 0.25, "tp_custom_ar": 2.1, "tp_old": 0.25, "tp_pcie": 0.
 #: squares fit to 18 "Estimated CUDA graph memory" lines of vLLM 0.19 on H100 for dense
 #: models of 8-80 layers (mean absolute error 0.14 GiB), plus the mean excess of six MoE
 #: rows (jgchn/llm-d-planner results_raw.csv, column cuda_graph_estimated_gib). The same
-#: estimator (PR #30515) is what 0.21+ subtracts. Issues #45178/#45197 report cases where it
+#: estimator (PR #30515) is what 0.20+ subtracts. Issues #45178/#45197 report cases where it
 #: runs far higher; ``EngineConfig.cudagraph_memory=False`` switches it off.
 CUDAGRAPH_GIB = {"base": 0.22, "per_layer": 0.018, "moe": 0.35}
 
@@ -99,10 +107,15 @@ def resolve_defaults(model: ModelSpec, gpu: GPUSpec, eng: EngineConfig) -> VllmD
         tokens = 8192 if big else 2048  # `vllm serve` (OPENAI_API_SERVER) defaults
     seqs = eng.max_num_seqs or (1024 if big and v >= (0, 8, 0) else 256)
     block = eng.block_size or _default_block_size(model, gpu, v)
-    default_subtract = v >= (0, 21, 0)
+    default_subtract = v >= CUDAGRAPH_ESTIMATE_DEFAULT_SINCE
     subtract = default_subtract if eng.cudagraph_memory is None else eng.cudagraph_memory
     subtract = subtract and not eng.enforce_eager
-    gmu = eng.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
+    default_gmu = (
+        DEFAULT_GPU_MEMORY_UTILIZATION_020
+        if v >= CUDAGRAPH_ESTIMATE_DEFAULT_SINCE
+        else DEFAULT_GPU_MEMORY_UTILIZATION
+    )
+    gmu = eng.gpu_memory_utilization or default_gmu
     return VllmDefaults(gmu, max_len, tokens, seqs, block, subtract)
 
 
@@ -119,6 +132,29 @@ def _default_block_size(model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int])
         if gpu.architecture.lower() == "hopper" and (0, 8, 0) <= v < (0, 19, 0):
             return 64  # FlashMLA forced its block size until the 0.19 backend selection
     return DEFAULT_BLOCK_SIZE
+
+
+def sampler_fp32_copies(eng: EngineConfig) -> int:
+    """fp32 vocab-wide tensors the profiling sampler pass holds at its peak, per release.
+
+    The dummy sampler run asks for top-k = vocab - 1 and top-p = 0.9 (``_dummy_sampler_run``).
+    FlashInfer's fused top-k/top-p sampling keeps only the fp32 logits (1). The PyTorch path
+    of 0.8-0.11 sorts the vocabulary: fp32 logits, sorted values, int64 indices and the
+    scattered result (``apply_top_k_top_p``: 5 fp32 widths); the one of 0.12+ holds 3
+    (calibrated on vLLM 0.19, see :mod:`kvscope.plan.activation`). V0 samples from one fp32
+    copy. FlashInfer is the V1 default when installed up to 0.11 ("None means True" in
+    ``TopKTopPSampler.__init__``) and opt-in from 0.12 (``VLLM_USE_FLASHINFER_SAMPLER=1``;
+    read in the 0.10.2, 0.11.0, 0.12.0 and 0.19.0 wheels).
+    """
+    v = eng.version
+    if v < (0, 8, 0):
+        return 1
+    flashinfer = eng.flashinfer_sampler
+    if flashinfer is None:
+        flashinfer = v < (0, 12, 0)
+    if flashinfer:
+        return 1
+    return 5 if v < (0, 12, 0) else 3
 
 
 def non_torch_bytes(gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int]) -> float:
@@ -159,7 +195,7 @@ def plan_ranks(
             defaults.max_num_batched_tokens,
             defaults.max_num_seqs,
             last,
-            sampler_fp32_copies=1 if v < (0, 8, 0) else 3,
+            sampler_fp32_copies=sampler_fp32_copies(eng),
         )
         non_torch = non_torch_bytes(gpu, par, v)
         graphs = CUDAGRAPH_GIB["base"] + CUDAGRAPH_GIB["per_layer"] * len(w.layers)
