@@ -62,6 +62,11 @@ def plan(
         "--cudagraph-memory/--no-cudagraph-memory",
         help="Subtract vLLM's CUDA-graph estimate (default: by version, >= 0.20 does).",
     ),
+    flashinfer_sampler: bool | None = typer.Option(
+        None,
+        "--flashinfer-sampler/--no-flashinfer-sampler",
+        help="vLLM samples with FlashInfer (VLLM_USE_FLASHINFER_SAMPLER; default by release).",
+    ),
     context: int | None = typer.Option(
         None, "--context", help="Context length for the max-num-seqs advice (kvscope option)."
     ),
@@ -120,6 +125,7 @@ def plan(
         kv_cache_dtype=kv_cache_dtype,
         enforce_eager=enforce_eager,
         cudagraph_memory=cudagraph_memory,
+        flashinfer_sampler=flashinfer_sampler,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
     )
     from kvscope.plan.roofline import Efficiency
