@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from kvscope.plan.config import Parallelism
+from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.sglang_budget import (
     context_bytes,
-    default_mem_fraction_static,
     dsv4_bytes_per_full_token,
+    engine_defaults,
     load_overhead_bytes,
 )
 from kvscope.specs.hardware import GIB, get_gpu
@@ -17,15 +17,24 @@ from kvscope.specs.registry import load_model
 H100 = get_gpu("H100")
 
 
-def test_sglang_default_mem_fraction_static() -> None:
-    # 0.4 series: table by TP (the QwQ-32B 4x L4 log prints 0.85 at TP4).
-    assert default_mem_fraction_static(get_gpu("L4"), Parallelism(tp=4), (0, 4, 3)) == 0.85
-    assert default_mem_fraction_static(H100, Parallelism(tp=8), (0, 4, 9)) == 0.81
-    # 0.5 rule, golden values: 80 GB class reserves 9.5 + p/2 GB (H100 TP8: 13.5 of 79.19
-    # GiB), 141 GB class 12 + p/2 (H200 TP8: 16 of 139.8), > 160 GB a flat 32 (B200).
-    assert default_mem_fraction_static(H100, Parallelism(tp=8), (0, 5, 2)) == 0.83
-    assert default_mem_fraction_static(get_gpu("H200"), Parallelism(tp=8), (0, 5, 2)) == 0.886
-    assert default_mem_fraction_static(get_gpu("B200"), Parallelism(tp=8), (0, 5, 2)) == 0.821
+def test_planner_uses_sglangs_own_default_fraction() -> None:
+    # The launch's defaults come from kvscope.plan.sglang_defaults with nvidia-smi's total:
+    # 0.4.3 table by TP (QwQ-32B on 4x L4 prints 0.85); 0.4.8-0.5.2 reserve 9.5 + p/2 GiB on
+    # 80 GB parts: H100 TP8 (81559 - 13824) / 81559 = 0.8305 -> 0.831 (the CUDA total
+    # would give 0.830); 141 GB class 12 + p/2: H200 TP8
+    # (143771 - 16384) / 143771 = 0.886; above 160 GB a flat 32 GiB: B200 0.821.
+    cases = [
+        ("L4", 4, "0.4.3", 0.85),
+        ("H100", 8, "0.4.9", 0.831),
+        ("H100", 8, "0.5.2", 0.831),
+        ("H200", 8, "0.5.2", 0.886),
+        ("B200", 8, "0.5.2", 0.821),
+    ]
+    model = load_model("meta-llama/Llama-3.1-70B")
+    for gpu, tp, version, mfs in cases:
+        eng = EngineConfig(engine="sglang", engine_version=version)
+        got = engine_defaults(model, get_gpu(gpu), Parallelism(tp=tp), eng)
+        assert got.mem_fraction_static == mfs, (gpu, tp, version)
 
 
 @pytest.mark.parametrize(

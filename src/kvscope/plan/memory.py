@@ -227,17 +227,17 @@ def _plan_sglang(
     stages: tuple[RankWeights, ...],
     kv_dtype: str,
 ) -> MemoryPlan:
-    v = eng.version
     # SGLang's weights figure is the free-memory drop over loading ("mem usage").
     overhead = sglang_budget.load_overhead_bytes(par)
     stages = tuple(with_component(w, "load_overhead", overhead) for w in stages)
-    mfs = eng.mem_fraction_static or sglang_budget.default_mem_fraction_static(gpu, par, v)
+    defaults = sglang_budget.engine_defaults(model, gpu, par, eng)
+    mfs = defaults.mem_fraction_static
     page = eng.block_size or sglang_budget.default_page_size(model)
     ranks = sglang_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, mfs, page)
     tokens = min(r.tokens for r in ranks)
     max_len = eng.max_model_len or model.max_position_embeddings
     seqs = eng.max_num_seqs or 1024
-    chunk = eng.max_num_batched_tokens or (8192 if gpu.memory_bytes >= 70 * GIB else 2048)
+    chunk = defaults.chunked_prefill_size if defaults.chunked_prefill_size > 0 else 16384
     act = activation_peak(model, par, chunk, seqs)
     r0 = ranks[0]
     problem = None

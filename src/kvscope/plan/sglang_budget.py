@@ -1,7 +1,6 @@
 """SGLang's KV pool size: ``mem_fraction_static`` and ``max_total_num_tokens``.
 
-Paraphrase of SGLang 0.5.2 ``ServerArgs.__post_init__`` and
-``ModelRunner.profile_max_num_token`` / ``init_memory_pool`` (0.5.23:
+Paraphrase of SGLang's ``ModelRunner.profile_max_num_token`` / ``init_memory_pool`` (0.5.23:
 ``mem_cache/kv_cache_configurator.py``; shared/reference/vllm_kv_budget.md §6):
 
     M0   = free memory right after torch.distributed init (minimum over ranks)
@@ -20,9 +19,16 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from kvscope.errors import KvscopeError
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.kv_layout import DSV4_BLOCK, sglang_cell_bytes
+from kvscope.plan.sglang_defaults import (
+    FIRST_MODELLED,
+    SglangDefaults,
+    sglang_defaults,
+    sglang_gpu_mem_mib,
+)
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import DSV4_ENTRY, INDEXER_FP8_ENTRY
 from kvscope.specs.hardware import GIB, GPUSpec
@@ -70,33 +76,45 @@ class SglangRank:
     tokens: int
 
 
-def default_mem_fraction_static(gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int]) -> float:
-    """SGLang's default ``--mem-fraction-static`` for this GPU, TP x PP and release.
+def engine_defaults(
+    model: ModelSpec, gpu: GPUSpec, par: Parallelism, eng: EngineConfig
+) -> SglangDefaults:
+    """SGLang's own ``mem_fraction_static``, ``chunked_prefill_size`` and CUDA-graph limit for
+    this launch (:mod:`kvscope.plan.sglang_defaults`), with the user's flags applied.
 
-    From 0.5: ``(mem - reserved) / mem`` (MB), reserved by capacity class and p = tp x pp:
-    < 35 GB: 2.8 + p/10 GB; < 90 GB: 9.5 + p/2; < 160 GB: 12 + p/2; larger: 32 GB; +4 GB
-    with DP attention. Before 0.5 a table by TP: 0.88 / 0.87 (tp>=2) / 0.85 (>=4) /
-    0.81 (>=8) / 0.79 (>=16) (``server_args.py`` of the 0.4 series).
+    SGLang reads the GPU size from nvidia-smi (``GPUSpec.memory_smi_mib``); where that is not
+    recorded the CUDA total stands in, a few hundred MiB low. Releases before the oldest one
+    read (0.3.6) take its rules: its TP table (0.88 / 0.87 / 0.85 / 0.82 / 0.79) is older.
     """
-    if v < (0, 5, 0):
-        for min_tp, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
-            if par.tp >= min_tp:
-                return frac
-        return 0.88
-    mem_mb = gpu.memory_bytes / (1 << 20)
-    p = par.tp * par.pp
-    gb = 1024.0
-    if mem_mb < 35 * gb:
-        reserved = (2.8 + p / 10) * gb
-    elif mem_mb < 90 * gb:
-        reserved = (9.5 + p / 2) * gb
-    elif mem_mb < 160 * gb:
-        reserved = (12 + p / 2) * gb
-    else:
-        reserved = 32 * gb
-    if par.dp_attention:
-        reserved += 4 * gb
-    return round((mem_mb - reserved) / mem_mb, 3)
+    kinds = attention_kinds(model)
+    mem_mib = sglang_gpu_mem_mib(gpu)
+    if mem_mib is None:
+        mem_mib = gpu.memory_bytes / (1 << 20)
+    try:
+        return sglang_defaults(
+            mem_mib,
+            max(eng.version, FIRST_MODELLED),
+            tp=par.tp,
+            pp=par.pp,
+            dp=par.dp,
+            dp_attention=par.dp_attention,
+            speculative="EAGLE" if eng.speculative_layers else None,
+            chunked_prefill_size=eng.max_num_batched_tokens,
+            mem_fraction_static=eng.mem_fraction_static,
+            max_running_requests=eng.max_num_seqs,
+            context_length=eng.max_model_len,
+            model_context_len=model.max_position_embeddings,
+            rocm=gpu.vendor.lower() == "amd",
+            mla=any(k.startswith("mla") for k in kinds),
+            deepseek_nsa="mla_sparse" in kinds,
+            deepseek_v4=any(k.startswith("dsv4") for k in kinds),
+        )
+    except ValueError as err:
+        raise KvscopeError(f"SGLang {_dotted(eng.version)}: {err}.") from err
+
+
+def _dotted(v: tuple[int, int, int]) -> str:
+    return ".".join(map(str, v))
 
 
 def context_bytes(gpu: GPUSpec, par: Parallelism) -> float:

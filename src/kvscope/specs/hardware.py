@@ -43,6 +43,10 @@ class GPUSpec:
     memory_source: str = ""
     sources: tuple[tuple[str, str], ...] = ()
     confidence: str = "high"
+    #: Total memory as nvidia-smi prints it (``memory.total``, MiB), which SGLang reads for its
+    #: defaults; on AMD the rocm-smi / rocminfo total SGLang reads. None where unverified.
+    memory_smi_mib: int | None = None
+    memory_smi_source: str = ""
 
     @property
     def memory_gib(self) -> float:
@@ -91,6 +95,8 @@ def _from_entry(e: dict[str, Any]) -> GPUSpec:
         memory_source=e.get("memory_total_source", ""),
         sources=tuple((str(k), str(v)) for k, v in (e.get("sources") or {}).items()),
         confidence=e.get("confidence", "high"),
+        memory_smi_mib=None if e.get("memory_smi_mib") is None else int(e["memory_smi_mib"]),
+        memory_smi_source=e.get("memory_smi_source", ""),
     )
 
 
