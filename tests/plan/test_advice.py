@@ -12,6 +12,8 @@ from kvscope.plan.memory import plan_memory
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
+from .log_cases import DATA
+
 #: Flags that exist in vLLM's EngineArgs / `vllm serve` and SGLang's ServerArgs.
 VLLM_FLAGS = {
     "--tensor-parallel-size",
@@ -25,6 +27,7 @@ VLLM_FLAGS = {
     "--block-size",
     "--kv-cache-dtype",
     "--enforce-eager",
+    "--quantization",
 }
 SGLANG_FLAGS = {
     "--model-path",
@@ -37,6 +40,7 @@ SGLANG_FLAGS = {
     "--max-running-requests",
     "--chunked-prefill-size",
     "--kv-cache-dtype",
+    "--quantization",
 }
 
 
@@ -134,3 +138,19 @@ def test_sglang_dp_attention_splits_the_tp_group() -> None:
     assert 8 * dp_same.kv_tokens > 4 * tp_same.kv_tokens
     cmd = advise(v3, h200, par, eng, plan, "deepseek-ai/DeepSeek-V3").command
     assert "--enable-dp-attention" in cmd and "--ep-size 8" in cmd
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_online_quantization_is_repeated_in_the_command(engine: str) -> None:
+    # --quantization fp8 on a bf16 checkpoint quantizes at load time: the launch needs it too.
+    h100 = get_gpu("H100")
+    eng = EngineConfig(engine=engine, max_model_len=8192)
+    online = load_model("meta-llama/Llama-3.1-8B", None, "fp8")
+    plan = plan_memory(online, h100, Parallelism(), eng)
+    cmd = advise(online, h100, Parallelism(), eng, plan, "meta-llama/Llama-3.1-8B").command
+    assert "--quantization fp8" in cmd
+    assert _flags(cmd) <= (VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS)
+    # A pre-quantized checkpoint carries its quantization_config: no flag is written.
+    gptq = load_model(str(DATA / "configs" / "llama-3.1-8b-w4a16.json"))
+    plan = plan_memory(gptq, h100, Parallelism(), eng)
+    assert "--quantization" not in advise(gptq, h100, Parallelism(), eng, plan, "x").command

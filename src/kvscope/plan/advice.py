@@ -109,11 +109,24 @@ def _kv_flag(engine: str, dtype: str) -> str:
     return dtype
 
 
-def command_line(model_id: str, plan: MemoryPlan, eng: EngineConfig, par: Parallelism) -> str:
-    """A launch command with the planned flags (only flags the engine really has)."""
+def command_line(
+    model_id: str,
+    plan: MemoryPlan,
+    eng: EngineConfig,
+    par: Parallelism,
+    online_quantization: str | None = None,
+) -> str:
+    """A launch command with the planned flags (only flags the engine really has).
+
+    ``online_quantization``: the ``--quantization`` method to repeat when the checkpoint is
+    quantized at load time (both engines take ``--quantization fp8``); pre-quantized
+    checkpoints are detected from their config, so no flag is written for them.
+    """
     kv = plan.kv_cache_dtype
+    quant = [f"--quantization {online_quantization}"] if online_quantization else []
     if plan.engine == "sglang":
         parts = ["python -m sglang.launch_server", f"--model-path {model_id}", f"--tp {plan.tp}"]
+        parts += quant
         if plan.pp > 1:
             parts.append(f"--pp-size {plan.pp}")
         if plan.dp > 1:
@@ -131,7 +144,7 @@ def command_line(model_id: str, plan: MemoryPlan, eng: EngineConfig, par: Parall
         if is_fp8(kv):
             parts.append(f"--kv-cache-dtype {_kv_flag('sglang', 'fp8')}")
         return " ".join(parts)
-    parts = ["vllm serve", model_id, f"--tensor-parallel-size {plan.tp}"]
+    parts = ["vllm serve", model_id, f"--tensor-parallel-size {plan.tp}", *quant]
     if plan.pp > 1:
         parts.append(f"--pipeline-parallel-size {plan.pp}")
     if plan.dp > 1:
@@ -207,5 +220,11 @@ def advise(
         dp_attention_gain=dp_gain,
         smallest_fit=fit_text,
         warnings=tuple(warnings),
-        command=command_line(model_id, plan, eng, par),
+        command=command_line(
+            model_id,
+            plan,
+            eng,
+            par,
+            model.quantization.method if model.quantization.online else None,
+        ),
     )

@@ -42,6 +42,8 @@ class Quantization:
     group_size: int | None = None
     block: tuple[int, int] | None = None
     description: str = "unquantized"
+    #: Quantized at load time by ``--quantization`` (the launch command must repeat the flag).
+    online: bool = False
 
     @property
     def is_quantized(self) -> bool:
@@ -134,9 +136,11 @@ def from_flag(method: str, model_dtype_bytes: float) -> Quantization:
         return NONE
     if key == "fp8":
         # vLLM online fp8: per-tensor weight scales for every Linear (fp8.py Fp8LinearMethod).
-        return Quantization("fp8", 1.0, 1.0, None, None, "fp8 e4m3 online, per-tensor scales")
+        return Quantization(
+            "fp8", 1.0, 1.0, None, None, "fp8 e4m3 online, per-tensor scales", online=True
+        )
     if key == "mxfp4":
-        return Quantization("mxfp4", None, MXFP4_BYTES, 32, None, "mxfp4 experts")
+        return Quantization("mxfp4", None, MXFP4_BYTES, 32, None, "mxfp4 experts", online=True)
     if key in QUANT_METHODS:
         raise ConfigError(
             "--quantization",
