@@ -42,6 +42,7 @@ DEFAULT_GPU_HOUR_USD: dict[str, float] = {
     "L40S-48GB": 1.86,
     "A10-24GB": 0.75,
     "A10G-24GB": 1.01,
+    "RTX-3090-24GB": 0.35,
     "RTX-4090-24GB": 0.69,
     "MI300X-192GB": 2.49,
 }
