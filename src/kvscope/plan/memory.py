@@ -237,6 +237,7 @@ def _plan_sglang(
     tokens = min(r.tokens for r in ranks)
     max_len = eng.max_model_len or model.max_position_embeddings
     seqs = eng.max_num_seqs or 1024
+    # Chunked prefill off (-1): a prefill batch is bounded by max_prefill_tokens (16384).
     chunk = defaults.chunked_prefill_size if defaults.chunked_prefill_size > 0 else 16384
     act = activation_peak(model, par, chunk, seqs)
     r0 = ranks[0]
