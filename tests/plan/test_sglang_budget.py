@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.memory import plan_memory
 from kvscope.plan.sglang_budget import (
     context_bytes,
     dsv4_bytes_per_full_token,
@@ -75,3 +76,15 @@ def test_sglang_dsv4_bytes_per_full_token(model: str, old: bool, bpft: float) ->
     assert dsv4_bytes_per_full_token(m, tuple(range(m.num_layers)), old) == pytest.approx(
         bpft, abs=0.01
     )
+
+
+def test_plan_says_where_the_fraction_came_from() -> None:
+    model, h100 = load_model("meta-llama/Llama-3.1-8B"), get_gpu("H100")
+    default = plan_memory(model, h100, Parallelism(), EngineConfig(engine="sglang"))
+    given = plan_memory(
+        model, h100, Parallelism(), EngineConfig(engine="sglang", mem_fraction_static=0.8)
+    )
+    assert default.budget_source.startswith("SGLang default: 0.5.3+")
+    assert given.budget_source == "given" and given.budget_fraction == 0.8
+    vllm = plan_memory(model, h100, Parallelism(), EngineConfig(engine_version="0.19.0"))
+    assert vllm.budget_source == "vLLM 0.19.0 default" and vllm.budget_fraction == 0.9

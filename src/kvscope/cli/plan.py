@@ -257,7 +257,10 @@ def _print_table(memory: Any, advice: Any) -> None:
     frac = "gpu_memory_utilization" if memory.engine == "vllm" else "mem_fraction_static"
     rows = [
         ("GPU memory (CUDA total)", f"{memory.gpu_memory_gib:.2f} GiB"),
-        (f"budget ({frac} {memory.budget_fraction})", f"{memory.budget_gib:.2f} GiB"),
+        (
+            f"budget ({frac} {memory.budget_fraction}; {memory.budget_source})",
+            f"{memory.budget_gib:.2f} GiB",
+        ),
         ("weights", f"{memory.weights_gib:.2f} GiB"),
         ("activation peak (profiling pass)", f"{memory.activation_peak_gib:.2f} GiB"),
         ("non-torch (CUDA context, NCCL)", f"{memory.non_torch_gib:.2f} GiB"),

@@ -81,6 +81,8 @@ class MemoryPlan:
     fits: bool
     problem: str | None
     ranks: tuple[RankMemory, ...]
+    #: Where ``budget_fraction`` came from: "given" or the engine's default rule.
+    budget_source: str = "given"
 
     def raise_if_infeasible(self) -> None:
         """Raise :class:`KvscopeError` (one sentence plus a hint) when it does not fit."""
@@ -216,6 +218,11 @@ def _plan_vllm(
         fits=problem is None,
         problem=problem,
         ranks=per_rank,
+        budget_source=(
+            "given"
+            if eng.gpu_memory_utilization is not None
+            else f"vLLM {_version_text(eng)} default"
+        ),
     )
 
 
@@ -284,4 +291,5 @@ def _plan_sglang(
         fits=problem is None,
         problem=problem,
         ranks=per_rank,
+        budget_source="given" if defaults.rule == "given" else f"SGLang default: {defaults.rule}",
     )
