@@ -89,6 +89,22 @@ def test_human_table_has_units() -> None:
         # that fits (as vLLM's own error does) beside the layout that keeps it.
         (("--model", "meta-llama/Llama-3.1-8B", "--gpu", "L4"), "(the most that fits), or"),
         (
+            (
+                "--model",
+                "deepseek-ai/DeepSeek-V3",
+                "--gpu",
+                "H200",
+                "--tp",
+                "8",
+                "--engine",
+                "sglang",
+                "--engine-version",
+                "0.4.9",
+                "--enable-dp-attention",
+            ),
+            "--data-parallel-size",
+        ),
+        (
             ("--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--kv-cache-dtype", "fp9"),
             "Did you mean",
         ),

@@ -110,7 +110,12 @@ def engine_defaults(
             deepseek_v4=any(k.startswith("dsv4") for k in kinds),
         )
     except ValueError as err:
-        raise KvscopeError(f"SGLang {_dotted(eng.version)}: {err}.") from err
+        hint = (
+            "Pass --data-parallel-size with --enable-dp-attention (usually equal to TP)."
+            if "DP attention" in str(err)
+            else "Pass the value explicitly, or plan for a newer --engine-version."
+        )
+        raise KvscopeError(f"SGLang {_dotted(eng.version)}: {err}.", hint) from err
 
 
 def _dotted(v: tuple[int, int, int]) -> str:

@@ -23,7 +23,7 @@ def _before_053(a: _Args) -> SglangDefaults:
     if v < (0, 4, 1):
         _need_gpu(a)  # 0.3.6 and 0.4.0 always run nvidia-smi / rocm-smi
     if a.dp_attention and dp == 1 and (0, 4, 5) <= v < (0, 5, 2):
-        raise ValueError(f"SGLang {v} rejects DP attention with dp == 1")
+        raise ValueError("this release rejects DP attention with dp == 1")
     reserved: float | None = None
     source = "server_args"
 

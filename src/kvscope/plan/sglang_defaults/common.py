@@ -80,5 +80,5 @@ def _vlm_factor(vit_num_layers: int | None, vit_hidden_size: int | None) -> floa
 
 def _need_gpu(a: _Args) -> float:
     if a.gpu_mem is None:
-        raise ValueError(f"SGLang {a.v} needs the GPU memory (it fails without nvidia-smi)")
+        raise ValueError("this release needs the GPU memory (it fails without nvidia-smi)")
     return a.gpu_mem
