@@ -132,3 +132,17 @@ def test_021_token_figure_is_concurrency_times_length(length: int) -> None:
     plan = plan_memory(LLAMA, H100, Parallelism(), vllm("0.33.0", max_model_len=length))
     assert plan.kv_tokens == int(plan.max_concurrency * length)
     assert plan.kv_tokens <= plan.num_gpu_blocks * plan.block_size
+
+
+def test_logged_activation_holds_the_graph_estimate_from_027() -> None:
+    # vLLM 0.27+ prints "peak activation" = transient peak + applied CUDA-graph estimate:
+    # Llama-3.1-8B on an A100 80GB PCIe, 0.31.0 defaults, logs 1.44 GiB (RESULTS.md row
+    # vllm-a100pcie-llama8b-0.31); before 0.27 the figure is the profiling pass alone.
+    a100 = get_gpu("A100-PCIe-80GB")
+    new = plan_memory(LLAMA, a100, Parallelism(), vllm("0.31.0"))
+    assert new.activation_peak_logged_gib == pytest.approx(1.44, abs=0.15)
+    assert new.activation_peak_logged_gib == pytest.approx(
+        new.activation_peak_gib + new.cudagraph_gib
+    )
+    old = plan_memory(LLAMA, a100, Parallelism(), vllm("0.26.0"))
+    assert old.activation_peak_logged_gib == old.activation_peak_gib

@@ -83,6 +83,7 @@ class MemoryPlan:
     ranks: tuple[RankMemory, ...]
     #: Where ``budget_fraction`` came from: "given" or the engine's default rule.
     budget_source: str = "given"
+    activation_peak_logged_gib: float = 0.0
 
     def raise_if_infeasible(self) -> None:
         """Raise :class:`KvscopeError` (one sentence plus a hint) when it does not fit."""
@@ -223,6 +224,11 @@ def _plan_vllm(
             if eng.gpu_memory_utilization is not None
             else f"vLLM {_version_text(eng)} default"
         ),
+        activation_peak_logged_gib=(
+            r0.activation
+            + (r0.cudagraph if d.cudagraph_subtracted and eng.version >= (0, 27, 0) else 0.0)
+        )
+        / GIB,
     )
 
 
@@ -292,4 +298,5 @@ def _plan_sglang(
         problem=problem,
         ranks=per_rank,
         budget_source="given" if defaults.rule == "given" else f"SGLang default: {defaults.rule}",
+        activation_peak_logged_gib=act.total_bytes / GIB,
     )
