@@ -111,3 +111,14 @@ def test_slo_parsing() -> None:
     for bad in ("ttft=0.5", "ttft_p99", "ttft_p99=fast", "ttft_p99=-1", "queue_p99=1"):
         with pytest.raises(KvscopeError):
             parse_slo(bad)
+
+
+def test_one_late_release_in_a_short_probe_is_not_the_client() -> None:
+    # 24 requests: the P99 is the single worst release. One 8 ms hiccup of the host is not a
+    # client that cannot keep up; two (8 % of the releases) are.
+    one = [_row(i, i * 0.1, lag=0.008 if i == 5 else 0.0) for i in range(24)]
+    s = _summ(one)
+    assert s["dispatch_lag_p99_s"] > 0.005
+    assert s["client_limited"] is False and s["warnings"] == []
+    two = [_row(i, i * 0.1, lag=0.008 if i in (5, 17) else 0.0) for i in range(24)]
+    assert _summ(two)["client_limited"] is True

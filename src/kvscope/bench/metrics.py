@@ -28,7 +28,10 @@ import pyarrow as pa
 from kvscope.errors import KvscopeError
 from kvscope.results import latency_summary, percentiles
 
-#: The client is called the bottleneck past these (the acceptance bar of issue 6).
+#: The client is called the bottleneck past these (the acceptance bar of issue 6): more than
+#: 1 % of releases later than 5 ms (P99 over the limit) -- and more than one of them, since in a
+#: short probe (a few dozen requests) the P99 is the single worst release, one scheduler
+#: hiccup of the host rather than a client that cannot keep up.
 RATE_SHORTFALL_FRAC = 0.01
 DISPATCH_LAG_P99_LIMIT_S = 0.005
 
@@ -148,13 +151,15 @@ def summarize(
     if open_loop and np.isfinite(requested) and np.isfinite(achieved):
         short = 1 - achieved / requested
         lag99 = figures["dispatch_lag_p99_s"]
+        late = int(np.sum(lag > DISPATCH_LAG_P99_LIMIT_S))
+        lag_limited = late > max(1.0, 0.01 * np.count_nonzero(np.isfinite(lag)))
         if capped and short > RATE_SHORTFALL_FRAC:
             warnings.append(
                 f"achieved {achieved:.2f} req/s of {requested:.2f} requested: the "
                 f"--max-concurrency cap held requests back (schedule slid by up to "
                 f"{figures['cap_delay_max_s']:.3f} s)"
             )
-        elif short > RATE_SHORTFALL_FRAC or lag99 > DISPATCH_LAG_P99_LIMIT_S:
+        elif short > RATE_SHORTFALL_FRAC or lag_limited:
             warnings.append(
                 f"the client limited this run: achieved {achieved:.2f} of {requested:.2f} "
                 f"req/s, P99 dispatch lag {lag99 * 1e3:.1f} ms (limits: 1 %, 5 ms)"
