@@ -10,11 +10,12 @@ from kvscope.errors import KvscopeError
 from kvscope.plan.config import Parallelism
 from kvscope.plan.weights import (
     all_stage_weights,
+    expert_layout,
     mla_absorbed_bytes,
     pp_layer_split,
     rank_weights,
 )
-from kvscope.specs.hardware import GIB
+from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
 LLAMA = load_model("meta-llama/Llama-3.1-8B")
@@ -117,3 +118,26 @@ def test_absorbed_mla_copies_by_engine_and_attention_parallelism() -> None:
     # no MLA, no copy
     llama = load_model("meta-llama/Llama-3.1-8B")
     assert mla_absorbed_bytes(llama, Parallelism(), tuple(range(32)), "sglang") == 0.0
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp", "logged_gib"),
+    [
+        # vLLM 0.10.1.1, 4x A100 80GB (dennislee22/vLLM-benchmarking log): Marlin pads the
+        # per-rank expert width to 128 and the hidden size to 256.
+        ("openai/gpt-oss-120b", "A100-SXM-80GB", 4, 17.22),
+        # vLLM 0.19.0, one A100 80GB (the blog row of engine_logs.csv).
+        ("openai/gpt-oss-20b", "A100-SXM-80GB", 1, 13.72),
+        # vLLM 0.19.0, H100: width padded to 256, hidden left as it is (llm-d row).
+        ("openai/gpt-oss-20b", "H100", 1, 13.64),
+    ],
+)
+def test_mxfp4_expert_layout_by_gpu(model: str, gpu: str, tp: int, logged_gib: float) -> None:
+    spec = load_model(model)
+    layout = expert_layout(spec, get_gpu(gpu), "vllm")
+    w = all_stage_weights(spec, Parallelism(tp=tp), 0, layout)[0]
+    assert w.total_bytes / GIB == pytest.approx(logged_gib, rel=0.015)
+    # The checkpoint's own layout (no pads) would be over 5 % short on Ampere.
+    if gpu.startswith("A100"):
+        bare = all_stage_weights(spec, Parallelism(tp=tp))[0]
+        assert bare.total_bytes / GIB < 0.95 * logged_gib

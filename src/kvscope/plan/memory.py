@@ -20,7 +20,13 @@ from kvscope.plan import sglang_budget, vllm_budget
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
-from kvscope.plan.weights import RankWeights, all_stage_weights, mla_absorbed_bytes, with_component
+from kvscope.plan.weights import (
+    RankWeights,
+    all_stage_weights,
+    expert_layout,
+    mla_absorbed_bytes,
+    with_component,
+)
 from kvscope.specs.dtypes import is_fp8, resolve_kv_dtype
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
@@ -140,11 +146,10 @@ def plan_memory(
         # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).
         kv_dtype = "fp8_ds_mla"
-    # vLLM pads MXFP4 expert widths to 256 (vllm/model_executor/layers/quantization/mxfp4.py).
-    pad = 256 if eng.engine == "vllm" and model.quantization.method == "mxfp4" else 1
+    layout = expert_layout(model, gpu, eng.engine)
     stages = tuple(
         with_component(w, "mla_absorbed", mla_absorbed_bytes(model, par, w.layers, eng.engine))
-        for w in all_stage_weights(model, par, eng.speculative_layers, pad)
+        for w in all_stage_weights(model, par, eng.speculative_layers, layout)
     )
     if eng.engine == "sglang":
         return _plan_sglang(model, gpu, par, eng, stages, kv_dtype)

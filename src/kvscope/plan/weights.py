@@ -37,6 +37,7 @@ from kvscope.plan.config import Parallelism
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.ffn import FFNLayer
+from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
 #: vLLM pads the vocabulary to a multiple of this before splitting it over TP.
@@ -131,7 +132,9 @@ def _attention_params_per_rank(att: AttentionLayer, tp: int) -> tuple[float, flo
     return sharded / tp, float(total - sharded)
 
 
-def _ffn_params_per_rank(ffn: FFNLayer, par: Parallelism, expert_pad: int) -> dict[str, float]:
+def _ffn_params_per_rank(
+    ffn: FFNLayer, par: Parallelism, expert_pad: int, hidden_pad: int, hidden: int
+) -> dict[str, float]:
     tp = par.tp
     if not ffn.is_moe:
         return {"dense_ffn": ffn.dense_params() / tp}
@@ -140,6 +143,9 @@ def _ffn_params_per_rank(ffn: FFNLayer, par: Parallelism, expert_pad: int) -> di
         # Kernel layouts that pad each expert's per-rank intermediate width.
         width = ffn.expert_intermediate_size / (1 if par.ep else tp)
         routed *= math.ceil(width / expert_pad) * expert_pad / width
+    if hidden_pad > 1:
+        # ... and, for some kernels, the hidden side of every expert matrix too.
+        routed *= math.ceil(hidden / hidden_pad) * hidden_pad / hidden
     return {
         "routed_experts": routed,
         "shared_experts": ffn.shared_expert_params() / tp,
@@ -172,6 +178,8 @@ def rank_weights(
     pp_rank: int = 0,
     draft_layers: int = 0,
     expert_pad: int = 1,
+    hidden_pad: int = 1,
+    expert_bytes: float = 0.0,
 ) -> RankWeights:
     """Weights on one GPU of pipeline stage ``pp_rank`` (all TP ranks of a stage are equal).
 
@@ -180,7 +188,9 @@ def rank_weights(
     ``eh_proj`` (2h x h) and two norms (DeepSeek-V3 report §2.2), sharing embedding and head.
     ``expert_pad`` rounds each routed expert's per-rank intermediate width up to a multiple
     (vLLM's MXFP4 MoE kernels pad it to 256: gpt-oss-20b's 2880 becomes 3072, which is what
-    its logged 13.64 GiB on H100 needs).
+    its logged 13.64 GiB on H100 needs). ``hidden_pad`` pads the hidden side of every expert
+    matrix and ``expert_bytes`` (when > 0) replaces the routed experts' bytes per parameter:
+    both for kernels that repack the checkpoint's experts (see :func:`expert_layout`).
     """
     stages = pp_layer_split(model.num_layers, par.pp)
     layers = stages[pp_rank]
@@ -194,7 +204,8 @@ def rank_weights(
         layer = model.layers[i]
         sharded, replicated = _attention_params_per_rank(layer.attention, par.attn_tp)
         params["attention"] += sharded + replicated
-        for key, value in _ffn_params_per_rank(layer.ffn, par, expert_pad).items():
+        ffn_params = _ffn_params_per_rank(layer.ffn, par, expert_pad, hidden_pad, model.hidden_size)
+        for key, value in ffn_params.items():
             params[key] += value
         params["norms_other"] += layer.extra_params
     vocab_rank = math.ceil(model.vocab_size / (VOCAB_PADDING * par.tp)) * VOCAB_PADDING
@@ -216,6 +227,8 @@ def rank_weights(
     rotary = att.qk_rope_head_dim or att.head_dim
     params["rope_cache"] = float(model.max_position_embeddings * rotary)
     per = _bytes_per_param(model)
+    if expert_bytes > 0:
+        per["routed_experts"] = expert_bytes
     return RankWeights(pp_rank, layers, {k: v * per[k] for k, v in params.items()})
 
 
@@ -249,8 +262,49 @@ def mla_absorbed_bytes(
 
 
 def all_stage_weights(
-    model: ModelSpec, par: Parallelism, draft_layers: int = 0, expert_pad: int = 1
+    model: ModelSpec,
+    par: Parallelism,
+    draft_layers: int = 0,
+    layout: ExpertLayout | None = None,
 ) -> tuple[RankWeights, ...]:
     """Per-GPU weights of every pipeline stage, first stage first."""
     check_divisibility(model, par)
-    return tuple(rank_weights(model, par, r, draft_layers, expert_pad) for r in range(par.pp))
+    lay = layout or ExpertLayout()
+    return tuple(
+        rank_weights(model, par, r, draft_layers, lay.inter_pad, lay.hidden_pad, lay.bytes)
+        for r in range(par.pp)
+    )
+
+
+@dataclass(frozen=True)
+class ExpertLayout:
+    """How an engine's MoE kernel stores the routed experts (pads, bytes per parameter)."""
+
+    inter_pad: int = 1
+    hidden_pad: int = 1
+    bytes: float = 0.0  # 0: the checkpoint's own
+
+
+def expert_layout(model: ModelSpec, gpu: GPUSpec, engine: str) -> ExpertLayout:
+    """vLLM's MXFP4 expert layout on this GPU (``Mxfp4MoEMethod`` in
+    vllm/model_executor/layers/quantization/mxfp4.py, 0.10.1.1 and 0.19).
+
+    Before Hopper (compute capability < 9.0) vLLM runs MXFP4 experts through Marlin
+    (``_should_use_marlin``): per-rank intermediate width rounded up to 128 and hidden size
+    to 256 (``create_weights``); the repacked weights and scales keep their widths
+    (``prepare_moe_fp4_layer_for_marlin``: 4-bit values, one-byte scales after
+    ``mxfp4_marlin_process_scales``). gpt-oss-120b at TP4 on A100 logs 17.22 GiB per rank:
+    17.17 with both pads, 16.16 with neither.
+    On Hopper and newer the per-rank width is padded to 256 (what gpt-oss-20b's logged 13.64
+    GiB on H100 needs); ROCm rounds it up to 128. Other engines and formats: the checkpoint
+    as it is.
+    """
+    if engine != "vllm" or model.quantization.method != "mxfp4":
+        return ExpertLayout()
+    if gpu.vendor.lower() == "amd":
+        return ExpertLayout(128)
+    cc = gpu.compute_capability
+    major = int(cc.split(".")[0]) if cc else 9
+    if major < 9:
+        return ExpertLayout(128, 256)
+    return ExpertLayout(256)

@@ -47,6 +47,8 @@ class GPUSpec:
     #: defaults; on AMD the rocm-smi / rocminfo total SGLang reads. None where unverified.
     memory_smi_mib: int | None = None
     memory_smi_source: str = ""
+    #: CUDA compute capability ("8.0", "9.0"); "" for non-NVIDIA parts.
+    compute_capability: str = ""
 
     @property
     def memory_gib(self) -> float:
@@ -97,6 +99,7 @@ def _from_entry(e: dict[str, Any]) -> GPUSpec:
         confidence=e.get("confidence", "high"),
         memory_smi_mib=None if e.get("memory_smi_mib") is None else int(e["memory_smi_mib"]),
         memory_smi_source=e.get("memory_smi_source", ""),
+        compute_capability=str(e.get("compute_capability") or ""),
     )
 
 
