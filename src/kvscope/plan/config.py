@@ -170,3 +170,8 @@ class EngineConfig:
     def version(self) -> tuple[int, int, int]:
         """The engine release as a comparable tuple."""
         return parse_version(self.engine_version or DEFAULT_ENGINE_VERSION[self.engine])
+
+    @property
+    def version_text(self) -> str:
+        """The engine release as ``major.minor.patch``."""
+        return ".".join(map(str, self.version))

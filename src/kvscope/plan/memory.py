@@ -111,7 +111,7 @@ def _identity(
     """The fields every plan carries whatever the engine: what was planned, on what."""
     return {
         "engine": engine,
-        "engine_version": _version_text(eng),
+        "engine_version": eng.version_text,
         "model": model.name,
         "gpu": gpu.name,
         "tp": par.tp,
@@ -121,10 +121,6 @@ def _identity(
         "kv_cache_dtype": kv_dtype,
         "gpu_memory_gib": gpu.memory_bytes / GIB,
     }
-
-
-def _version_text(eng: EngineConfig) -> str:
-    return ".".join(map(str, eng.version))
 
 
 def plan_memory(
@@ -227,13 +223,9 @@ def _plan_vllm(
         budget_source=(
             "given"
             if eng.gpu_memory_utilization is not None
-            else f"vLLM {_version_text(eng)} default"
+            else f"vLLM {eng.version_text} default"
         ),
-        activation_peak_logged_gib=(
-            r0.activation
-            + (r0.cudagraph if d.cudagraph_subtracted and eng.version >= (0, 27, 0) else 0.0)
-        )
-        / GIB,
+        activation_peak_logged_gib=vllm_budget.logged_activation(r0, d, eng.version) / GIB,
     )
 
 

@@ -115,11 +115,7 @@ def engine_defaults(
             if "DP attention" in str(err)
             else "Pass the value explicitly, or plan for a newer --engine-version."
         )
-        raise KvscopeError(f"SGLang {_dotted(eng.version)}: {err}.", hint) from err
-
-
-def _dotted(v: tuple[int, int, int]) -> str:
-    return ".".join(map(str, v))
+        raise KvscopeError(f"SGLang {eng.version_text}: {err}.", hint) from err
 
 
 def context_bytes(gpu: GPUSpec, par: Parallelism) -> float:

@@ -42,6 +42,9 @@ from kvscope.specs.model import ModelSpec
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 DEFAULT_GPU_MEMORY_UTILIZATION_020 = 0.92
 CUDAGRAPH_ESTIMATE_DEFAULT_SINCE = (0, 20, 0)
+#: From 0.27.0 the logged "peak activation" is the transient peak plus the applied CUDA-graph
+#: estimate (``Worker.determine_available_memory``; 0.26.0 logs the profiling pass alone).
+PEAK_ACTIVATION_HOLDS_GRAPHS_SINCE = (0, 27, 0)
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 
 #: Non-torch memory grown during start-up (NCCL, custom all-reduce, cuBLAS workspaces), GiB.
@@ -155,6 +158,12 @@ def sampler_fp32_copies(eng: EngineConfig) -> int:
     if flashinfer:
         return 1
     return 5 if v < (0, 12, 0) else 3
+
+
+def logged_activation(rank: VllmRank, defaults: VllmDefaults, v: tuple[int, int, int]) -> float:
+    """The "peak activation" figure this release prints for ``rank``, bytes."""
+    holds_graphs = defaults.cudagraph_subtracted and v >= PEAK_ACTIVATION_HOLDS_GRAPHS_SINCE
+    return rank.activation + (rank.cudagraph if holds_graphs else 0.0)
 
 
 def non_torch_bytes(gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int]) -> float:

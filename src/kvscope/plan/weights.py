@@ -261,6 +261,15 @@ def mla_absorbed_bytes(
     return float(elements * native)
 
 
+@dataclass(frozen=True)
+class ExpertLayout:
+    """How an engine's MoE kernel stores the routed experts (pads, bytes per parameter)."""
+
+    inter_pad: int = 1
+    hidden_pad: int = 1
+    bytes: float = 0.0  # 0: the checkpoint's own
+
+
 def all_stage_weights(
     model: ModelSpec,
     par: Parallelism,
@@ -274,15 +283,6 @@ def all_stage_weights(
         rank_weights(model, par, r, draft_layers, lay.inter_pad, lay.hidden_pad, lay.bytes)
         for r in range(par.pp)
     )
-
-
-@dataclass(frozen=True)
-class ExpertLayout:
-    """How an engine's MoE kernel stores the routed experts (pads, bytes per parameter)."""
-
-    inter_pad: int = 1
-    hidden_pad: int = 1
-    bytes: float = 0.0  # 0: the checkpoint's own
 
 
 def expert_layout(model: ModelSpec, gpu: GPUSpec, engine: str) -> ExpertLayout:
