@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kvscope.validate import fresh_run_dir
+
 WORKLOAD = Path(__file__).with_name("demo_workload.yaml")
 MODEL = "deepseek-ai/DeepSeek-V4-Flash"
 GPU = "H200"
@@ -46,10 +48,26 @@ class DemoResult:
     wall_s: float
 
 
+def _earlier_demo(out: Path) -> bool:
+    """Whether ``out`` holds only what an earlier ``kvscope demo`` wrote there."""
+    if not out.is_dir():
+        return False
+    mine = {"plan", "report.html", *(f"sim-{name}" for name, _label, _over in CONFIGS)}
+    names = {p.name for p in out.iterdir()}
+    return bool(names) and names <= mine and (out / "plan" / "summary.json").is_file()
+
+
 def run_demo(
-    out_dir: str | Path = "runs/demo", seed: int = 7, progress: Callable[[str], None] | None = None
+    out_dir: str | Path = "runs/demo",
+    seed: int = 7,
+    progress: Callable[[str], None] | None = None,
+    force: bool = False,
 ) -> DemoResult:
-    """Plan, simulate the three configurations, write ``out_dir/report.html``."""
+    """Plan, simulate the three configurations, write ``out_dir/report.html``.
+
+    ``out_dir`` may hold an earlier demo (it is replaced, so ``make run`` can run twice);
+    any other non-empty folder is refused unless ``force``.
+    """
     from kvscope.plan.config import EngineConfig, Parallelism
     from kvscope.plan.memory import plan_memory
     from kvscope.report import write_report
@@ -61,7 +79,7 @@ def run_demo(
 
     say = progress or (lambda _msg: None)
     start = time.perf_counter()
-    out = Path(out_dir)
+    out = fresh_run_dir(out_dir, force=force or _earlier_demo(Path(out_dir)), what="demo folder")
     say(f"planning {MODEL} on {TP}x{GPU}")
     model, gpu = load_model(MODEL), get_gpu(GPU)
     engine = EngineConfig(kv_cache_dtype="fp8", block_size=256)

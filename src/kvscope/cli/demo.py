@@ -13,6 +13,9 @@ def demo(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Folder for runs and the report."),
     seed: int = typer.Option(7, "--seed", help="Workload seed."),
     json_out: bool = typer.Option(False, "--json", help="Print the headline figures as JSON."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace --out even when it holds something other than a demo."
+    ),
 ) -> None:
     """Plan DeepSeek-V4-Flash on 8xH200, simulate conversation traffic under three
     configurations, and write a self-contained HTML report."""
@@ -20,7 +23,9 @@ def demo(
 
     from kvscope.demo import run_demo
 
-    res = run_demo(out, seed, progress=lambda m: stderr.print(f"[dim]kvscope demo:[/] {m}"))
+    res = run_demo(
+        out, seed, progress=lambda m: stderr.print(f"[dim]kvscope demo:[/] {m}"), force=force
+    )
     if json_out:
         print_json(
             {"report": str(res.report), "plan": res.plan, "runs": res.runs, "wall_s": res.wall_s}

@@ -30,6 +30,7 @@ from kvscope.cli import (
     watch,
     workload,
 )
+from kvscope.cli.params import Abort, ClickException, NoArgsIsHelpError, UsageError, harden
 from kvscope.errors import KvscopeError
 
 app = typer.Typer(
@@ -85,8 +86,23 @@ app.command("report", rich_help_panel=SHOW)(report.report)
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the app, mapping user errors to one stderr line."""
+    command = harden(typer.main.get_command(app))
     try:
-        app(args=argv, prog_name="kvscope")
+        rv = command.main(args=argv, prog_name="kvscope", standalone_mode=False)
+    except NoArgsIsHelpError as err:
+        # A group or command called bare shows its help, as --help would.
+        if err.ctx is not None:
+            typer.echo(err.ctx.get_help())
+        sys.exit(2)
+    except UsageError as err:
+        sys.stderr.write(f"kvscope: error: {usage_line(err)}\n")
+        sys.exit(2)
+    except ClickException as err:
+        sys.stderr.write(f"kvscope: error: {err.format_message()}\n")
+        sys.exit(err.exit_code)
+    except Abort:
+        sys.stderr.write("kvscope: interrupted\n")
+        sys.exit(130)
     except KvscopeError as err:
         sys.stderr.write(f"kvscope: error: {err.one_line()}\n")
         sys.exit(err.exit_code)
@@ -95,6 +111,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+def usage_line(err: UsageError) -> str:
+    """An option-parser error as one line plus where to look, like other CLIs print it."""
+    message = " ".join(err.format_message().split())
+    if not message.endswith((".", "?", "!")):
+        message += "."
+    if err.ctx is not None:
+        return f"{message} Try '{err.ctx.command_path} --help'."
+    return f"{message} Try 'kvscope --help'."
 
 
 if __name__ == "__main__":  # pragma: no cover

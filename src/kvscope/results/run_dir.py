@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from kvscope import __version__
 from kvscope.errors import KvscopeError
+from kvscope.validate import fresh_run_dir
 
 RUN_KINDS = ("simulate", "bench", "watch", "memtrace", "comm", "plan")
 
@@ -93,10 +94,15 @@ def _read_stream(path: Path, schema: pa.Schema | None = None) -> pa.Table:
 class RunDir:
     """A run directory being written: tables plus ``summary.json``."""
 
-    def __init__(self, path: str | Path, kind: str) -> None:
+    def __init__(self, path: str | Path, kind: str, *, force: bool = False) -> None:
+        """Open ``path`` for a new run of ``kind``.
+
+        An existing directory that holds files is refused (an earlier run's measurements are
+        never mixed with or replaced by a new one) unless ``force``, which removes them first.
+        """
         if kind not in RUN_KINDS:
             raise ValueError(f"unknown run kind {kind!r}")
-        self.path = Path(path)
+        self.path = fresh_run_dir(path, force=force)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as err:

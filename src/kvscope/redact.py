@@ -1,0 +1,82 @@
+"""Secrets hygiene: what kvscope writes or serves never carries an API key or URL credentials.
+
+Two entry points, used by everything that writes a run directory, a store row, an exporter
+label or a log line that may contain user-supplied text:
+
+- :func:`redact_url`: ``http://user:PASS@host:8000/v1?api_key=K`` → ``http://host:8000/v1?api_key=***``
+  (userinfo dropped; query parameters whose name looks like a credential masked).
+- :func:`redact_text`: any known secret (the API key kvscope sends, passwords found in URLs),
+  ``Bearer``/``Basic`` credentials and credential-bearing URLs inside free text (error bodies
+  a server echoes) replaced by ``***``.
+
+Secrets to mask are registered once per process with :func:`register_secret` by the code that
+reads them (``--api-key``, ``OPENAI_API_KEY``, a URL's password), so writers need not carry them.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+MASK = "***"
+
+_SECRETS: set[str] = set()
+
+#: Query-parameter names that carry credentials (compared case-insensitively, as substrings).
+_SECRET_PARAMS = ("key", "token", "secret", "password", "passwd", "pwd", "auth", "signature")
+
+_URL_CREDS = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<creds>[^/\s@:]*(?::[^/\s@]*)?)@"
+)
+_AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{6,}")
+_KEY_VALUE = re.compile(
+    r"(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|password|secret)[\"']?\s*[:=]\s*[\"']?)"
+    r"[^\s\"',;&}]+"
+)
+#: Shapes of common provider keys (sk-..., hf_...), masked even when never registered.
+_KEY_SHAPES = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,})\b")
+
+
+def register_secret(secret: str | None) -> None:
+    """Remember a secret this process holds, so :func:`redact_text` masks it everywhere."""
+    if secret and len(secret) >= 4:
+        _SECRETS.add(secret)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without userinfo and with credential-like query values masked."""
+    if not url or "://" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return redact_text(url) or url
+    if parts.password:
+        register_secret(parts.password)
+    if parts.username:
+        register_secret(parts.username)
+    netloc = host if ":" not in host else f"[{host}]"
+    if port is not None:
+        netloc += f":{port}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        masked = [(k, MASK if any(s in k.lower() for s in _SECRET_PARAMS) else v) for k, v in pairs]
+        query = urlencode(masked, safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_text(text: str | None) -> str | None:
+    """``text`` with registered secrets, URL credentials and auth tokens replaced by ``***``."""
+    if not text:
+        return text
+    out = text
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        if secret in out:
+            out = out.replace(secret, MASK)
+    out = _URL_CREDS.sub(lambda m: m.group("scheme"), out)
+    out = _AUTH_HEADER.sub(lambda m: f"{m.group(1)} {MASK}", out)
+    out = _KEY_VALUE.sub(lambda m: f"{m.group(1)}{MASK}", out)
+    return _KEY_SHAPES.sub(MASK, out)
