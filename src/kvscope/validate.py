@@ -106,6 +106,9 @@ def read_text(path: str | Path, what: str = "file", *, max_bytes: int = MAX_TEXT
         raise KvscopeError(f"{p}: cannot read {what} ({err.strerror}).") from None
     if p.is_dir():
         raise KvscopeError(f"{p}: is a directory, expected a {what}.")
+    if not p.is_file():
+        # A device or pipe (/dev/zero, a FIFO) has no size to bound: reading it could not end.
+        raise KvscopeError(f"{p}: not a regular file, expected a {what}.")
     if size > max_bytes:
         raise KvscopeError(
             f"{p}: {what} is {size / 2**20:,.0f} MiB, over the {max_bytes / 2**20:,.0f} MiB limit."
