@@ -25,8 +25,9 @@ _SECRETS: set[str] = set()
 #: Query-parameter names that carry credentials (compared case-insensitively, as substrings).
 _SECRET_PARAMS = ("key", "token", "secret", "password", "passwd", "pwd", "auth", "signature")
 
+# "scheme:/" with one slash too: a URL that went through a filesystem path loses one.
 _URL_CREDS = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<creds>[^/\s@:]*(?::[^/\s@]*)?)@"
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:/{1,3})(?P<creds>[^/\s@:]*(?::[^/\s@]*)?)@"
 )
 _AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{6,}")
 _KEY_VALUE = re.compile(

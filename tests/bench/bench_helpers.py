@@ -116,16 +116,95 @@ class LlamaServer:
 
 
 # ---------------------------------------------------------------- misbehaving servers
-ODD_MODES = ("html", "json", "silent", "mute-headers")
+ODD_MODES = (
+    "html", "json", "silent", "mute-headers",
+    # answer the preflight's short requests (max_tokens <= 2) like a server, then misbehave:
+    "garbage-sse", "http-500", "close", "close-mid", "huge-usage", "echo",
+)  # fmt: skip
+
+
+def _good_sse(n: int, prompt_tokens: int = 7) -> bytes:
+    import json
+
+    out = b""
+    for k in range(n):
+        choice = {"index": 0, "text": " t", "finish_reason": "length" if k == n - 1 else None}
+        out += b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n"
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n}
+    out += b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n"
+    return out + b"data: [DONE]\n\n"
 
 
 def _odd_app(mode: str) -> object:
     import asyncio
+    import base64
+    import itertools
+    import json
 
     from aiohttp import web
 
+    turn = itertools.count()
+
+    async def sse(request: web.Request, data: bytes) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(data)
+        await resp.write_eof()
+        return resp
+
+    def echoed(request: web.Request) -> str:
+        """What a careless server repeats back: the Authorization header, decoded too."""
+        auth = request.headers.get("Authorization", "")
+        scheme, _, cred = auth.partition(" ")
+        plain = base64.b64decode(cred).decode() if scheme == "Basic" else cred
+        return f"invalid credentials {auth!r} (decoded: {plain}) for key={plain}"
+
+    async def misbehave(request: web.Request, body: dict[str, object]) -> web.StreamResponse:
+        if mode == "garbage-sse":  # an event stream whose events are not JSON
+            return await sse(request, b"data: {not json at all\n\ndata: [1, 2\n\n")
+        if mode == "http-500":
+            return web.json_response({"error": "engine crashed"}, status=500)
+        if mode == "close":  # hang up before any answer
+            assert request.transport is not None
+            request.transport.close()
+            await asyncio.sleep(1)
+            return web.Response()
+        if mode == "close-mid":  # headers and a token, then the connection drops
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(_good_sse(3)[:60])
+            assert request.transport is not None
+            request.transport.close()
+            return resp
+        if mode == "huge-usage":  # usage figures no int64 can hold
+            tail = json.dumps({"choices": [], "usage": {"prompt_tokens": 1e30}}).encode()
+            return await sse(request, _good_sse(3).replace(b"data: [DONE]", b"data: " + tail))
+        # echo: every way a server can repeat credentials back, in turn
+        k = next(turn) % 4
+        if k == 0:
+            return web.json_response({"error": echoed(request)}, status=401)
+        if k == 1:
+            return web.Response(text=echoed(request), status=500)
+        if k == 2:
+            err = json.dumps({"error": {"message": echoed(request)}}).encode()
+            return await sse(request, b"data: " + err + b"\n\n")
+        return await sse(request, _good_sse(int(body.get("max_tokens") or 3)))  # type: ignore[call-overload]
+
+    async def metrics(request: web.Request) -> web.Response:
+        # a label the parser rejects: its complaint quotes the label, credentials and all
+        plain = echoed(request).rsplit("key=", 1)[1]
+        page = f"vllm:num_requests_running{{model_name={plain}}} 1\n"
+        return web.Response(text=page, content_type="text/plain")
+
     async def handle(request: web.Request) -> web.StreamResponse:
-        await request.read()
+        raw = await request.read()
+        if mode not in ODD_MODES[:4]:
+            if request.path == "/metrics":
+                return await metrics(request)
+            body = json.loads(raw or b"{}")
+            if int(body.get("max_tokens") or 0) <= 2:  # the preflight's probes
+                return await sse(request, _good_sse(2, len(str(body.get("prompt")).split())))
+            return await misbehave(request, body)
         if mode == "html":  # a web page where the API should be
             return web.Response(
                 text="<html><body>Welcome to nginx!</body></html>", content_type="text/html"

@@ -19,6 +19,13 @@ The pool has no connection cap (``limit=0``): a hidden cap silently lowers concu
 (GuideLLM issue #487, httpx's default of 100). The read buffer is 4 MiB because aiohttp's
 64 KiB default throttles long prompts and answers (vLLM issue #39963; SGLang raised its own
 to 10 MB).
+
+Two time limits (:class:`~kvscope.bench.config.ClientConfig`): ``request_timeout_s`` bounds a
+whole request, ``stream_timeout_s`` each silence of the server (aiohttp's ``sock_read``,
+restarted on every read), so a server that stalls after its headers or mid-answer costs one
+stream timeout, not the request timeout. Every failure becomes an error class on the request's
+row, never an exception out of :func:`stream_request`; its text is redacted
+(:func:`kvscope.redact.redact_text`) because servers echo what they were sent.
 """
 
 from __future__ import annotations
@@ -27,16 +34,17 @@ import asyncio
 import enum
 import json
 import math
-import os
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
-from kvscope.errors import KvscopeError
+from kvscope.bench.config import ClientConfig as ClientConfig
+from kvscope.bench.config import Endpoint as Endpoint
+from kvscope.bench.config import normalize_base_url as normalize_base_url
+from kvscope.redact import redact_text
 
 READ_BUFSIZE = 4 * 1024 * 1024
 #: Where a token chunk's text starts: ``"text":"`` (completions) or ``"content":"`` (chat).
@@ -49,6 +57,14 @@ _BULK_MIN_BYTES = 4096
 #: blank lines, with room to spare.
 _TAIL_LINES = 16
 NAN = math.nan
+#: Characters of error text kept per request, and bytes of an error page read to make them
+#: (far more than kept, so a secret near the start is whole when it is redacted).
+ERROR_CHARS = 200
+ERROR_BODY_BYTES = 8192
+#: An SSE line longer than this is not an OpenAI stream: refuse it rather than buffer it.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+#: Token counts a server may report (larger ones are garbage; they would overflow int64).
+MAX_TOKENS = 2**40
 
 
 def _no_usage(data: bytes) -> bool:
@@ -59,15 +75,6 @@ def _no_usage(data: bytes) -> bool:
     """
     n = data.count(b'"usage"')
     return n == 0 or n == data.count(b'"usage":null')
-
-
-class Endpoint(enum.StrEnum):
-    COMPLETIONS = "completions"
-    CHAT = "chat"
-
-    @property
-    def path(self) -> str:
-        return "/v1/completions" if self is Endpoint.COMPLETIONS else "/v1/chat/completions"
 
 
 class ErrorKind(enum.StrEnum):
@@ -81,62 +88,6 @@ class ErrorKind(enum.StrEnum):
     SERVER_ERROR = "server_error"  # an ``{"error": ...}`` event inside a 200 stream
     EARLY_STOP = "early_stop"  # ended cleanly with fewer tokens than asked under ignore_eos
     CANCELLED = "cancelled"  # still running when the run was interrupted
-
-
-def normalize_base_url(url: str) -> str:
-    """``http(s)://host[:port][/prefix]`` without a trailing ``/v1``; else a KvscopeError."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise KvscopeError(
-            f"bad URL '{url}': expected http://HOST:PORT (an OpenAI-compatible server)."
-        )
-    try:
-        _ = parts.port
-    except ValueError:
-        raise KvscopeError(f"bad URL '{url}': the port is not a number in 0-65535.") from None
-    path = parts.path.rstrip("/")
-    for suffix in ("/v1/completions", "/v1/chat/completions", "/v1"):
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-            break
-    return f"{parts.scheme}://{parts.netloc}{path}"
-
-
-@dataclass(frozen=True)
-class ClientConfig:
-    """Where and how to send requests. The API key is read from ``api_key_env`` at use."""
-
-    base_url: str
-    model: str
-    endpoint: Endpoint = Endpoint.COMPLETIONS
-    api_key_env: str = "OPENAI_API_KEY"
-    request_timeout_s: float = 600.0
-    connect_timeout_s: float = 10.0
-    ignore_eos: bool = True
-    include_usage: bool = True
-
-    @property
-    def url(self) -> str:
-        return self.base_url + self.endpoint.path
-
-    def headers(self) -> dict[str, str]:
-        h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        key = os.environ.get(self.api_key_env, "")
-        if key:
-            h["Authorization"] = f"Bearer {key}"
-        return h
-
-    def public(self) -> dict[str, Any]:
-        """The configuration as it may be written out (never the key itself)."""
-        return {
-            "url": self.base_url,
-            "model": self.model,
-            "endpoint": str(self.endpoint),
-            "api_key_env": self.api_key_env,
-            "api_key_set": bool(os.environ.get(self.api_key_env)),
-            "request_timeout_s": self.request_timeout_s,
-            "ignore_eos": self.ignore_eos,
-        }
 
 
 def make_body(cfg: ClientConfig, prompt: str, max_tokens: int, stream: bool = True) -> bytes:
@@ -158,7 +109,13 @@ def make_body(cfg: ClientConfig, prompt: str, max_tokens: int, stream: bool = Tr
 def make_session(cfg: ClientConfig) -> aiohttp.ClientSession:
     """One shared pool for the whole run: no connection cap, large read buffer."""
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=3600)
-    timeout = aiohttp.ClientTimeout(total=cfg.request_timeout_s, sock_connect=cfg.connect_timeout_s)
+    timeout = aiohttp.ClientTimeout(
+        total=cfg.request_timeout_s,
+        sock_connect=cfg.connect_timeout_s,
+        # aiohttp restarts this timer on every read from the socket: it bounds each silence
+        # of the server (headers, first token, between chunks), not the whole answer
+        sock_read=cfg.stream_timeout_s,
+    )
     return aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,
@@ -197,21 +154,39 @@ class Trace:
         return self.usage_output_tokens if self.usage_output_tokens >= 0 else len(self.chunk_times)
 
     def fail(self, kind: ErrorKind, text: str) -> None:
+        """Record the first failure; its text is redacted (a server may echo the API key)."""
         if not self.error_kind:
             self.error_kind = str(kind)
-            self.error = text[:200]
+            # redact before cutting: a cut secret would no longer match its registered form
+            self.error = (redact_text(text) or "")[:ERROR_CHARS]
 
 
-def _classify(err: BaseException) -> tuple[ErrorKind, str]:
+#: What parsing a garbage stream raises (bad JSON, wrong types, absurd numbers, deep nesting).
+_GARBAGE = (
+    ValueError,
+    KeyError,
+    TypeError,
+    IndexError,
+    AttributeError,
+    ArithmeticError,
+    RecursionError,
+)
+
+
+def _classify(err: BaseException, cfg: ClientConfig) -> tuple[ErrorKind, str]:
+    if isinstance(err, aiohttp.SocketTimeoutError):
+        return ErrorKind.TIMEOUT, f"the server sent nothing for {cfg.stream_timeout_s:g} s"
+    if isinstance(err, aiohttp.ConnectionTimeoutError):
+        return ErrorKind.TIMEOUT, f"no connection within {cfg.connect_timeout_s:g} s"
     if isinstance(err, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
-        return ErrorKind.TIMEOUT, "timed out"
+        return ErrorKind.TIMEOUT, f"no complete answer within {cfg.request_timeout_s:g} s"
     if isinstance(err, aiohttp.ClientConnectorError):
         return ErrorKind.CONNECTION_REFUSED, f"cannot connect: {err.os_error.strerror or err}"
     if isinstance(err, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
         return ErrorKind.CONNECTION_RESET, "server closed the connection mid-request"
     if isinstance(err, aiohttp.ClientOSError | ConnectionError):
         return ErrorKind.CONNECTION_RESET, f"connection error: {err}"
-    if isinstance(err, ValueError | KeyError | TypeError | IndexError | AttributeError):
+    if isinstance(err, _GARBAGE):
         return ErrorKind.MALFORMED_STREAM, f"unparsable stream: {type(err).__name__}: {err}"
     return ErrorKind.CONNECTION_RESET, f"{type(err).__name__}: {err}"
 
@@ -239,6 +214,8 @@ class StreamParser:
                 self._event(line[5:].strip(), t)
             # blank lines end events; "event:", "id:" and ":" comment lines carry nothing here
         self._buf = buf[start:]
+        if len(self._buf) > MAX_LINE_BYTES:
+            raise ValueError(f"an event line over {MAX_LINE_BYTES >> 20} MiB")
 
     def _count_plain_run(self, buf: bytes, t: float) -> int:
         """Count the leading run of plain token chunks with byte searches; return where it ends.
@@ -331,15 +308,26 @@ class StreamParser:
                 tr.chunk_times.append(t)
             reason = c.get("finish_reason")
             if reason:
-                tr.finish_reason = str(reason)
+                tr.finish_reason = str(reason)[:64]
         elif choices is None and "usage" not in obj:
             raise ValueError("event has neither choices nor usage")
         usage = obj.get("usage")
         if usage:
-            tr.usage_prompt_tokens = int(usage.get("prompt_tokens", -1))
-            tr.usage_output_tokens = int(usage.get("completion_tokens", -1))
+            tr.usage_prompt_tokens = _tokens(usage.get("prompt_tokens", -1))
+            tr.usage_output_tokens = _tokens(usage.get("completion_tokens", -1))
             details = usage.get("prompt_tokens_details") or {}
-            tr.cached_prompt_tokens = int(details.get("cached_tokens") or 0)
+            tr.cached_prompt_tokens = max(0, _tokens(details.get("cached_tokens") or 0))
+
+
+def _tokens(value: Any) -> int:
+    """A token count from a server's usage (-1: not reported); garbage raises ValueError."""
+    if value is None:
+        return -1
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"usage count {str(value)[:40]!r} is not a number")
+    if not -1 <= value <= MAX_TOKENS or value != int(value):
+        raise ValueError(f"usage count {str(value)[:40]} is out of range")
+    return int(value)
 
 
 async def stream_request(
@@ -359,7 +347,7 @@ async def stream_request(
             trace.first_byte_s = clock() - t0
             trace.http_status = resp.status
             if resp.status != 200:
-                text = (await resp.content.read(300)).decode("utf-8", "replace")
+                text = (await resp.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
                 trace.fail(ErrorKind.HTTP_STATUS, f"http {resp.status}: {' '.join(text.split())}")
             elif not resp.content_type.startswith("text/event-stream"):
                 trace.fail(
@@ -375,7 +363,7 @@ async def stream_request(
         trace.end_s = clock() - t0
         raise
     except Exception as err:  # every failure is data: classify and keep the request
-        kind, text = _classify(err)
+        kind, text = _classify(err, cfg)
         trace.fail(kind, text)
     trace.end_s = clock() - t0
     if trace.error_kind:

@@ -17,6 +17,7 @@ requested one or the P99 dispatch lag exceeds 5 ms.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,7 @@ import pyarrow as pa
 
 from kvscope.errors import KvscopeError
 from kvscope.results import latency_summary, percentiles
+from kvscope.results.stats import DEFAULT_QUANTILES
 
 #: The client is called the bottleneck past these (the acceptance bar of issue 6): more than
 #: 1 % of releases later than 5 ms (P99 over the limit) -- and more than one of them, since in a
@@ -63,9 +65,13 @@ def parse_slo(text: str | None) -> dict[str, float]:
             seconds = float(val) * scale
         except ValueError:
             raise KvscopeError(f"--slo: '{part.strip()}' has no number of seconds.") from None
-        if not seconds > 0:
+        if not (math.isfinite(seconds) and seconds > 0):  # inf would be written as Infinity
             raise KvscopeError(f"--slo: '{part.strip()}' must be a positive time.")
-        q = m.group(2).replace(".", "")
+        if float(m.group(2)) not in DEFAULT_QUANTILES:
+            # any other percentile is not in the summary, so the SLO could never be met
+            known = ", ".join(f"p{q:g}" for q in DEFAULT_QUANTILES)
+            raise KvscopeError(f"--slo: '{part.strip()}': the summary reports {known}.")
+        q = f"{float(m.group(2)):g}".replace(".", "")  # p99.0 is p99
         out[f"{m.group(1)}_p{q}_s"] = seconds
     return out
 

@@ -7,7 +7,10 @@ For measuring the bench client's own ceiling and for tests: it answers
 per token every ``itl_s``; with ``itl_s = 0`` all chunks go out in one write. Prompt tokens
 are counted as whitespace-separated words. ``fail_rate`` answers that share of requests with
 HTTP 500 (seeded). With ``max_running`` it serves that many requests at once and queues the
-rest (FIFO), so latency grows with load like a real server's. It binds 127.0.0.1 only.
+rest (FIFO), so latency grows with load like a real server's. With ``stall_after`` it
+answers that many requests, then every later streaming one stalls: its headers and
+``stall_tokens`` token chunks go out, then nothing until the client hangs up (a hung engine,
+for testing the client's stream timeout). It binds 127.0.0.1 only.
 
 ``/metrics`` uses vLLM v1's names (vllm/v1/metrics/loggers.py): ``vllm:num_requests_running``,
 ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc`` (tokens held by running requests
@@ -42,6 +45,8 @@ class MockConfig:
     kv_capacity_tokens: int = 1_000_000
     seed: int = 0
     max_running: int | None = None  # requests beyond this wait in a FIFO queue
+    stall_after: int | None = None  # answer this many requests, then stall every later one
+    stall_tokens: int = 0  # token chunks a stalled answer sends before going silent
 
 
 class MockState:
@@ -76,6 +81,9 @@ class MockServer:
     def __init__(self, cfg: MockConfig) -> None:
         if not 0 <= cfg.fail_rate <= 1:
             raise ValueError("fail_rate must be within 0-1")
+        if (cfg.stall_after is not None and cfg.stall_after < 0) or cfg.stall_tokens < 0:
+            raise ValueError("stall_after and stall_tokens must be >= 0")
+        self._answered = 0  # requests seen, for stall_after
         self.cfg = cfg
         self.state = MockState()
         self.rng = random.Random(cfg.seed)
@@ -147,6 +155,9 @@ class MockServer:
                 {"error": {"message": "bad request body", "type": "BadRequestError"}}, status=400
             )
         cfg = self.cfg
+        self._answered += 1
+        if cfg.stall_after is not None and self._answered > cfg.stall_after:
+            return await self._stall(request, chat)
         if cfg.fail_rate and self.rng.random() < cfg.fail_rate:
             self.state.failed += 1
             return web.json_response(
@@ -219,6 +230,15 @@ class MockServer:
             s.running -= 1
             s.kv_tokens -= n_prompt + (generated if body.get("stream") else 0)
             s.generation_tokens += generated
+
+    async def _stall(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        with contextlib.suppress(ConnectionResetError):
+            for _ in range(self.cfg.stall_tokens):
+                await resp.write(self._tok[chat])
+            await asyncio.sleep(24 * 3600)  # until the client gives up (the handler is cancelled)
+        return resp
 
     def _full(self, chat: bool, n_prompt: int, n_out: int) -> dict[str, Any]:
         text = " tok" * n_out

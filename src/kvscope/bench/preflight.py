@@ -30,13 +30,15 @@ def _transient(tr: Trace) -> bool:
 
 
 def _explain(cfg: ClientConfig, tr: Trace, timeout_s: float) -> str:
-    url = cfg.url
+    url = cfg.public_url + cfg.endpoint.path  # never the URL's password on stderr
     kind = tr.error_kind
     if kind == ErrorKind.CONNECTION_REFUSED:
-        return f"cannot connect to {cfg.base_url}: {tr.error.removeprefix('cannot connect: ')}."
+        return f"cannot connect to {cfg.public_url}: {tr.error.removeprefix('cannot connect: ')}."
     if kind == ErrorKind.TIMEOUT:
         if math.isnan(tr.first_byte_s):
             return f"{url} did not answer within {timeout_s:g} s."
+        if tr.chunk_times:
+            return f"{url} stopped streaming for {timeout_s:g} s mid-answer."
         return f"{url} accepted the request but streamed no token within {timeout_s:g} s."
     if kind == ErrorKind.HTTP_STATUS:
         if tr.http_status in (401, 403):
@@ -61,7 +63,10 @@ async def _probe(cfg: ClientConfig, prompt: str, max_tokens: int, timeout_s: flo
     from kvscope.bench.client import make_body
 
     probe_cfg = dataclasses.replace(
-        cfg, request_timeout_s=timeout_s, connect_timeout_s=min(timeout_s, cfg.connect_timeout_s)
+        cfg,
+        request_timeout_s=timeout_s,
+        connect_timeout_s=min(timeout_s, cfg.connect_timeout_s),
+        stream_timeout_s=timeout_s,
     )
     tr = Trace(0, "preflight", 0.0, 0, max_tokens)
     async with make_session(probe_cfg) as session:
@@ -76,15 +81,17 @@ async def check_and_calibrate(
     """Raise a one-line KvscopeError unless the server streams; measure prompt token counts."""
     samples: list[tuple[int, int]] = []
     facts: dict[str, object] = {}
+    # a probe gets no longer than a request of the run would wait on a silent server
+    limit = min(timeout_s, cfg.stream_timeout_s)
     for words in calibration_words():
         req = Request("calibration", 0.0, words, 2)
         prompt = builder.filler(words, 7 + words)
         for _attempt in range(PREFLIGHT_ATTEMPTS):
-            tr = await _probe(cfg, prompt, 2, timeout_s)
+            tr = await _probe(cfg, prompt, 2, limit)
             if not _transient(tr):
                 break
         if tr.error_kind and tr.error_kind != ErrorKind.EARLY_STOP:
-            raise KvscopeError(_explain(cfg, tr, timeout_s))
+            raise KvscopeError(_explain(cfg, tr, limit))
         facts["usage_reported"] = tr.usage_prompt_tokens >= 0
         facts["probe_ttft_s"] = tr.first_token_s - tr.sent_s
         if tr.usage_prompt_tokens >= 0:

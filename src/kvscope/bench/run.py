@@ -21,6 +21,7 @@ from kvscope.bench.records import BENCH_REQUEST_SCHEMA
 from kvscope.bench.runner import LoadConfig, Prepared, run_loop, run_prepared
 from kvscope.errors import KvscopeError
 from kvscope.results import read_summary
+from kvscope.validate import finite, fresh_run_dir, writable_dir
 from kvscope.workload.stream import Workload
 
 #: Refuse to pre-render more request bodies than this (bytes, estimated at 8 per token).
@@ -37,6 +38,37 @@ class BenchOptions:
     seed: int = 0
     preflight_timeout_s: float = 30.0
     preflight: bool = True
+
+    def __post_init__(self) -> None:
+        finite(self.max_error_rate, "--max-error-rate", low=0, high=1)
+        finite(self.preflight_timeout_s, "the preflight timeout", low=0, low_open=True)
+        for name, limit in self.slo.items():
+            finite(limit, f"--slo {name}", low=0, low_open=True)
+
+
+def check_out(out: str | Path, force: bool = False) -> Path:
+    """Before any work: ``out`` can hold a new run (absent or empty, or ``force`` to replace).
+
+    Nothing is removed here: with ``force`` the earlier run is replaced only when the new run
+    starts (after the server check), so a run that cannot start leaves it in place.
+    """
+    if force:
+        return writable_dir(out, "run directory")
+    return fresh_run_dir(out)
+
+
+def check_window(workload: Workload, load: LoadConfig) -> None:
+    """Refuse warm-up and cool-down that leave nothing of a scheduled run to measure."""
+    if load.closed_loop is not None or not (load.warmup_s or load.cooldown_s):
+        return
+    arr = workload.arrival_s
+    span = float(arr.max() - arr.min()) if len(arr) else 0.0
+    if load.warmup_s + load.cooldown_s >= span:
+        raise KvscopeError(
+            f"--warmup {load.warmup_s:g} s and --cooldown {load.cooldown_s:g} s leave nothing "
+            f"of the {span:.3g} s schedule to measure.",
+            hint="Shorten them, or lengthen the run (--duration, --num-requests).",
+        )
 
 
 def prepare(workload: Workload, builder: PromptBuilder, client: ClientConfig) -> Prepared:
@@ -108,18 +140,23 @@ def run_bench(
     *,
     builder: PromptBuilder | None = None,
     progress: Callable[[Mapping[str, float]], None] | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Measure ``workload`` against the server; returns the written ``summary.json``."""
+    """Measure ``workload`` against the server; returns the written ``summary.json``.
+
+    ``out`` must be absent or empty unless ``force``; that is checked before the server is.
+    """
     opts = options or BenchOptions()
-    if not 0 <= opts.max_error_rate <= 1:
-        raise KvscopeError(f"--max-error-rate must be within 0-1, got {opts.max_error_rate}.")
     if len(workload) == 0:
         raise KvscopeError("the workload has no requests.")
+    check_window(workload, load)
+    check_out(out, force)
+    client.headers()  # credentials that cannot be sent fail here, not on every request
     facts: dict[str, Any] = {}
     if builder is None:
         builder, facts = make_builder(client, opts)
     prepared = prepare(workload, builder, client)
-    run_dir, state = run_prepared(client, load, prepared, Path(out), progress)
+    run_dir, state = run_prepared(client, load, prepared, Path(out), progress, force=force)
     figures = summarize(
         state.rows,
         BENCH_REQUEST_SCHEMA,

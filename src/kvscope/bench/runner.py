@@ -18,7 +18,10 @@ Owns the load shapes and the run's lifecycle (run directory, signals, draining):
 
 Rows are appended to ``requests.parquet`` (via a crash-safe stream) every ``FLUSH_S`` and at
 the end; Ctrl-C (SIGINT) or SIGTERM cancels what is in flight, keeps those requests as
-``incomplete``/``cancelled`` and still writes the summary.
+``incomplete``/``cancelled`` and still writes the summary. After the last release the run
+waits at most ``drain_timeout_s`` for what is in flight (a stalled stream ends sooner, at the
+client's stream timeout); whatever is still running then is cut and kept as a ``timeout``
+row, so every released request is a row.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvscope.bench.client import ClientConfig, Trace, make_session, stream_request
+from kvscope.bench.client import ClientConfig, ErrorKind, Trace, make_session, stream_request
+from kvscope.bench.config import LoadConfig as LoadConfig
+from kvscope.bench.config import split_credentials
 from kvscope.bench.eager import start_eagerly
 from kvscope.bench.records import BENCH_REQUEST_SCHEMA, CHUNK_SCHEMA, request_row
 from kvscope.bench.server_probe import SERVER_SCHEMA, ServerProbe, metrics_url
@@ -57,31 +62,6 @@ FLUSH_QUIET_S = 0.008
 FLUSH_DEFER_RELEASES = 3
 #: ...and never waiting longer than this.
 FLUSH_DEFER_S = 0.3
-
-
-@dataclass(frozen=True)
-class LoadConfig:
-    """How requests are released and which part of the run counts."""
-
-    max_concurrency: int | None = None
-    closed_loop: int | None = None
-    think_s: float = 0.0
-    warmup_s: float = 0.0
-    cooldown_s: float = 0.0
-    scrape_interval_s: float | None = 0.25
-    drain_timeout_s: float = 60.0
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "mode": "closed" if self.closed_loop else "open",
-            "closed_loop_concurrency": self.closed_loop,
-            "think_s": self.think_s,
-            "max_concurrency": self.max_concurrency,
-            "warmup_s": self.warmup_s,
-            "cooldown_s": self.cooldown_s,
-            "scrape_interval_s": self.scrape_interval_s,
-            "drain_timeout_s": self.drain_timeout_s,
-        }
 
 
 @dataclass(frozen=True)
@@ -140,6 +120,7 @@ class BenchRun:
         self._next = 0
         self.t0 = 0.0
         self._slide: dict[int, float] = {}  # index -> how far the cap slid its schedule (s)
+        self._live: dict[int, Trace] = {}  # index -> trace of a request in flight
         self._dispatcher: asyncio.Task[None] | None = None
         self._next_due = math.inf  # perf_counter time of the next open-loop release
         self._session: Any = None
@@ -160,6 +141,7 @@ class BenchRun:
 
     def _complete(self, tr: Trace) -> None:
         self._done += 1
+        self._live.pop(tr.index, None)
         cap_delay = self._slide.pop(tr.index, math.nan)
         phase = self._phase(tr.scheduled_s)
         row, status = request_row(tr, cap_delay, phase)
@@ -182,13 +164,15 @@ class BenchRun:
             self._complete(tr)
 
     def _trace(self, i: int, scheduled: float) -> Trace:
-        return Trace(
+        tr = Trace(
             index=i,
             request_id=self.prep.request_ids[i],
             scheduled_s=scheduled,
             target_prompt_tokens=self.prep.prompt_tokens[i],
             target_output_tokens=self.prep.output_tokens[i],
         )
+        self._live[i] = tr
+        return tr
 
     # ------------------------------------------------------------------ load shapes
     async def _dispatch_open(self) -> None:
@@ -334,12 +318,14 @@ class BenchRun:
         try:
             self.t0 = time.perf_counter()
             if self.load.scrape_interval_s:
+                auth = self.client.headers().get("Authorization")
                 probe = ServerProbe(
                     self._session,
-                    metrics_url(self.client.base_url),
+                    metrics_url(split_credentials(self.client.base_url)[0]),
                     self.load.scrape_interval_s,
                     self.t0,
                     self._server_buf.append,
+                    headers={"Authorization": auth} if auth else None,
                 )
                 background.append(asyncio.create_task(probe.run(probe_stop)))
             housekeeping = asyncio.create_task(self._housekeeping(req_w, chunk_w, srv_w))
@@ -355,6 +341,13 @@ class BenchRun:
                 await asyncio.wait(set(self._tasks), timeout=self.load.drain_timeout_s)
             pending = set(self._tasks)
             self.state.unfinished = len(pending)
+            if pending and not self._stop.is_set():
+                # the run's own deadline ended these, not the user: each stays a row, a timeout
+                for tr in self._live.values():
+                    tr.fail(
+                        ErrorKind.TIMEOUT,
+                        f"still running {self.load.drain_timeout_s:g} s after the last release",
+                    )
             for t in pending:
                 t.cancel()
             if pending:
@@ -398,9 +391,14 @@ def run_prepared(
     prepared: Prepared,
     out: Path,
     progress: Callable[[Mapping[str, float]], None] | None = None,
+    *,
+    force: bool = False,
 ) -> tuple[RunDir, RunState]:
-    """Run ``prepared`` and return the run directory and what was collected."""
-    run_dir = RunDir(out, "bench")
+    """Run ``prepared`` and return the run directory and what was collected.
+
+    ``out`` must be absent or empty unless ``force`` (an earlier run is never overwritten).
+    """
+    run_dir = RunDir(out, "bench", force=force)
     run = BenchRun(client, load, prepared, run_dir, progress)
     state: RunState = run_loop(run.main)
     return run_dir, state

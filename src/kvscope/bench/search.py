@@ -17,9 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from kvscope.bench.client import ClientConfig
-from kvscope.bench.run import BenchOptions, load_for, make_builder, run_bench
+from kvscope.bench.run import (
+    BenchOptions,
+    check_out,
+    check_window,
+    load_for,
+    make_builder,
+    run_bench,
+)
 from kvscope.errors import KvscopeError
 from kvscope.results import RunDir
+from kvscope.validate import count, finite
 from kvscope.workload.stream import Workload
 
 
@@ -81,23 +89,46 @@ def find_max_rate(
     fmt: str | None = None,
     skip_bad: bool = False,
     log: Callable[[str], None] | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Search, write ``out/summary.json`` (kind bench, with the probes) and return it."""
+    """Search, write ``out/summary.json`` (kind bench, with the probes) and return it.
+
+    ``out`` must be absent or empty unless ``force`` (checked before the first request).
+    A probe that cannot run after others did ends the search with what they found.
+    """
     if not options.slo:
         raise KvscopeError("--find-max-rate needs --slo.")
-    if not 0 < start_rate <= max_rate:
-        raise KvscopeError("--max-rate must be above the start rate (1 req/s).")
+    finite(start_rate, "--start-rate", low=0, low_open=True)
+    finite(max_rate, "--max-rate", low=0, low_open=True)
+    finite(tolerance, "the search tolerance", low=0, low_open=True)
+    count(max_probes, "the number of probes", low=1)
+    if start_rate > max_rate:
+        raise KvscopeError(
+            f"--max-rate {max_rate:g} must be at least the start rate ({start_rate:g} req/s)."
+        )
+    first = _workload_at(start_rate, build_args, max_model_len, fmt, skip_bad)
+    check_window(first, load_for(first, max_concurrency, **(load_kw or {})))
+    check_out(out, force)
+    client.headers()  # credentials that cannot be sent fail here, once
     builder, facts = make_builder(client, options)
-    run_dir = RunDir(out, "bench")
+    run_dir = RunDir(out, "bench", force=force)
     probes: list[dict[str, Any]] = []
     best: float | None = None
     low, high = 0.0, None
     rate = start_rate
     stopped = ""
     for k in range(max_probes):
-        w = _workload_at(rate, build_args, max_model_len, fmt, skip_bad)
-        load = load_for(w, max_concurrency, **(load_kw or {}))
-        s = run_bench(client, load, w, out / f"probe_{k:02d}_{rate:g}", options, builder=builder)
+        probe_dir = out / f"probe_{k:02d}_{rate:g}"
+        try:
+            w = first if k == 0 else _workload_at(rate, build_args, max_model_len, fmt, skip_bad)
+            load = load_for(w, max_concurrency, **(load_kw or {}))
+            s = run_bench(client, load, w, probe_dir, options, builder=builder)
+        except KvscopeError as err:
+            if not probes:
+                raise
+            # e.g. --warmup longer than a faster probe's schedule: keep what was measured
+            stopped = f"probe at {rate:g} req/s could not run: {err.one_line()}"
+            break
         verdict = "pass"
         if s.get("client_limited"):
             verdict = "client-limited"
@@ -113,7 +144,7 @@ def find_max_rate(
                 "tpot_p99_s": s.get("tpot_p99_s"),
                 "error_rate": s.get("error_rate", 0.0),
                 "verdict": verdict,
-                "run_dir": str(out / f"probe_{k:02d}_{rate:g}"),
+                "run_dir": str(probe_dir),
             }
         )
         if log:

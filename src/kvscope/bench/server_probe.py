@@ -31,6 +31,7 @@ import aiohttp
 import pyarrow as pa
 from prometheus_client.parser import text_string_to_metric_families
 
+from kvscope.redact import redact_text, redact_url
 from kvscope.telemetry.catalogue import BY_NAME, Kind
 
 #: column -> the catalogue entries that feed it (:mod:`kvscope.telemetry.catalogue`).
@@ -106,6 +107,19 @@ def metrics_url(base_url: str) -> str:
     return base_url + "/metrics"
 
 
+#: A ``/metrics`` page larger than this is not read (a vLLM page is well under 1 MiB).
+MAX_PAGE_BYTES = 32 * 1024 * 1024
+
+
+async def _read_page(resp: aiohttp.ClientResponse) -> str:
+    data = bytearray()
+    async for chunk in resp.content.iter_any():
+        data += chunk
+        if len(data) > MAX_PAGE_BYTES:
+            raise ValueError(f"the page is over {MAX_PAGE_BYTES >> 20} MiB")
+    return data.decode("utf-8", "replace")
+
+
 class ServerProbe:
     """Poll ``/metrics`` every ``interval_s`` and hand each row to ``sink``."""
 
@@ -116,11 +130,14 @@ class ServerProbe:
         interval_s: float,
         t0: float,
         sink: Callable[[dict[str, Any]], None],
+        *,
+        headers: dict[str, str] | None = None,
     ) -> None:
         if not 0.01 <= interval_s <= 60:
             raise ValueError("scrape interval must be within 0.01-60 s")
         self.session = session
         self.url = url
+        self.headers = headers
         self.interval_s = interval_s
         self.t0 = t0
         self.sink = sink
@@ -137,10 +154,10 @@ class ServerProbe:
         row.update(dict.fromkeys(COLUMNS, math.nan))
         try:
             timeout = aiohttp.ClientTimeout(total=max(self.interval_s * 4, 1.0))
-            async with self.session.get(self.url, timeout=timeout) as resp:
-                text = await resp.text()
+            async with self.session.get(self.url, timeout=timeout, headers=self.headers) as resp:
                 if resp.status != 200:
                     raise ValueError(f"http {resp.status}")
+                text = await _read_page(resp)
             values = parse_metrics(text)
             row.update(values)
             row["scrape_ok"] = True
@@ -151,7 +168,8 @@ class ServerProbe:
             raise
         except Exception as err:  # a failed scrape is a row with scrape_ok false
             self.failures += 1
-            self.last_error = f"{type(err).__name__}: {err}"[:200]
+            # redacted: the text may quote the URL or what the server echoed
+            self.last_error = (redact_text(f"{type(err).__name__}: {err}") or "")[:200]
         row["scrape_latency_s"] = clock() - start
         self.samples += 1
         self.sink(row)
@@ -172,7 +190,7 @@ class ServerProbe:
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "url": self.url,
+            "url": redact_url(self.url),
             "interval_s": self.interval_s,
             "samples": self.samples,
             "failed_scrapes": self.failures,

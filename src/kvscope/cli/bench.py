@@ -88,6 +88,14 @@ def bench(
     request_timeout: Annotated[
         float, typer.Option("--request-timeout", help="Seconds before a request times out.")
     ] = 600.0,
+    stream_timeout: Annotated[
+        float,
+        typer.Option(
+            "--stream-timeout",
+            help="Seconds the server may stay silent (no headers, no token) before a request "
+            "is recorded as a timeout.",
+        ),
+    ] = 60.0,  # kvscope.bench.config.DEFAULT_STREAM_TIMEOUT_S (not imported: CLI start-up)
     api_key_env: Annotated[
         str, typer.Option("--api-key-env", help="Environment variable holding the API key.")
     ] = "OPENAI_API_KEY",
@@ -113,6 +121,9 @@ def bench(
     start_rate: Annotated[
         float, typer.Option("--start-rate", help="First rate --find-max-rate probes (req/s).")
     ] = 1.0,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace --out when it already holds a run.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Measure a live OpenAI-compatible server under a workload; write a run directory."""
@@ -125,6 +136,7 @@ def bench(
         parse_slo,
         run_bench,
     )
+    from kvscope.bench.run import check_out
     from kvscope.cli.output import print_json, stderr
     from kvscope.errors import KvscopeError
 
@@ -135,8 +147,6 @@ def bench(
     for name, value in (("--warmup", warmup), ("--cooldown", cooldown)):
         if value < 0:
             raise KvscopeError(f"{name} must be >= 0 s.")
-    if request_timeout <= 0:
-        raise KvscopeError("--request-timeout must be > 0 s.")
     if max_concurrency is not None and max_concurrency < 1:
         raise KvscopeError("--max-concurrency must be >= 1.")
     if scrape_interval and not 0.05 <= scrape_interval <= 60:
@@ -148,7 +158,9 @@ def bench(
         api_key_env=api_key_env,
         request_timeout_s=request_timeout,
         ignore_eos=ignore_eos,
+        stream_timeout_s=stream_timeout,
     )
+    client.headers()  # the API key is read (and registered for redaction) before anything
     slos = parse_slo(slo)
     options = BenchOptions(
         slo=slos,
@@ -169,6 +181,7 @@ def bench(
 
         if not slos:
             raise KvscopeError("--find-max-rate needs --slo (what the rate must meet).")
+        check_out(out, force)
         result = search(
             client,
             options,
@@ -181,7 +194,8 @@ def bench(
             max_model_len=max_model_len,
             fmt=fmt,
             skip_bad=skip_bad,
-            log=lambda m: stderr.print(m, soft_wrap=True),
+            log=lambda m: stderr.print(m, soft_wrap=True, markup=False, highlight=False),
+            force=force,
         )
         if json_out:
             print_json(result)
@@ -193,10 +207,11 @@ def bench(
 
     from kvscope.cli.workload import build_from_flags
 
+    check_out(out, force)  # before the workload is built and long before any request
     w = build_from_flags(*build_args, max_model_len, fmt, skip_bad)
     load = load_for(w, max_concurrency, **load_kw)
     with _progress(len(w)) as progress:
-        summary = run_bench(client, load, w, out, options, progress=progress)
+        summary = run_bench(client, load, w, out, options, progress=progress, force=force)
     for warning in summary.get("warnings", []):
         stderr.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     if json_out:
@@ -364,6 +379,18 @@ def mock_server(
             show_default=False,
         ),
     ] = None,
+    stall_after: Annotated[
+        int | None,
+        typer.Option(
+            "--stall-after",
+            help="Answer this many requests, then stall every later one after its headers "
+            "(a hung engine).",
+            show_default=False,
+        ),
+    ] = None,
+    stall_tokens: Annotated[
+        int, typer.Option("--stall-tokens", help="Token chunks a stalled answer sends first.")
+    ] = 0,
     seed: SeedOpt = None,
 ) -> None:
     """Serve a scripted OpenAI-compatible streaming API with vLLM-shaped /metrics."""
@@ -378,6 +405,8 @@ def mock_server(
         raise KvscopeError("--output-len must be >= 1.")
     if max_running is not None and max_running < 1:
         raise KvscopeError("--max-running must be >= 1.")
+    if (stall_after is not None and stall_after < 0) or stall_tokens < 0:
+        raise KvscopeError("--stall-after and --stall-tokens must be >= 0.")
     if not 0 <= port <= 65535:
         raise KvscopeError("--port must be within 0-65535.")
     cfg = MockConfig(
@@ -388,6 +417,8 @@ def mock_server(
         model=model,
         seed=seed or 0,
         max_running=max_running,
+        stall_after=stall_after,
+        stall_tokens=stall_tokens,
     )
 
     def ready(bound: int) -> None:

@@ -32,6 +32,7 @@ from kvscope.cli import (
 )
 from kvscope.cli.params import Abort, ClickException, NoArgsIsHelpError, UsageError, harden
 from kvscope.errors import KvscopeError
+from kvscope.redact import redact_text
 
 app = typer.Typer(
     name="kvscope",
@@ -95,16 +96,16 @@ def main(argv: list[str] | None = None) -> None:
             typer.echo(err.ctx.get_help())
         sys.exit(2)
     except UsageError as err:
-        sys.stderr.write(f"kvscope: error: {usage_line(err)}\n")
+        sys.stderr.write(f"kvscope: error: {redact_text(usage_line(err))}\n")
         sys.exit(2)
     except ClickException as err:
-        sys.stderr.write(f"kvscope: error: {err.format_message()}\n")
+        sys.stderr.write(f"kvscope: error: {redact_text(err.format_message())}\n")
         sys.exit(err.exit_code)
     except Abort:
         sys.stderr.write("kvscope: interrupted\n")
         sys.exit(130)
     except KvscopeError as err:
-        sys.stderr.write(f"kvscope: error: {err.one_line()}\n")
+        sys.stderr.write(f"kvscope: error: {redact_text(err.one_line())}\n")
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("kvscope: interrupted\n")
