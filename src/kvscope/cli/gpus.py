@@ -17,9 +17,11 @@ def gpus(
     from kvscope.specs.describe import describe_gpu
     from kvscope.specs.hardware import get_gpu, list_gpus
 
-    rows = [describe_gpu(get_gpu(name))] if name else [describe_gpu(g) for g in list_gpus()]
+    # An empty name is looked up (and refused) rather than read as "list them all".
+    one = name is not None
+    rows = [describe_gpu(get_gpu(name))] if one else [describe_gpu(g) for g in list_gpus()]
     if json_out:
-        print_json(rows[0] if name else rows)
+        print_json(rows[0] if one else rows)
         return
     t = Table(title="GPU catalogue (dense tensor TFLOPS; memory as CUDA reports it)")
     for col in ("name", "memory GiB", "HBM GB/s", "BF16", "FP8", "FP4", "NVLink GB/s/dir", "TDP W"):

@@ -14,21 +14,6 @@ import typer
 from kvscope.errors import KvscopeError
 
 
-def _parallelism(
-    num_gpus: int | None, tp: int | None, pp: int, dp: int, dp_attention: bool
-) -> tuple[int, int, int]:
-    per_tp = pp if dp_attention else pp * dp  # SGLang DP attention lives inside the TP group
-    if tp is None:
-        tp = max(1, (num_gpus or 1) // per_tp)
-    if num_gpus is not None and tp * per_tp != num_gpus:
-        shape = f"TP x PP = {tp} x {pp}" if dp_attention else f"TP x PP x DP = {tp} x {pp} x {dp}"
-        raise KvscopeError(
-            f"--num-gpus {num_gpus} does not equal {shape}.",
-            "Give --num-gpus alone, or parallel sizes whose product is the GPU count.",
-        )
-    return tp, pp, dp
-
-
 def plan(
     model: str = typer.Option(..., "--model", help="Preset id/alias, config.json or folder."),
     gpu: str | None = typer.Option(
@@ -94,18 +79,27 @@ def plan(
         help="A `kvscope comm bench` run directory: use its fitted link for TP all-reduces.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    out_dir: str | None = typer.Option(
+    out: str | None = typer.Option(
         None, "--out", help="Also write a run directory (summary.json, kind plan)."
     ),
+    force: bool = typer.Option(False, "--force", help="Replace --out when it already holds a run."),
 ) -> None:
     """Predict the weights, KV cache and concurrency vLLM/SGLang will report, per GPU."""
     from kvscope.plan.advice import advise
-    from kvscope.plan.config import EngineConfig, Parallelism
+    from kvscope.plan.config import EngineConfig, Parallelism, resolve_parallel
     from kvscope.plan.memory import plan_memory
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
 
-    tp, pp, dp = _parallelism(
+    _check_request_flags(context, target_context, target_concurrency)
+    if search and out is not None:
+        raise KvscopeError(
+            "--out writes the run of one plan; --search ranks many and writes none.",
+            "Drop --out, or plan the chosen deployment without --search.",
+        )
+    if out is not None:
+        _check_out(out, force)
+    tp, pp, dp = resolve_parallel(
         num_gpus,
         tensor_parallel_size,
         pipeline_parallel_size,
@@ -151,14 +145,22 @@ def plan(
         tp=tp, pp=pp, dp=dp, ep=enable_expert_parallel, dp_attention=enable_dp_attention
     )
     memory = plan_memory(spec, gpu_spec, par, eng)
-    from pathlib import Path
+    if target_context is not None and target_context > memory.max_model_len:
+        raise KvscopeError(
+            f"--target-context {target_context} is longer than the max-model-len "
+            f"{memory.max_model_len}: no request can hold it.",
+            "Raise --max-model-len or lower --target-context.",
+        )
+    from kvscope.specs.registry import local_config
 
-    model_id = model if Path(model).expanduser().exists() else spec.name
+    model_id = model if local_config(model) is not None else spec.name
     advice = advise(spec, gpu_spec, par, eng, memory, model_id, context)
     if not memory.fits:
         hint = "Lower --max-model-len or raise the memory fraction."
         longest = advice.largest_max_model_len
-        if longest and advice.smallest_fit:
+        if (memory.problem or "").startswith("--kv-cache-memory-bytes"):
+            hint = "Lower --kv-cache-memory-bytes, or drop it to let vLLM size the cache."
+        elif longest and advice.smallest_fit:
             # What vLLM's own error offers ("the estimated maximum model length is N"),
             # and the layout that keeps the requested length.
             hint = f"Try --max-model-len {longest} (the most that fits), or {advice.smallest_fit}."
@@ -167,6 +169,7 @@ def plan(
         elif longest:
             hint = f"Try --max-model-len {longest} or more GPUs."
         raise KvscopeError(f"{spec.name} does not fit on {gpu_spec.name}: {memory.problem}", hint)
+    _warn(memory.warnings)  # after the last refusal: an error stays one line
     from kvscope.cli import plan_perf
 
     perf = plan_perf.plan_performance(
@@ -180,13 +183,13 @@ def plan(
         eff,
         comm_run,
     )
-    if as_json or out_dir:
+    if as_json or out:
         from kvscope.cli.output import print_json, to_jsonable
 
-        out: dict[str, Any] = to_jsonable(memory)
-        out["advice"] = to_jsonable(advice)
-        out.update(plan_perf.performance_json(perf))
-        if out_dir:
+        doc: dict[str, Any] = to_jsonable(memory)
+        doc["advice"] = to_jsonable(advice)
+        doc.update(plan_perf.performance_json(perf))
+        if out:
             from kvscope.results import RunDir
 
             config = {
@@ -195,14 +198,53 @@ def plan(
                 "parallelism": to_jsonable(par),
                 "engine": to_jsonable(eng),
             }
-            RunDir(out_dir, "plan").write_summary(config, out)
+            RunDir(out, "plan", force=force).write_summary(config, doc)
         if as_json:
-            print_json(out)
+            print_json(doc)
             return
     _print_table(memory, advice)
     from kvscope.cli.output import stdout
 
     stdout.print(plan_perf.performance_table(perf))
+
+
+def _check_request_flags(
+    context: int | None, target_context: int | None, target_concurrency: int | None
+) -> None:
+    """Token and request counts typed by hand: at least 1 and within what an engine holds.
+
+    A zero used to be read as "not given" and a negative count as one request.
+    """
+    from kvscope.plan.config import MAX_TOKENS
+    from kvscope.validate import count
+
+    for value, flag in ((context, "--context"), (target_context, "--target-context")):
+        if value is not None:
+            count(value, flag, low=1, high=MAX_TOKENS)
+    if target_concurrency is not None:
+        count(target_concurrency, "--target-concurrency", low=1, high=MAX_TOKENS)
+
+
+def _check_out(out_dir: str, force: bool) -> None:
+    """Check ``--out`` before planning: writable, and not an earlier run unless ``--force``.
+
+    With ``--force`` the earlier run is only removed when the new one is written, so a plan
+    that fails leaves it in place.
+    """
+    from kvscope.validate import fresh_run_dir, writable_dir
+
+    if force:
+        writable_dir(out_dir, "run directory")
+    else:
+        fresh_run_dir(out_dir, force=False)
+
+
+def _warn(warnings: tuple[str, ...]) -> None:
+    """Caveats on stderr, one line each (stdout stays the table or the JSON object)."""
+    import sys
+
+    for w in warnings:
+        sys.stderr.write(f"kvscope: warning: {w}\n")
 
 
 def _search(
@@ -225,13 +267,15 @@ def _search(
             "--search needs --target-context and --target-concurrency.",
             "For example: --search --target-context 8192 --target-concurrency 64.",
         )
-    gpus = [get_gpu(gpu)] if gpu else None
+    gpus = [get_gpu(gpu)] if gpu is not None else None
     counts = (num_gpus,) if num_gpus else (1, 2, 4, 8, 16)
     res = plan_perf.run_search(
         spec, gpus, target_context, target_concurrency, gpu_hour_price, eng, eff, counts=counts
     )
+    warnings = eng.version_warnings()
     if as_json:
-        print_json(plan_perf.search_json(res))
+        _warn(warnings)
+        print_json({**plan_perf.search_json(res), "warnings": list(warnings)})
         return
     if not res.candidates:
         raise KvscopeError(
@@ -239,6 +283,7 @@ def _search(
             f"{target_context} tokens within {max(counts)} GPUs.",
             "Lower --target-context or --target-concurrency, or try --kv-cache-dtype fp8.",
         )
+    _warn(warnings)
     stdout.print(plan_perf.search_table(res))
 
 

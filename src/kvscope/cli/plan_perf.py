@@ -243,14 +243,25 @@ def search_json(res: SearchResult) -> dict[str, Any]:
 
 
 def measured_link(run_dir: str, tp: int) -> Any:
-    """The tensor-parallel all-reduce link fitted by a ``kvscope comm bench`` run."""
+    """The tensor-parallel all-reduce link fitted by a ``kvscope comm bench`` run.
+
+    The run's ``summary.json`` is read as UTF-8 JSON and its fitted ``alpha_s`` and
+    ``beta_s_per_byte`` must be finite and non-negative: anything else is one error line.
+    """
+    from pathlib import Path
+
     from kvscope.comm.model import AlphaBeta, to_link_model
     from kvscope.errors import KvscopeError
-    from kvscope.results import read_summary
+    from kvscope.validate import finite, load_json
 
-    summary = read_summary(run_dir)
-    fit = (summary or {}).get("fit")
-    if not summary or summary.get("kind") != "comm" or not isinstance(fit, dict):
-        raise KvscopeError(f"{run_dir}: not a `kvscope comm bench` run directory with a link fit.")
-    link = AlphaBeta(float(fit["alpha_s"]), float(fit["beta_s_per_byte"]))
-    return to_link_model(link, "all_reduce", tp, f"measured ({run_dir})")
+    not_comm = f"{run_dir}: not a `kvscope comm bench` run directory with a link fit."
+    path = Path(run_dir) / "summary.json"
+    if not path.is_file():
+        raise KvscopeError(not_comm, "Pass the --out directory of `kvscope comm bench`.")
+    summary = load_json(path, "run summary")
+    fit = summary.get("fit") if isinstance(summary, dict) else None
+    if not isinstance(summary, dict) or summary.get("kind") != "comm" or not isinstance(fit, dict):
+        raise KvscopeError(not_comm, "Pass the --out directory of `kvscope comm bench`.")
+    alpha = finite(fit.get("alpha_s"), f"{path}: fit.alpha_s", low=0.0)
+    beta = finite(fit.get("beta_s_per_byte"), f"{path}: fit.beta_s_per_byte", low=0.0)
+    return to_link_model(AlphaBeta(alpha, beta), "all_reduce", tp, f"measured ({run_dir})")

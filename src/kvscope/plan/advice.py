@@ -135,6 +135,8 @@ def command_line(
             parts.append("--enable-dp-attention")
         if plan.ep:
             parts.append(f"--ep-size {par.ep_size}")
+        if eng.block_size is not None:
+            parts.append(f"--page-size {plan.block_size}")
         parts += [
             f"--mem-fraction-static {plan.budget_fraction}",
             f"--context-length {plan.max_model_len}",

@@ -6,10 +6,53 @@ reads like the command line that would run it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 from kvscope.errors import KvscopeError
+from kvscope.validate import count, finite
+
+#: Most GPUs a plan may span (2^20). The largest clusters hold a few hundred thousand GPUs; a
+#: bigger count is a typo, and the search and the cost figures stay exact below it.
+MAX_GPUS = 1 << 20
+#: Longest context any flag may ask for (2^31 - 1 tokens): the engines' attention kernels take
+#: sequence lengths as int32 (FlashAttention ``seqused_k``, vLLM's ``seq_lens``), so no engine
+#: can hold a longer request; the largest public context windows are ~10M tokens.
+MAX_TOKENS = 2**31 - 1
+
+#: Flag names as the user types them, for one-line errors.
+_FLAG = {
+    "tp": "--tensor-parallel-size",
+    "pp": "--pipeline-parallel-size",
+    "dp": "--data-parallel-size",
+}
+
+
+def resolve_parallel(
+    num_gpus: int | None, tp: int | None, pp: int, dp: int, dp_attention: bool
+) -> tuple[int, int, int]:
+    """(tp, pp, dp) from the command line's ``--num-gpus`` and parallel sizes, checked.
+
+    Every size is a positive integer of at most :data:`MAX_GPUS` before any arithmetic (a zero
+    would divide); ``--num-gpus`` alone fills TP; given together they must agree.
+    """
+    if num_gpus is not None:
+        count(num_gpus, "--num-gpus", low=1, high=MAX_GPUS)
+    if tp is not None:
+        count(tp, _FLAG["tp"], low=1, high=MAX_GPUS)
+    count(pp, _FLAG["pp"], low=1, high=MAX_GPUS)
+    count(dp, _FLAG["dp"], low=1, high=MAX_GPUS)
+    per_tp = pp if dp_attention else pp * dp  # SGLang DP attention lives inside the TP group
+    if tp is None:
+        tp = max(1, (num_gpus or 1) // per_tp)
+    if num_gpus is not None and tp * per_tp != num_gpus:
+        shape = f"TP x PP = {tp} x {pp}" if dp_attention else f"TP x PP x DP = {tp} x {pp} x {dp}"
+        raise KvscopeError(
+            f"--num-gpus {num_gpus} does not equal {shape}.",
+            "Give --num-gpus alone, or parallel sizes whose product is the GPU count.",
+        )
+    return tp, pp, dp
 
 
 @dataclass(frozen=True)
@@ -31,8 +74,14 @@ class Parallelism:
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise KvscopeError(f"--{name} must be a positive integer, got {value!r}.")
+            if not isinstance(value, int):
+                raise KvscopeError(f"{_FLAG[name]} must be an integer, not {value!r}.")
+            count(value, _FLAG[name], low=1, high=MAX_GPUS)
+        if self.tp * self.pp * self.dp > MAX_GPUS:
+            raise KvscopeError(
+                f"TP x PP x DP = {self.tp} x {self.pp} x {self.dp} is more than {MAX_GPUS:,} GPUs.",
+                "Plan one deployment at a time; the largest clusters hold far fewer GPUs.",
+            )
         if self.dp_attention and self.tp % self.dp:
             raise KvscopeError(
                 f"DP attention splits the TP group: --dp {self.dp} must divide --tp {self.tp}.",
@@ -68,31 +117,44 @@ class Parallelism:
 #: Engines the planner models.
 ENGINES = ("vllm", "sglang")
 
-#: Engine versions assumed when ``--engine-version`` is not given (the releases the
-#: reference notes were read from: vLLM 0.33.0, SGLang 0.5.23).
+#: Engine versions assumed when ``--engine-version`` is not given, and the newest whose rules
+#: are modelled (a later ``--engine-version`` plans with a warning). The releases the
+#: reference notes were read from: vLLM 0.33.0, SGLang 0.5.23.
 DEFAULT_ENGINE_VERSION = {"vllm": "0.33.0", "sglang": "0.5.23"}
+
+
+#: Oldest SGLang release whose rules are modelled (older ones take its rules).
+SGLANG_OLDEST_MODELLED = (0, 3, 6)
+_ENGINE_NAME = {"vllm": "vLLM", "sglang": "SGLang"}
+
+#: A release string as the engines publish them: up to six digits a component (so a number
+#: too long to be a version is refused, not parsed), pre/post/dev tags, a local ``+tag``.
+_VERSION = re.compile(
+    r"v?(\d{1,6})(?:\.(\d{1,6}))?(?:\.(\d{1,6}))?(?:\.\d{1,6})*"
+    r"(?:[.-]?(?:rc|a|b|alpha|beta|post|dev)\d{0,6})*(?:\+[0-9a-z][0-9a-z.]*)?"
+)
 
 
 @lru_cache(maxsize=256)
 def parse_version(text: str) -> tuple[int, int, int]:
-    """``0.19.1rc2.dev5`` -> ``(0, 19, 1)``; raises :class:`KvscopeError` on nonsense."""
-    parts: list[int] = []
-    for piece in text.strip().lstrip("v").split(".")[:3]:
-        digits = ""
-        for ch in piece:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        parts.append(int(digits))
-    if not parts:
+    """``0.19.1rc2.dev5`` -> ``(0, 19, 1)``; raises :class:`KvscopeError` on nonsense.
+
+    Accepts the forms the engines release (``0.10.1.1``, ``0.6.3.post1``, ``v0.5.3``,
+    ``0.11.0+cu128``); anything else (``abc``, ``1..2``, an empty string) is refused rather
+    than read as its leading digits.
+    """
+    m = _VERSION.fullmatch(text.strip().lower())
+    if m is None:
+        shown = text if len(text) <= 40 else text[:37] + "..."
         raise KvscopeError(
-            f"--engine-version '{text}' is not a version number.", "Use a form like 0.19.0."
+            f"--engine-version '{shown}' is not a version number.", "Use a form like 0.19.0."
         )
-    while len(parts) < 3:
-        parts.append(0)
-    return (parts[0], parts[1], parts[2])
+    major, minor, patch = (int(g) if g else 0 for g in m.groups())
+    return (major, minor, patch)
+
+
+def _version_text(v: tuple[int, int, int]) -> str:
+    return ".".join(map(str, v))
 
 
 @dataclass(frozen=True)
@@ -152,19 +214,89 @@ class EngineConfig:
             )
         for name in ("gpu_memory_utilization", "mem_fraction_static"):
             value = getattr(self, name)
-            if value is not None and not 0.0 < value <= 1.0:
+            if value is None:
+                continue
+            flag = f"--{name.replace('_', '-')}"
+            if not 0.0 < finite(value, flag) <= 1.0:
                 raise KvscopeError(
-                    f"--{name.replace('_', '-')} must be in (0, 1], got {value}.",
+                    f"{flag} must be in (0, 1], got {value}.",
                     "It is a fraction of the GPU's total memory, e.g. 0.9.",
                 )
+        self._check_engine_flags()
         for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
             value = getattr(self, name)
-            if value is not None and value < 1:
-                raise KvscopeError(f"--{name.replace('_', '-')} must be >= 1, got {value}.")
+            if value is not None:
+                count(value, f"--{name.replace('_', '-')}", low=1, high=MAX_TOKENS)
+        if self.block_size is not None and self.engine == "vllm":
+            _check_vllm_block_size(int(self.block_size))
+        if self.num_gpu_blocks_override is not None:
+            count(self.num_gpu_blocks_override, "--num-gpu-blocks-override", low=1)
+        if self.kv_cache_memory_bytes is not None:
+            count(self.kv_cache_memory_bytes, "--kv-cache-memory-bytes", low=1)
+        count(self.speculative_layers, "speculative layers", high=MAX_GPUS)
         if self.indexer_dtype not in ("fp8", "fp4"):
             raise KvscopeError(f"indexer dtype must be fp8 or fp4, got '{self.indexer_dtype}'.")
         if self.engine_version is not None:
             parse_version(self.engine_version)
+
+    def _check_engine_flags(self) -> None:
+        """Refuse a flag the chosen engine does not have: it would be silently ignored."""
+        if self.engine == "sglang":
+            if self.gpu_memory_utilization is not None:
+                raise KvscopeError(
+                    "SGLang sizes its pool with --mem-fraction-static; "
+                    "--gpu-memory-utilization is vLLM's.",
+                    "Pass --mem-fraction-static with --engine sglang.",
+                )
+            vllm_only = {
+                "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
+                "num_gpu_blocks_override": "--num-gpu-blocks-override",
+                "cudagraph_memory": "--cudagraph-memory/--no-cudagraph-memory",
+                "flashinfer_sampler": "--flashinfer-sampler/--no-flashinfer-sampler",
+            }
+            for name, flag in vllm_only.items():
+                if getattr(self, name) is not None:
+                    raise KvscopeError(
+                        f"{flag} is a vLLM setting; SGLang has no such flag.",
+                        "Drop it with --engine sglang (SGLang sizes its pool with "
+                        "--mem-fraction-static).",
+                    )
+            if self.enforce_eager:
+                raise KvscopeError(
+                    "--enforce-eager is vLLM's; SGLang's is --disable-cuda-graph.",
+                    "Drop --enforce-eager with --engine sglang.",
+                )
+        elif self.mem_fraction_static is not None:
+            raise KvscopeError(
+                "vLLM sizes its KV cache with --gpu-memory-utilization; "
+                "--mem-fraction-static is SGLang's.",
+                "Pass --gpu-memory-utilization with --engine vllm.",
+            )
+
+    def version_warnings(self) -> tuple[str, ...]:
+        """A warning when ``engine_version`` lies outside the releases whose rules are read.
+
+        A release newer than the newest one read is planned with that release's rules (its
+        defaults may have moved); an SGLang release older than the oldest one read takes the
+        oldest one's rules. Empty when the version is within the modelled range.
+        """
+        if self.engine_version is None:
+            return ()
+        v, name = self.version, _ENGINE_NAME[self.engine]
+        newest = parse_version(DEFAULT_ENGINE_VERSION[self.engine])
+        if v > newest:
+            return (
+                f"{name} {self.engine_version} is newer than the newest release kvscope "
+                f"models ({_version_text(newest)}); the rules of {_version_text(newest)} "
+                "are used.",
+            )
+        if self.engine == "sglang" and v < SGLANG_OLDEST_MODELLED:
+            oldest = _version_text(SGLANG_OLDEST_MODELLED)
+            return (
+                f"SGLang {self.engine_version} is older than the oldest release kvscope "
+                f"models ({oldest}); the rules of {oldest} are used.",
+            )
+        return ()
 
     @property
     def version(self) -> tuple[int, int, int]:
@@ -174,4 +306,19 @@ class EngineConfig:
     @property
     def version_text(self) -> str:
         """The engine release as ``major.minor.patch``."""
-        return ".".join(map(str, self.version))
+        return _version_text(self.version)
+
+
+def _check_vllm_block_size(block: int) -> None:
+    # vLLM's CacheConfig long took only BlockSize = Literal[1, 8, 16, 32, 64, 128] (256 joined
+    # for DeepSeek V4; vllm/config/cache.py), and the fixed sizes its CUDA backends require are
+    # powers of two too (FlashMLA 64, CUTLASS MLA 128, FlashInfer 16/32/64). Newer releases
+    # take any positive size their backend supports (FlashAttention: multiples of 16), but a
+    # size such as 7 starts on none of them, so only powers of two are planned: never a
+    # `vllm serve` line that vLLM would refuse.
+    if block & (block - 1):
+        raise KvscopeError(
+            f"--block-size {block} is not a power of two; vLLM takes block sizes such as "
+            "8, 16, 32, 64, 128 or 256 tokens.",
+            "Use --block-size 16 (vLLM's default).",
+        )

@@ -21,6 +21,11 @@ from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
 from kvscope.specs.hardware import GPUSpec
+from kvscope.validate import finite
+
+#: Highest ``--gpu-hour-price`` taken (USD per GPU-hour): list prices are a few dollars, and
+#: a bound keeps $/hour and $/M tokens finite for every GPU count a plan may span.
+MAX_GPU_HOUR_USD = 1e6
 
 #: Indicative on-demand USD per GPU-hour (2025 public list prices, rounded); override them.
 DEFAULT_GPU_HOUR_USD: dict[str, float] = {
@@ -68,12 +73,17 @@ class Cost:
     pue: float
 
 
+def check_price(usd: float) -> float:
+    """A ``--gpu-hour-price``: finite, not negative, at most :data:`MAX_GPU_HOUR_USD`."""
+    if finite(usd, "--gpu-hour-price") < 0:
+        raise KvscopeError(f"--gpu-hour-price must not be negative, got {usd}.")
+    return finite(usd, "--gpu-hour-price", high=MAX_GPU_HOUR_USD)
+
+
 def gpu_hour_price(gpu: GPUSpec, override: float | None = None) -> tuple[float, str]:
     """(USD per GPU-hour, where it comes from) for a catalogue GPU."""
     if override is not None:
-        if override < 0:
-            raise KvscopeError(f"--gpu-hour-price must not be negative, got {override}.")
-        return float(override), "--gpu-hour-price"
+        return check_price(override), "--gpu-hour-price"
     if gpu.name not in DEFAULT_GPU_HOUR_USD:
         raise KvscopeError(
             f"no default price for GPU '{gpu.name}'.", "Pass --gpu-hour-price USD_PER_GPU_HOUR."

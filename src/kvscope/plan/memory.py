@@ -90,6 +90,9 @@ class MemoryPlan:
     #: Where ``budget_fraction`` came from: "given" or the engine's default rule.
     budget_source: str = "given"
     activation_peak_logged_gib: float = 0.0
+    #: Caveats about the inputs (an engine release outside the modelled range), one sentence
+    #: each; the CLI prints them on stderr and ``--json`` carries them.
+    warnings: tuple[str, ...] = ()
 
     def raise_if_infeasible(self) -> None:
         """Raise :class:`KvscopeError` (one sentence plus a hint) when it does not fit."""
@@ -138,6 +141,7 @@ def plan_memory(
     eng = engine or EngineConfig()
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
     kinds = attention_kinds(model)
+    _check_inputs(model, gpu, eng, kv_dtype)
     if any(k.startswith("dsv4") for k in kinds) or ("mla_sparse" in kinds and is_fp8(kv_dtype)):
         # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).
@@ -150,6 +154,42 @@ def plan_memory(
     if eng.engine == "sglang":
         return _plan_sglang(model, gpu, par, eng, stages, kv_dtype)
     return _plan_vllm(model, gpu, par, eng, stages, kv_dtype)
+
+
+def _check_inputs(model: ModelSpec, gpu: GPUSpec, eng: EngineConfig, kv_dtype: str) -> None:
+    """Refuse flags no engine would start with on this model and GPU (one line each)."""
+    model.check_kv_dtype(kv_dtype)
+    kv_bytes = eng.kv_cache_memory_bytes
+    if kv_bytes is not None and kv_bytes > gpu.memory_bytes:
+        raise KvscopeError(
+            f"--kv-cache-memory-bytes {kv_bytes:,} ({kv_bytes / GIB:,.2f} GiB) is more than "
+            f"the {gpu.memory_bytes / GIB:.2f} GiB of memory of one {gpu.name}.",
+            "It is the KV cache of one GPU, in bytes.",
+        )
+
+
+def _kv_bytes_problem(
+    ranks: tuple[vllm_budget.VllmRank, ...], gpu: GPUSpec, eng: EngineConfig, subtract: bool
+) -> str | None:
+    """Why a given ``--kv-cache-memory-bytes`` cannot be allocated, or None.
+
+    vLLM takes the figure as it is (no profile), so the cache plus the weights, the
+    activation peak and the buffers of the fullest stage must fit in the GPU.
+    """
+    kv_bytes = eng.kv_cache_memory_bytes
+    if kv_bytes is None:
+        return None
+    spent = max(
+        r.weights + r.activation + r.non_torch + (r.cudagraph if subtract else 0.0) for r in ranks
+    )
+    left = gpu.memory_bytes - spent
+    if kv_bytes <= left:
+        return None
+    return (
+        f"--kv-cache-memory-bytes asks for {kv_bytes / GIB:.2f} GiB of KV cache per GPU but "
+        f"only {max(left, 0.0) / GIB:.2f} GiB of the {gpu.memory_bytes / GIB:.2f} GiB remain "
+        "after weights, activations and buffers."
+    )
 
 
 def _plan_vllm(
@@ -166,6 +206,7 @@ def _plan_vllm(
     tightest = min(ranks, key=lambda r: r.num_blocks)
     tokens, conc = vllm_budget.logged_capacity(tightest.layout, blocks, d, eng.version)
     r0 = ranks[0]
+    kv_problem = _kv_bytes_problem(ranks, gpu, eng, d.cudagraph_subtracted)
     problem = None
     if r0.weights > r0.requested:
         problem = (
@@ -173,6 +214,8 @@ def _plan_vllm(
             f"gpu_memory_utilization {d.gpu_memory_utilization} allows "
             f"{r0.requested / GIB:.2f} GiB of {gpu.memory_bytes / GIB:.2f} GiB."
         )
+    elif kv_problem is not None:
+        problem = kv_problem
     elif tightest.available_kv <= 0:
         problem = (
             f"no memory is left for the KV cache ({tightest.available_kv / GIB:.2f} GiB "
@@ -226,6 +269,7 @@ def _plan_vllm(
             else f"vLLM {eng.version_text} default"
         ),
         activation_peak_logged_gib=vllm_budget.logged_activation(r0, d, eng.version) / GIB,
+        warnings=eng.version_warnings(),
     )
 
 
@@ -296,4 +340,5 @@ def _plan_sglang(
         ranks=per_rank,
         budget_source="given" if defaults.rule == "given" else f"SGLang default: {defaults.rule}",
         activation_peak_logged_gib=act.total_bytes / GIB,
+        warnings=eng.version_warnings(),
     )

@@ -40,8 +40,8 @@ from kvscope.plan.comm import (
     SCALE_OUT_BANDWIDTH,
     step_comm_seconds,
 )
-from kvscope.plan.config import EngineConfig, Parallelism
-from kvscope.plan.cost import DEFAULT_GPU_HOUR_USD
+from kvscope.plan.config import MAX_GPUS, MAX_TOKENS, EngineConfig, Parallelism
+from kvscope.plan.cost import DEFAULT_GPU_HOUR_USD, check_price
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.roofline import Efficiency
 from kvscope.plan.step_costs import (
@@ -54,6 +54,7 @@ from kvscope.plan.step_costs import (
 from kvscope.specs.dtypes import resolve_kv_dtype
 from kvscope.specs.hardware import GIB, GPUSpec, list_gpus
 from kvscope.specs.model import ModelSpec
+from kvscope.validate import count
 
 F64 = NDArray[np.float64]
 
@@ -271,10 +272,14 @@ def search(
     ``engine`` (default vLLM, its default version) decides the exact memory budget the
     cheapest candidates are checked against; ``check`` replaces that check altogether.
     """
-    if target_context < 1 or target_concurrency < 1:
-        raise KvscopeError("--target-context and --target-concurrency must be at least 1.")
+    count(target_context, "--target-context", low=1, high=MAX_TOKENS)
+    count(target_concurrency, "--target-concurrency", low=1, high=MAX_TOKENS)
+    for n in counts:
+        count(n, "--num-gpus", low=1, high=MAX_GPUS)
     if not 0.0 < mem_utilization <= 1.0:
         raise KvscopeError(f"memory utilization must be in (0, 1], got {mem_utilization}.")
+    if gpu_hour_price is not None:
+        gpu_hour_price = check_price(gpu_hour_price)
     e = eff or Efficiency()
     start = time.perf_counter()
     pool = list(gpus) if gpus is not None else list(list_gpus())

@@ -85,8 +85,9 @@ def check_divisibility(model: ModelSpec, par: Parallelism) -> None:
     """Raise the engine's own complaint when TP does not divide the attention heads."""
     att = model.first_attention
     if att.num_heads % par.tp:
-        divisors = [d for d in range(1, att.num_heads + 1) if att.num_heads % d == 0]
-        ok = [d for d in divisors if d <= 2 * par.tp][-2:]
+        # Only divisors up to 2 x TP are offered, so only those are tried (heads may be huge).
+        top = min(att.num_heads, 2 * par.tp)
+        ok = [d for d in range(1, top + 1) if att.num_heads % d == 0][-2:]
         raise KvscopeError(
             f"--tensor-parallel-size {par.tp} does not divide the {att.num_heads} attention "
             f"heads of {model.name}.",

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from kvscope import __version__
 from kvscope.errors import KvscopeError
-from kvscope.validate import fresh_run_dir
+from kvscope.validate import fresh_run_dir, load_json
 
 RUN_KINDS = ("simulate", "bench", "watch", "memtrace", "comm", "plan")
 
@@ -160,12 +160,9 @@ def read_table(run_dir: str | Path, name: str) -> pa.Table | None:
 
 
 def read_summary(run_dir: str | Path) -> dict[str, Any] | None:
-    """``summary.json`` of a run directory, or None when absent."""
+    """``summary.json`` of a run directory, or None when absent; unreadable → one error line."""
     p = Path(run_dir) / "summary.json"
     if not p.is_file():
         return None
-    try:
-        data = json.loads(p.read_text())
-    except json.JSONDecodeError as err:
-        raise KvscopeError(f"{p}: not valid JSON ({err.msg} at line {err.lineno}).") from None
+    data = load_json(p, "summary.json")
     return data if isinstance(data, dict) else None

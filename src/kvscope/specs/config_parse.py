@@ -22,12 +22,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvscope.errors import ConfigError
+from kvscope.errors import ConfigError, KvscopeError, UnknownNameError
 from kvscope.specs import quant
 from kvscope.specs.attention import AttentionLayer
-from kvscope.specs.dtypes import resolve_model_dtype
+from kvscope.specs.dtypes import canonical_dtype, resolve_model_dtype
 from kvscope.specs.ffn import FFNLayer
 from kvscope.specs.model import LayerSpec, ModelSpec, Published
+from kvscope.validate import count
+
+#: Largest value an architecture size may hold (2^31 - 1): engines index these dimensions
+#: with int32, and public models stay orders of magnitude below (vocabularies ~256K, hidden
+#: sizes ~16K, context windows ~10M tokens). A bigger number is a typo or a damaged file.
+MAX_SIZE = 2**31 - 1
+#: Most decoder layers a config may declare. The largest public models have under 200
+#: (Llama 3.1 405B: 126, DeepSeek-V3: 61); every layer is planned one by one, and 10,000 keep
+#: a plan within about a second, where a million took minutes and a gigabyte.
+MAX_LAYERS = 10_000
 
 _SLIDING_BY_DEFAULT = ("mistral", "mixtral")  # sliding_window applies to all layers if set
 _QKV_BIAS = ("qwen2", "qwen2_moe")
@@ -44,17 +54,34 @@ class _Cfg:
     def has(self, key: str) -> bool:
         return self.raw.get(key) is not None
 
-    def integer(self, key: str, default: int | None = None, minimum: int = 1) -> int:
+    def integer(
+        self, key: str, default: int | None = None, minimum: int = 1, maximum: int = MAX_SIZE
+    ) -> int:
         value = self.raw.get(key)
         if value is None:
             if default is None:
                 raise ConfigError(self.source, key, "is missing")
             return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-            raise ConfigError(self.source, key, f"must be an integer, got {value!r}")
-        if int(value) < minimum:
-            raise ConfigError(self.source, key, f"must be >= {minimum}, got {value}")
-        return int(value)
+        return self.check_int(key, value, minimum, maximum)
+
+    def check_int(self, key: str, value: Any, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
+        """``value`` (read from ``key``) as an int in [minimum, maximum], else ConfigError."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(self.source, key, f"must be an integer, got {_show(value)}")
+        try:
+            return count(value, key, low=minimum, high=maximum)
+        except KvscopeError as err:
+            problem = err.message.removeprefix(f"{key} ").rstrip(".")
+            raise ConfigError(self.source, key, problem) from None
+
+    def text(self, key: str) -> str:
+        """A string field, ``""`` when absent; anything but a string is a ConfigError."""
+        value = self.raw.get(key)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise ConfigError(self.source, key, f"must be a string, got {_show(value)}")
+        return value
 
     def opt_int(self, key: str, minimum: int = 1) -> int | None:
         return self.integer(key, minimum=minimum) if self.has(key) else None
@@ -69,6 +96,11 @@ class _Cfg:
 
     def fail(self, key: str, problem: str) -> ConfigError:
         return ConfigError(self.source, key, problem)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _flatten(raw: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -91,9 +123,9 @@ def parse_config(
     """Build a :class:`ModelSpec` from a config.json mapping; ``dtype``/``quantization`` are
     the ``--dtype`` / ``--quantization`` overrides. Raises ConfigError naming the field."""
     c = _Cfg(_flatten(raw), source)
-    model_type = str(c.raw.get("model_type") or "")
+    model_type = c.text("model_type")
     h = c.integer("hidden_size")
-    n_layers = c.integer("num_hidden_layers")
+    n_layers = _num_layers(c)
     nh = c.integer("num_attention_heads")
     vocab = c.integer("vocab_size")
     max_pos = c.integer("max_position_embeddings", default=4096)
@@ -113,10 +145,10 @@ def parse_config(
         final += hc * hc * h + hc + 1
     layers = tuple(LayerSpec(a, f, per_layer_extra) for a, f in zip(attentions, ffns, strict=True))
 
-    resolved_dtype = resolve_model_dtype(dtype, c.raw.get("torch_dtype") or c.raw.get("dtype"))
+    resolved_dtype = resolve_model_dtype(dtype, _config_dtype(c))
     q = _quantization(c, quantization, resolved_dtype)
     return ModelSpec(
-        name=name or str(c.raw.get("_name_or_path") or source),
+        name=name or c.text("_name_or_path") or source,
         model_type=model_type,
         hidden_size=h,
         vocab_size=vocab,
@@ -130,6 +162,32 @@ def parse_config(
         source=source,
         published=published or Published(),
     )
+
+
+def _config_dtype(c: _Cfg) -> str | None:
+    """The checkpoint's ``torch_dtype`` (or ``dtype``), checked to be a dtype name."""
+    key = "torch_dtype" if c.has("torch_dtype") else "dtype"
+    value = c.text(key) or None
+    if value is not None:
+        try:
+            canonical_dtype(value)
+        except UnknownNameError as err:
+            raise ConfigError(
+                c.source, key, f"is {_show(value)}, not a known dtype", err.hint
+            ) from None
+    return value
+
+
+def _num_layers(c: _Cfg) -> int:
+    n = c.integer("num_hidden_layers", maximum=MAX_SIZE)
+    if n > MAX_LAYERS:
+        raise ConfigError(
+            c.source,
+            "num_hidden_layers",
+            f"is {n:,}; kvscope plans at most {MAX_LAYERS:,} layers",
+            "The largest public models have under 200 layers.",
+        )
+    return n
 
 
 def _quantization(c: _Cfg, flag: str | None, dtype: str) -> quant.Quantization:
@@ -182,7 +240,9 @@ def _gqa_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> lis
     if types is not None:
         if not isinstance(types, list) or len(types) != n_layers:
             raise c.fail("layer_types", f"must list {n_layers} entries (num_hidden_layers)")
-        sliding = [str(t).startswith("sliding") for t in types]
+        if not all(isinstance(t, str) for t in types):
+            raise c.fail("layer_types", "must list strings (full_attention, sliding_attention)")
+        sliding = [t.startswith("sliding") for t in types]
         if any(sliding) and window is None:
             raise c.fail("sliding_window", "is missing but layer_types has sliding layers")
     elif window is not None and (
@@ -243,11 +303,11 @@ def _dsv4_layers(c: _Cfg, h: int, nh: int, n_layers: int) -> list[AttentionLayer
         )
     out = []
     for i, r in enumerate(ratios[:n_layers]):
-        if r not in _DSV4_KIND:
-            raise c.fail("compress_ratios", f"has {r!r} at layer {i}; expected 0, 4 or 128")
+        if isinstance(r, bool) or not isinstance(r, int | float) or r not in _DSV4_KIND:
+            raise c.fail("compress_ratios", f"has {_show(r)} at layer {i}; expected 0, 4 or 128")
         out.append(
             AttentionLayer(
-                _DSV4_KIND[r],
+                _DSV4_KIND[int(r)],
                 hidden_size=h,
                 num_heads=nh,
                 num_kv_heads=c.integer("num_key_value_heads", default=1),
@@ -309,7 +369,7 @@ def _ffn_layers(c: _Cfg, model_type: str, h: int, n_layers: int) -> list[FFNLaye
         raise c.fail("first_k_dense_replace", f"({first_dense}) exceeds num_hidden_layers")
     freq = c.integer("moe_layer_freq", default=1)
     step = c.integer("decoder_sparse_step", default=1)
-    mlp_only = set(c.raw.get("mlp_only_layers") or [])
+    mlp_only = _layer_list(c, "mlp_only_layers")
     out = []
     for i in range(n_layers):
         is_moe = i >= first_dense and (i - first_dense) % freq == 0
@@ -318,3 +378,13 @@ def _ffn_layers(c: _Cfg, model_type: str, h: int, n_layers: int) -> list[FFNLaye
             raise c.fail("intermediate_size", f"is missing but layer {i} is dense")
         out.append(moe if is_moe else dense)
     return out
+
+
+def _layer_list(c: _Cfg, key: str) -> set[int]:
+    """A list of layer indices (``mlp_only_layers``), each a non-negative integer."""
+    value = c.raw.get(key)
+    if value is None:
+        return set()
+    if not isinstance(value, list):
+        raise c.fail(key, f"must be a list of layer indices, got {_show(value)}")
+    return {c.check_int(key, i, 0) for i in value}

@@ -18,6 +18,7 @@ def describe_model(
 ) -> dict[str, Any]:
     """Derived figures of a model: parameters, weights, KV bytes per token by layer group."""
     kv = resolve_kv_dtype(kv_cache_dtype, m.dtype)
+    m.check_kv_dtype(kv)
     groups = m.kv_groups(kv, 1, indexer_dtype)
     moe = m.moe_layer
     return {

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from kvscope.errors import KvscopeError
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.ffn import FFNLayer
@@ -189,6 +190,15 @@ class ModelSpec:
         return sum(self.weight_bytes.values())
 
     # ------------------------------------------------------------------ KV cache
+    def check_kv_dtype(self, kv_dtype: str) -> None:
+        """Refuse a KV-cache dtype this model cannot store (one line, naming the model)."""
+        if kv_dtype == "fp8_ds_mla" and not self.uses_mla:
+            raise KvscopeError(
+                f"--kv-cache-dtype fp8_ds_mla is DeepSeek's packed MLA record, but {self.name} "
+                "has no MLA layers.",
+                "Use --kv-cache-dtype fp8.",
+            )
+
     def kv_groups(
         self, kv_dtype: str | None = None, tp: int = 1, indexer_dtype: str = "fp8"
     ) -> tuple[KVGroup, ...]:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kvscope.errors import ConfigError, UnknownNameError
+from kvscope.errors import ConfigError, KvscopeError, UnknownNameError
 
 #: Values ``--quantization`` accepts (a subset of vLLM's ``QuantizationMethods`` that we model).
 QUANT_METHODS = ("none", "fp8", "awq", "gptq", "compressed-tensors", "mxfp4", "bitsandbytes")
@@ -64,8 +64,45 @@ def _int4_group(group: int) -> float:
 MXFP4_BYTES = 0.5 + 1.0 / 32.0
 
 
+def _int(
+    qc: Mapping[str, Any],
+    keys: tuple[str, ...],
+    default: int,
+    source: str,
+    low: int = 1,
+    prefix: str = "quantization_config",
+) -> int:
+    """The first of ``keys`` present in ``qc`` as an integer (>= ``low``), else ``default``."""
+    for key in keys:
+        value = qc.get(key)
+        if value is None:
+            continue
+        ok = not isinstance(value, bool) and isinstance(value, int | float) and value == int(value)
+        if not ok or not low <= int(value) <= MAX_QUANT_INT:
+            raise ConfigError(
+                source,
+                f"{prefix}.{key}",
+                f"must be an integer from {low} to {MAX_QUANT_INT:,}, got {_show(value)}",
+            )
+        return int(value)
+    return default
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+#: Bound on bit widths and group sizes read from a checkpoint (no format groups more).
+MAX_QUANT_INT = 1 << 20
+
+
 def from_config(qc: Mapping[str, Any] | None, source: str = "config.json") -> Quantization:
-    """Parse a Hugging Face ``quantization_config`` into a :class:`Quantization`."""
+    """Parse a Hugging Face ``quantization_config`` into a :class:`Quantization`.
+
+    Every field read is type- and range-checked: a malformed one is a :class:`ConfigError`
+    naming it (``quantization_config.bits``), never a traceback.
+    """
     if not qc:
         return NONE
     method = str(qc.get("quant_method", "")).lower()
@@ -74,11 +111,16 @@ def from_config(qc: Mapping[str, Any] | None, source: str = "config.json") -> Qu
     if method == "fp8":
         wbs = qc.get("weight_block_size")
         if wbs is not None:
-            if len(wbs) != 2 or min(int(x) for x in wbs) <= 0:
+            ok = isinstance(wbs, list | tuple) and len(wbs) == 2
+            ok = ok and all(
+                not isinstance(x, bool) and isinstance(x, int) and 0 < x <= MAX_QUANT_INT
+                for x in wbs
+            )
+            if not ok:
                 raise ConfigError(
                     source,
                     "quantization_config.weight_block_size",
-                    f"must be two positive integers, got {wbs!r}",
+                    f"must be two positive integers, got {_show(wbs)}",
                 )
             block = (int(wbs[0]), int(wbs[1]))
             linear = _fp8_block(block)
@@ -92,8 +134,8 @@ def from_config(qc: Mapping[str, Any] | None, source: str = "config.json") -> Qu
             desc += ", MXFP4 experts"
         return Quantization("fp8", linear, expert, None, block, desc)
     if method in ("awq", "gptq"):
-        bits = int(qc.get("bits", qc.get("w_bit", 4)))
-        group = int(qc.get("group_size", qc.get("q_group_size", 128)))
+        bits = _int(qc, ("bits", "w_bit"), 4, source)
+        group = _int(qc, ("group_size", "q_group_size"), 128, source, low=-1)
         if group <= 0:
             group = 4096  # per-channel (-1): one scale per output row; effectively no overhead
         per = bits / 8.0 + 2.5 / group
@@ -114,16 +156,23 @@ def _compressed_tensors(qc: Mapping[str, Any], source: str) -> Quantization:
     groups = qc.get("config_groups") or {}
     if not groups:
         raise ConfigError(source, "quantization_config.config_groups", "is missing")
+    if not isinstance(groups, Mapping):
+        raise ConfigError(source, "quantization_config.config_groups", "must be an object")
     first = next(iter(groups.values()))
-    w = first.get("weights") or {}
-    bits = int(w.get("num_bits", 8))
+    if not isinstance(first, Mapping):
+        raise ConfigError(source, "quantization_config.config_groups", "must map to objects")
+    w = first.get("weights")
+    if w is not None and not isinstance(w, Mapping):
+        raise ConfigError(source, "quantization_config.config_groups.weights", "must be an object")
+    w = w or {}
+    where = "quantization_config.config_groups.weights"
+    bits = _int(w, ("num_bits",), 8, source, prefix=where)
     kind = str(w.get("type", "float"))
-    group = w.get("group_size")
     if bits == 8:
         per = 1.0
         desc = f"compressed-tensors {kind}8 ({w.get('strategy', 'channel')})"
         return Quantization("compressed-tensors", per, per, None, None, desc)
-    g = int(group) if group else 128
+    g = _int(w, ("group_size",), 128, source, low=0, prefix=where) or 128
     per = bits / 8.0 + 2.0 / g  # fp16 scale per group, symmetric (no zero point)
     desc = f"compressed-tensors {kind}{bits}, group {g}"
     return Quantization("compressed-tensors", per, per, g, None, desc)
@@ -142,10 +191,9 @@ def from_flag(method: str, model_dtype_bytes: float) -> Quantization:
     if key == "mxfp4":
         return Quantization("mxfp4", None, MXFP4_BYTES, 32, None, "mxfp4 experts", online=True)
     if key in QUANT_METHODS:
-        raise ConfigError(
-            "--quantization",
-            "quantization",
-            f"'{key}' needs a pre-quantized checkpoint whose config.json "
-            "carries quantization_config",
+        raise KvscopeError(
+            f"--quantization {key} needs a pre-quantized checkpoint whose config.json "
+            "carries quantization_config.",
+            "Point --model at that checkpoint, or use --quantization fp8 (online).",
         )
     raise UnknownNameError("quantization method", method, QUANT_METHODS)
