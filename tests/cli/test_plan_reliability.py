@@ -58,7 +58,7 @@ def assert_one_error(code: int, out: str, err: str, needle: str) -> None:
         (("--mem-fraction-static", "0.8"), "--mem-fraction-static is SGLang's"),
         (("--engine-version", "abc"), "not a version number"),
         (("--engine-version", "1..2"), "not a version number"),
-        (("--block-size", "7"), "not a power of two"),
+        (("--block-size", "7"), "neither a power of two nor a multiple of 16"),
         (("--max-model-len", "1000000000000"), "--max-model-len must be <="),
         (("--context", "0"), "--context must be >= 1"),
         (("--context", "-1"), "--context must be >= 1"),  # was named --max-model-len

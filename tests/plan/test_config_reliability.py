@@ -91,13 +91,13 @@ def test_each_engine_refuses_the_other_engines_memory_flag() -> None:
     assert EngineConfig(engine="sglang", mem_fraction_static=0.8).mem_fraction_static == 0.8
 
 
-@pytest.mark.parametrize("block", [7, 12, 48, 100])
-def test_vllm_block_size_must_be_a_power_of_two(block: int) -> None:
-    with pytest.raises(KvscopeError, match="not a power of two"):
+@pytest.mark.parametrize("block", [7, 12, 24, 100])
+def test_vllm_block_size_must_be_a_power_of_two_or_a_multiple_of_16(block: int) -> None:
+    with pytest.raises(KvscopeError, match="neither a power of two nor a multiple of 16"):
         EngineConfig(block_size=block)
 
 
-@pytest.mark.parametrize("block", [1, 8, 16, 32, 64, 128, 256])
+@pytest.mark.parametrize("block", [1, 8, 16, 32, 48, 64, 128, 256])
 def test_vllm_block_sizes_it_accepts(block: int) -> None:
     plan = plan_memory(LLAMA8, H100, engine=EngineConfig(block_size=block, max_model_len=8192))
     assert plan.block_size == block

@@ -313,12 +313,12 @@ def _check_vllm_block_size(block: int) -> None:
     # vLLM's CacheConfig long took only BlockSize = Literal[1, 8, 16, 32, 64, 128] (256 joined
     # for DeepSeek V4; vllm/config/cache.py), and the fixed sizes its CUDA backends require are
     # powers of two too (FlashMLA 64, CUTLASS MLA 128, FlashInfer 16/32/64). Newer releases
-    # take any positive size their backend supports (FlashAttention: multiples of 16), but a
-    # size such as 7 starts on none of them, so only powers of two are planned: never a
-    # `vllm serve` line that vLLM would refuse.
-    if block & (block - 1):
+    # take any positive size their backend supports (FlashAttention: multiples of 16), so
+    # powers of two and multiples of 16 are planned; a size such as 7 or 24 starts on none
+    # of them, so no `vllm serve` line with it is ever printed.
+    if block & (block - 1) and block % 16:
         raise KvscopeError(
-            f"--block-size {block} is not a power of two; vLLM takes block sizes such as "
-            "8, 16, 32, 64, 128 or 256 tokens.",
+            f"--block-size {block} is neither a power of two nor a multiple of 16; vLLM takes "
+            "block sizes such as 8, 16, 32, 64, 128 or 256 tokens.",
             "Use --block-size 16 (vLLM's default).",
         )
