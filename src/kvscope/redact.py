@@ -29,7 +29,11 @@ _SECRET_PARAMS = ("key", "token", "secret", "password", "passwd", "pwd", "auth",
 _URL_CREDS = re.compile(
     r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:/{1,3})(?P<creds>[^/\s@:]*(?::[^/\s@]*)?)@"
 )
-_AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{6,}")
+# "Bearer X", "Basic X", and any scheme after "Authorization:" ("Authorization: Token X");
+# a bare "token" is an English word ("no token within 1 s") and is left alone.
+_AUTH_HEADER = re.compile(
+    r"(?i)\b(authorization\s*[:=]\s*[A-Za-z]+|bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}"
+)
 _KEY_VALUE = re.compile(
     r"(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|password|secret)[\"']?\s*[:=]\s*[\"']?)"
     r"[^\s\"',;&}]+"

@@ -100,10 +100,11 @@ def read_text(path: str | Path, what: str = "file", *, max_bytes: int = MAX_TEXT
     p = Path(path)
     try:
         size = p.stat().st_size
-    except FileNotFoundError:
-        raise KvscopeError(f"{p}: no such {what}.") from None
-    except OSError as err:
-        raise KvscopeError(f"{p}: cannot read {what} ({err.strerror}).") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise KvscopeError(f"{_short(p)}: no such {what}.") from None
+    except (OSError, ValueError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise KvscopeError(f"{_short(p)}: cannot read {what} ({reason}).") from None
     if p.is_dir():
         raise KvscopeError(f"{p}: is a directory, expected a {what}.")
     if not p.is_file():
@@ -165,8 +166,13 @@ def load_yaml(path: str | Path, what: str = "YAML file") -> Any:
 def writable_file(path: str | Path, what: str = "output file") -> Path:
     """Check, before any work, that ``path`` can be written as a file (parents created)."""
     p = Path(path)
+    _usable_name(p, what)
     if p.is_dir():
         raise KvscopeError(f"{p}: is a directory, expected a path for the {what}.")
+    if p.exists() and not p.is_file():
+        # Outputs are written beside and renamed over: that would replace a device or pipe
+        # (/dev/null, a FIFO) with a plain file, which as root breaks the machine.
+        raise KvscopeError(f"{p}: not a regular file; choose a file path for the {what}.")
     _writable_dir(p.parent if str(p.parent) else Path("."), p, what)
     if p.exists() and not os.access(p, os.W_OK):
         raise KvscopeError(f"{p}: cannot write the {what} (permission denied).")
@@ -176,10 +182,30 @@ def writable_file(path: str | Path, what: str = "output file") -> Path:
 def writable_dir(path: str | Path, what: str = "output directory") -> Path:
     """Check that ``path`` is, or can be created as, a writable directory."""
     p = Path(path)
+    _usable_name(p, what)
     if p.exists() and not p.is_dir():
         raise KvscopeError(f"{p}: is a file, expected a directory for the {what}.")
     _writable_dir(p, p, what)
     return p
+
+
+def _usable_name(p: Path, what: str) -> None:
+    # Path.exists()/is_dir() raise, not answer, for a name the OS cannot hold (ENAMETOOLONG).
+    try:
+        os.stat(p)
+    except FileNotFoundError:
+        pass
+    except NotADirectoryError:
+        raise KvscopeError(f"{_short(p)}: cannot write the {what} (a parent is a file).") from None
+    except OSError as err:
+        raise KvscopeError(f"{_short(p)}: cannot use this path ({err.strerror}).") from None
+    if "\x00" in str(p):
+        raise KvscopeError(f"{_short(p)}: a path cannot hold a NUL character.")
+
+
+def _short(p: Path) -> str:
+    text = str(p)
+    return text if len(text) <= 80 else text[:40] + "..." + text[-30:]
 
 
 def _writable_dir(d: Path, shown: Path, what: str) -> None:

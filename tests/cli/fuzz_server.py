@@ -12,6 +12,7 @@ with everything it started when it overruns its time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -44,10 +45,9 @@ def _preload() -> None:
         "kvscope.alerts.loader",
         "kvscope.bench.runner",
     ):
-        try:
+        # A module renamed by later work: the child imports what it needs.
+        with contextlib.suppress(Exception):
             __import__(name)
-        except Exception:  # a module renamed by later work: the child imports what it needs
-            pass
 
 
 def _child(req: dict[str, object]) -> None:
@@ -99,24 +99,60 @@ def _run(req: dict[str, object]) -> dict[str, object]:
             break
         if time.monotonic() - start > timeout:
             timed_out = True
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             os.waitpid(pid, 0)
             break
         time.sleep(0.005)
     # Anything the child started in its group (ranks, servers) goes with it.
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     return {"rc": rc, "timed_out": timed_out, "wall_s": time.monotonic() - start}
 
 
+def _jail() -> bool:
+    """Make every mount but /tmp read-only for this process and its children (Linux, root).
+
+    The fuzzer hands commands paths such as ``../../etc/passwd`` for their outputs; as root a
+    command that wrongly accepted one would replace a system file. In a private mount
+    namespace with ``/`` (and ``/dev``, ``/sys`` …) read-only, such a write fails like any
+    unwritable path, and the sandboxes under /tmp stay writable. Returns whether it worked.
+    """
+    import ctypes
+    import subprocess
+
+    if os.geteuid() != 0 or not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    clone_newns = 0x00020000
+    if libc.unshare(clone_newns) != 0:
+        return False
+
+    def mount(*args: str) -> bool:
+        return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+    if not mount("--make-rprivate", "/") or not mount("--bind", "/tmp", "/tmp"):
+        return False
+    keep_writable = {"/tmp", "/dev/shm", "/proc"}
+    with open("/proc/self/mounts") as fh:
+        points = [line.split()[1] for line in fh]
+    ok = True
+    for point in points:
+        if point in keep_writable or point.startswith(("/tmp/", "/proc/")):
+            continue
+        ok &= mount("-o", "remount,ro,bind", point) or point != "/"
+    try:  # the proof: the root file system refuses a write
+        open("/.kvscope-fuzz-probe", "w").close()
+    except OSError:
+        return ok
+    os.unlink("/.kvscope-fuzz-probe")
+    return False
+
+
 def serve() -> None:
+    jailed = _jail()
     _preload()
-    sys.stdout.write(json.dumps({"ready": True}) + "\n")
+    sys.stdout.write(json.dumps({"ready": True, "jailed": jailed}) + "\n")
     sys.stdout.flush()
     for line in sys.stdin:
         if not line.strip():

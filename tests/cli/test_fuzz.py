@@ -63,8 +63,11 @@ class Forker:
             env=env,
         )
         assert self.proc.stdout is not None
-        ready = self.proc.stdout.readline()
-        assert json.loads(ready) == {"ready": True}, ready
+        ready = json.loads(self.proc.stdout.readline())
+        assert ready["ready"], ready
+        #: Whether the children run where only /tmp is writable (root in a private mount
+        #: namespace, or not root at all): only then may outputs be offered escaping paths.
+        self.contained = bool(ready["jailed"]) or os.geteuid() != 0
 
     def run(self, argv: list[str], cwd: Path, timeout_s: float) -> dict[str, object]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -75,6 +78,7 @@ class Forker:
             "COLUMNS": "80",
             "OPENAI_API_KEY": API_KEY,
             "NO_COLOR": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
         }
         req = {"argv": argv, "cwd": str(cwd), "env": env, "timeout_s": timeout_s}
         self.proc.stdin.write(json.dumps(req) + "\n")
@@ -289,7 +293,6 @@ STRINGS = [
     "files/truncated.json",
     "files/adir",
     "files/precious_run",
-    "/dev/zero",
 ]
 PATHS = [
     "files/empty.txt",
@@ -314,9 +317,10 @@ PATHS = [
     "files/precious.txt/under-a-file",
     "missing/nope.json",
     "out/fresh",
-    "/dev/zero",
-    "/proc/version",
 ]
+#: Paths outside the sandbox, offered only to options that read: an output option given one
+#: would write outside the sandbox (as root, over a device node), which no test may risk.
+READ_ONLY_PATHS = ["/dev/zero", "/dev/null", "/proc/version"]
 
 #: Options naming something the command writes (or may change, like a store it maintains).
 OUTPUT_OPTIONS = {"out", "store", "capture"}
@@ -444,15 +448,25 @@ def _params(path: tuple[str, ...]) -> list[Param]:
     return out
 
 
-def _values(p: Param) -> st.SearchStrategy[str]:
+def _values(p: Param, contained: bool) -> st.SearchStrategy[str]:
     if p.choices:
         return st.sampled_from([*p.choices, "no-such-choice", ""])
     pool = {"float": FLOATS, "int": INTS, "path": PATHS, "str": STRINGS}.get(p.kind, STRINGS)
-    return st.one_of(st.sampled_from(pool), st.sampled_from(STRINGS))
+    if p.name not in OUTPUT_OPTIONS:
+        if p.kind in ("path", "str"):
+            pool = [*pool, *READ_ONLY_PATHS]
+        return st.one_of(st.sampled_from(pool), st.sampled_from(STRINGS))
+    values = [*pool, *STRINGS]
+    if not contained:
+        # Root with writable system files: never offer an output a path out of the sandbox.
+        values = [v for v in values if not v.startswith("/") and ".." not in v and "://" not in v]
+    return st.sampled_from(values)
 
 
 @st.composite
-def invocations(draw: st.DrawFn, command: Command, params: list[Param]) -> list[str]:
+def invocations(
+    draw: st.DrawFn, command: Command, params: list[Param], contained: bool
+) -> list[str]:
     """The base invocation with one to three options replaced or added hostile values."""
     chosen = draw(st.lists(st.sampled_from(params), min_size=1, max_size=3, unique=True))
     argv = list(command.base)
@@ -462,7 +476,7 @@ def invocations(draw: st.DrawFn, command: Command, params: list[Param]) -> list[
             if p.opt not in argv:
                 argv.append(p.opt or "")
             continue
-        value = draw(_values(p))
+        value = draw(_values(p, contained))
         if p.opt is None:
             # Replace the base's positional (it comes first in every base that has one).
             idx = positional.index(p)
@@ -785,7 +799,7 @@ def test_fuzz_command(command: Command, forker: Forker, corpus: Path) -> None:
         phases=[Phase.explicit, Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-    @given(invocations(command, params))
+    @given(invocations(command, params, forker.contained))
     def one(argv: list[str]) -> None:
         check(forker, corpus, command, argv)
 

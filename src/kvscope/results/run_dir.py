@@ -60,7 +60,9 @@ class TableWriter:
         self._sink.close()
         table = _read_stream(self.stream_path, self.schema)
         tmp = self.parquet_path.with_suffix(".parquet.tmp")
-        pq.write_table(table, tmp)
+        # A file object, not a path string: pyarrow reads "file:/x" or "s3:..." as a URI.
+        with open(tmp, "wb") as fh:
+            pq.write_table(table, fh)
         os.replace(tmp, self.parquet_path)
         self.stream_path.unlink(missing_ok=True)
         self._closed = True
@@ -152,7 +154,12 @@ def read_table(run_dir: str | Path, name: str) -> pa.Table | None:
     d = Path(run_dir)
     parquet = d / f"{name}.parquet"
     if parquet.is_file():
-        return pq.read_table(parquet)
+        try:
+            with open(parquet, "rb") as fh:
+                return pq.read_table(fh)
+        except (pa.ArrowException, OSError) as err:
+            reason = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
+            raise KvscopeError(f"{parquet}: not a readable Parquet table ({reason}).") from None
     stream = d / f"{name}.arrows"
     if stream.is_file():
         return _read_stream(stream)
