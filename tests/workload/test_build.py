@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -110,10 +111,14 @@ def test_yaml_spec_with_sessions(tmp_path: Path) -> None:
 
 
 def test_yaml_spec_replaying_a_trace_relative_path(tmp_path: Path, traces_dir: Path) -> None:
+    # a file named inside a spec must lie in the spec's folder (issue #20), so copy it there
+    (tmp_path / "traces").mkdir()
+    shutil.copy(
+        traces_dir / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv", tmp_path / "traces"
+    )
     spec = tmp_path / "replay.yaml"
     spec.write_text(
-        f"trace: {traces_dir / 'azure_llm_2023' / 'AzureLLMInferenceTrace_code.csv'}\n"
-        "window_s: [600, 1200]\nrate: 10\n"
+        "trace: traces/AzureLLMInferenceTrace_code.csv\nwindow_s: [600, 1200]\nrate: 10\n"
     )
     w = build_workload(str(spec))
     assert w.arrival_s[0] == 0

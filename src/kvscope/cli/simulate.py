@@ -9,11 +9,13 @@ and prints a comparison table. Library code lives in :mod:`kvscope.sim`.
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
+from kvscope.cli.output import print_json, stderr, stdout
 from kvscope.cli.workload import (
     ArrivalOpt,
     DurationOpt,
@@ -25,6 +27,7 @@ from kvscope.cli.workload import (
     SeedOpt,
     SpeedupOpt,
     WorkloadOpt,
+    path_errors,
 )
 from kvscope.errors import KvscopeError
 
@@ -151,24 +154,23 @@ def simulate(
     speedup: SpeedupOpt = None,
     seed: SeedOpt = None,
     fmt: FormatOpt = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Run directory to write.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Run directory to write (with --calibrate: the cost JSON file)."
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace --out when it already holds a run.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Replay a workload through a simulated vLLM-like engine: KV usage, preemptions, latency."""
-    from kvscope.cli.output import print_json, stderr, stdout
     from kvscope.cli.workload import build_from_flags
     from kvscope.sim import SimConfig
+    from kvscope.validate import fresh_run_dir
 
-    if policy not in ("fcfs", "priority"):
-        raise KvscopeError(f"--scheduling-policy must be fcfs or priority, got '{policy}'.")
-    if allocator not in ("paged", "contiguous"):
-        raise KvscopeError(f"--allocator must be paged or contiguous, got '{allocator}'.")
-    if preemption_mode not in ("recompute", "swap"):
-        raise KvscopeError(f"--preemption-mode must be recompute or swap, got '{preemption_mode}'.")
-    if mode not in ("span", "step"):
-        raise KvscopeError(f"--mode must be span or step, got '{mode}'.")
-    if engine not in ("vllm", "sglang"):
-        raise KvscopeError(f"--engine must be vllm or sglang, got '{engine}'.")
+    # SimConfig checks every field (choices, NaN, ranges) with the flag's name.
     cfg = SimConfig(
         engine=engine,  # type: ignore[arg-type]
         model=model,
@@ -196,36 +198,45 @@ def simulate(
         slo_tpot_s=slo_tpot,
     )
     if calibrate is not None:
-        from kvscope.sim.calibrate import calibrate_run_dir
-
-        fit = calibrate_run_dir(calibrate, cfg)
-        path = fit.coefficients.save(out or calibrate / "cost.json")
-        result = {"coefficients": fit.coefficients, "fit": fit.report, "out": str(path)}
-        if json_out:
-            print_json(result)
-        else:
-            c = fit.coefficients
-            stdout.print(
-                f"fitted overhead {c.overhead_s * 1e3:.2f} ms, MFU {c.mfu:.2f}, "
-                f"MBU {c.mbu:.2f} from {fit.report['requests_used']} requests "
-                f"(TPOT error {fit.report['tpot_mape']:.1%}); wrote {path}"
-            )
+        _calibrate(calibrate, cfg, out, force, json_out)
         return
-    w = build_from_flags(
-        workload,
-        arrival,
-        prompt_len,
-        output_len,
-        duration,
-        num_requests,
-        speedup,
-        seed,
-        max_model_len,
-        fmt,
-        False,
-    )
-    points = [cfg]
-    labels = [""]
+    points, labels = _points(cfg, sweep)
+    if out is not None:
+        # Before minutes of simulation: an earlier run there is refused (or, with --force,
+        # cleared), never mixed with this one.
+        with path_errors(out, "run directory"):
+            fresh_run_dir(out, force=force)
+    try:
+        w = build_from_flags(
+            workload,
+            arrival,
+            prompt_len,
+            output_len,
+            duration,
+            num_requests,
+            speedup,
+            seed,
+            max_model_len,
+            fmt,
+            False,
+        )
+    except KeyboardInterrupt:
+        # Ctrl-C while the workload was built: the config is what is known (--out is empty).
+        _stopped(None, out, cfg, {})
+    results = _run_points(points, labels, w, out)
+    if json_out:
+        print_json(results if sweep else results[0])
+        return
+    _print_table(results, bool(sweep), stdout)
+
+
+def _points(cfg: Any, sweep: list[str] | None) -> tuple[list[Any], list[str]]:
+    """The configurations to simulate, each checked (pool sized, cost file read) before any
+    simulation starts, so a bad point ends the command at once, not after the earlier ones."""
+    from kvscope.sim.cost import CostCoefficients
+    from kvscope.sim.run import build_pool
+
+    points, labels = [cfg], [""]
     if sweep:
         axes = _parse_sweeps(sweep)
         points, labels = [], []
@@ -235,20 +246,105 @@ def simulate(
                 point_cfg = point_cfg.with_flag(flag, value)
             points.append(point_cfg)
             labels.append(",".join(f"{f.lstrip('-')}={v}" for f, v in combo))
+    for point in points:
+        build_pool(point)
+    if cfg.cost_file:
+        CostCoefficients.load(cfg.cost_file)
+    return points, labels
+
+
+def _run_points(
+    points: list[Any], labels: list[str], w: Any, out: Path | None
+) -> list[dict[str, Any]]:
+    """Simulate each point and write its run directory; Ctrl-C records the point it hit
+    (earlier points' directories are complete and stay as they are)."""
+    from dataclasses import replace
+
+    from kvscope.sim.run import SimInterrupted
+
     results = []
+    spec = dict(w.spec)
     for point, label in zip(points, labels, strict=True):
-        if label:
-            stderr.print(f"[dim]simulating {label} ...[/dim]")
-        res = _run_point(point, w, stderr)
-        run_dir = None
-        if out is not None:
-            d = out / label.replace("/", "_") if label else out
-            run_dir = str(res.write(d, dict(w.spec)))
-        results.append({"point": label or None, "run_dir": run_dir, **res.figures})
+        d = None if out is None else (out / label.replace("/", "_") if label else out)
+        res = None
+        try:
+            if label:
+                stderr.print(f"[dim]simulating {label} ...[/dim]")
+            res = _run_point(point, w, stderr)
+            run_dir = None
+            if d is not None:
+                # absolute: pyarrow takes a relative "file:/x" or "s3:/x" for a URI
+                res.write(d.absolute(), spec)
+                run_dir = str(d)
+            results.append({"point": label or None, "run_dir": run_dir, **res.figures})
+        except SimInterrupted as stop:
+            _stopped(stop.result, d, point, spec)
+        except KeyboardInterrupt:
+            # Before the engine ran, or while the tables were written (then write them
+            # again, marked interrupted).
+            _stopped(None if res is None else replace(res, interrupted=True), d, point, spec)
+    return results
+
+
+def _stopped(result: Any, d: Path | None, cfg: Any, spec: dict[str, Any]) -> NoReturn:
+    """Record an interrupted run in ``d`` (what the engine served, or at least the config),
+    say so in one line and exit 130, as a shell expects after Ctrl-C."""
+    from dataclasses import asdict
+
+    from kvscope.sim.outputs import write_interrupted
+
+    if d is None:
+        sys.stderr.write("kvscope: interrupted\n")
+        raise typer.Exit(130)
+    path = d
+    if result is not None:
+        result.write(d.absolute(), spec, force=True)
+        done = result.figures.get("completed", 0)
+        sys.stderr.write(
+            f"kvscope: interrupted; the partial run ({done:,} of "
+            f"{result.figures.get('requests', 0):,} requests finished) is in {path}\n"
+        )
+    else:
+        write_interrupted(d.absolute(), {**asdict(cfg), "workload": spec})
+        sys.stderr.write(f"kvscope: interrupted before simulating; {path}/summary.json says so\n")
+    raise typer.Exit(130)
+
+
+def _calibrate(run_dir: Path, cfg: Any, out: Path | None, force: bool, json_out: bool) -> None:
+    """Fit the cost coefficients from a measured run; write them only to ``--out``.
+
+    The measured run directory is never written into (its files are what was measured), so
+    without ``--out`` the fit is printed and nothing is saved.
+    """
+    from kvscope.sim.calibrate import calibrate_run_dir
+    from kvscope.validate import writable_file
+
+    if out is not None:
+        with path_errors(out, "cost coefficients file"):
+            writable_file(out, "cost coefficients file")
+            exists = out.exists()
+        if exists and not force:
+            raise KvscopeError(
+                f"{out}: the cost file already exists.",
+                "Pass --force to replace it, or choose another --out.",
+            )
+    fit = calibrate_run_dir(run_dir, cfg)
+    path = None if out is None else fit.coefficients.save(out)
+    result = {
+        "coefficients": fit.coefficients,
+        "fit": fit.report,
+        "out": None if path is None else str(path),
+    }
     if json_out:
-        print_json(results if sweep else results[0])
+        print_json(result)
         return
-    _print_table(results, bool(sweep), stdout)
+    c = fit.coefficients
+    saved = f"wrote {path}" if path is not None else "pass --out cost.json to keep them for --cost"
+    stdout.print(
+        f"fitted overhead {c.overhead_s * 1e3:.2f} ms, MFU {c.mfu:.2f}, "
+        f"MBU {c.mbu:.2f} from {fit.report['requests_used']} requests "
+        f"(TPOT error {fit.report['tpot_mape']:.1%}); {saved}"
+    )
 
 
 def _run_point(cfg: Any, w: Any, console: Any) -> Any:

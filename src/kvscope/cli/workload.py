@@ -8,6 +8,8 @@ and pass the values to :func:`kvscope.workload.spec.build_workload`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -102,6 +104,41 @@ SkipBadOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable result on stdout.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace --out when it already exists.")]
+#: Suffixes ``Workload.save`` writes (Parquet, or JSONL under either name).
+OUTPUT_SUFFIXES = (".parquet", ".jsonl", ".json")
+
+
+def output_file(out: Path, force: bool) -> Path:
+    """Check ``--out`` before any work: a workload suffix, writable, and not an existing file
+    unless ``--force`` (an earlier result is never silently replaced)."""
+    from kvscope.errors import KvscopeError
+    from kvscope.validate import writable_file
+
+    if out.suffix not in OUTPUT_SUFFIXES:
+        raise KvscopeError(f"{out}: output must end in .parquet or .jsonl.")
+    with path_errors(out, "workload file"):
+        writable_file(out, "workload file")
+        exists = out.exists()
+    if exists and not force:
+        raise KvscopeError(
+            f"{out}: the output file already exists.",
+            "Pass --force to replace it, or choose another --out.",
+        )
+    return out
+
+
+@contextmanager
+def path_errors(path: Path, what: str) -> Iterator[None]:
+    """An OS refusal while a path is checked (a name too long, say) as one error line."""
+    from kvscope.errors import KvscopeError
+
+    try:
+        yield
+    except OSError as err:
+        raise KvscopeError(
+            f"{path}: cannot use it for the {what} ({err.strerror or err})."
+        ) from None
 
 
 def build_from_flags(
@@ -188,7 +225,12 @@ def stats(
 ) -> None:
     """Count, rates, burstiness, length percentiles, prefix reuse and a --max-model-len hint."""
     from kvscope.cli.output import print_json
+    from kvscope.validate import count
+    from kvscope.workload.lengths import MAX_TOKENS
     from kvscope.workload.stats import workload_stats
+
+    if block_size is not None:  # before the trace is read, which may take a while
+        count(block_size, "--block-size", low=1, high=MAX_TOKENS)
 
     w = build_from_flags(
         source,
@@ -290,11 +332,13 @@ def generate(
     max_model_len: MaxModelLenOpt = None,
     fmt: FormatOpt = None,
     skip_bad: SkipBadOpt = False,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Generate (or transform) a request stream and write it to --out."""
     from kvscope.cli.output import print_json, stdout
 
+    output_file(out, force)
     w = build_from_flags(
         workload,
         arrival,
@@ -322,11 +366,14 @@ def convert(
     out: Annotated[Path, typer.Option("--out", help="Output file: .parquet or .jsonl.")],
     fmt: FormatOpt = None,
     skip_bad: SkipBadOpt = False,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Convert any supported trace to kvscope JSONL or Parquet (clock starts at 0)."""
     from kvscope.cli.output import print_json, stdout
     from kvscope.workload.stream import Workload
+
+    output_file(out, force)
 
     w = Workload.from_file(source, fmt, skip_bad=skip_bad).shift_to_zero()
     report_skips(w.spec)

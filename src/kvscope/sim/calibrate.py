@@ -14,6 +14,7 @@ deterministic and free of optimiser dependencies.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,14 @@ def decode_samples(table: Any, max_samples: int = 2000) -> DecodeSamples:
     col = {
         n: np.asarray(table.column(n).to_numpy(zero_copy_only=False)) for n in table.column_names
     }
-    ok = (col["status"] == "ok") & (col["output_tokens"] >= 2) & np.isfinite(col["tpot_s"])
+    with np.errstate(invalid="ignore"):
+        # a TPOT of 0 or below cannot be a decode step time (its log error is undefined)
+        ok = (
+            (col["status"] == "ok")
+            & (col["output_tokens"] >= 2)
+            & np.isfinite(col["tpot_s"].astype(np.float64))
+            & (col["tpot_s"].astype(np.float64) > 0)
+        )
     if ok.sum() < 10:
         raise KvscopeError(
             f"calibration needs at least 10 completed requests with 2+ output tokens; "
@@ -133,13 +141,68 @@ def fit_coefficients(terms: HardwareTerms, data: DecodeSamples) -> tuple[CostCoe
     return coef, mape
 
 
+#: The requests-table columns a fit reads, and whether each is text (else a number).
+NEEDED_COLUMNS = {
+    "status": True,
+    "output_tokens": False,
+    "prompt_tokens": False,
+    "cached_prompt_tokens": False,
+    "first_scheduled_s": False,
+    "first_token_s": False,
+    "finish_s": False,
+    "tpot_s": False,
+}
+
+
+def load_requests(run_dir: Path) -> Any:
+    """The run directory's requests table, checked: a corrupt, truncated or foreign file is
+    one error line naming it, never a pyarrow traceback."""
+    import pyarrow as pa
+
+    try:
+        mode: int | None = run_dir.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as err:  # a name too long, no permission: Path.is_dir would raise
+        raise KvscopeError(f"{run_dir}: cannot read ({err.strerror or err}).") from None
+    if mode is None or not stat.S_ISDIR(mode):
+        what = "no such directory" if mode is None else "not a directory"
+        raise KvscopeError(f"{run_dir}: {what}; --calibrate takes a bench run directory.")
+    try:
+        # absolute: pyarrow would take a relative "file:/x" or "s3:/x" for a URI
+        table = read_table(run_dir.absolute(), "requests")
+    except (pa.ArrowException, OSError) as err:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise KvscopeError(
+            f"{run_dir / 'requests.parquet'}: not a readable requests table ({reason})."
+        ) from None
+    if table is None:
+        raise KvscopeError(f"{run_dir}: no requests.parquet; is this a bench run directory?")
+    for name, text in NEEDED_COLUMNS.items():
+        if name not in table.column_names:
+            raise KvscopeError(
+                f"{run_dir / 'requests.parquet'}: no '{name}' column; not a kvscope requests table."
+            )
+        typ = table.schema.field(name).type
+        t = pa.types
+        ok = (
+            (t.is_string(typ) or t.is_large_string(typ))
+            if text
+            else (t.is_integer(typ) or t.is_floating(typ))
+        )
+        if not ok:
+            raise KvscopeError(
+                f"{run_dir / 'requests.parquet'}: column '{name}' holds {typ}, expected "
+                f"{'text' if text else 'numbers'}."
+            )
+    return table
+
+
 def calibrate_run_dir(run_dir: Path, cfg: Any) -> Fit:
     """Fit coefficients for the deployment ``cfg`` (a SimConfig) from ``run_dir``."""
     from kvscope.sim.run import build_pool
 
-    table = read_table(run_dir, "requests")
-    if table is None:
-        raise KvscopeError(f"{run_dir}: no requests.parquet; is this a bench run directory?")
+    table = load_requests(Path(run_dir))
     _pool, _layout, terms, _info = build_pool(cfg)
     data = decode_samples(table)
     coef, mape = fit_coefficients(terms, data)

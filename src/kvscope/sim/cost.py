@@ -22,6 +22,7 @@ measured run. Everything is vectorised so a span of decode steps costs one numpy
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kvscope.errors import KvscopeError
+from kvscope.validate import load_json
 
 F64 = NDArray[np.float64]
 
@@ -44,25 +46,36 @@ class CostCoefficients:
     source: str = "defaults (kvscope.plan.roofline.Efficiency; 3 ms per-step overhead)"
 
     def __post_init__(self) -> None:
-        if not (0 < self.mfu <= 1 and 0 < self.mbu <= 1 and self.overhead_s >= 0):
-            raise KvscopeError(
-                "cost coefficients need 0 < mfu <= 1, 0 < mbu <= 1 and overhead_s >= 0."
-            )
+        problem = "cost coefficients need 0 < mfu <= 1, 0 < mbu <= 1 and overhead_s >= 0"
+        for name in ("overhead_s", "mfu", "mbu"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise KvscopeError(f"{problem}; {name} is {value!r}.")
+        # NaN fails every comparison, so it is refused here too; an infinite overhead is not
+        # a step time.
+        if not (0 < self.mfu <= 1 and 0 < self.mbu <= 1 and 0 <= self.overhead_s < float("inf")):
+            raise KvscopeError(problem + ".")
+        if not isinstance(self.source, str):
+            raise KvscopeError(f"cost coefficients: source must be text, not {self.source!r}.")
 
     def save(self, path: str | Path) -> Path:
+        """Write the coefficients as JSON (atomically: a reader never sees half a file)."""
         p = Path(path)
-        p.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp = p.with_name(p.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+            os.replace(tmp, p)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            raise KvscopeError(
+                f"{p}: cannot write the cost coefficients ({err.strerror})."
+            ) from None
         return p
 
     @classmethod
     def load(cls, path: str | Path) -> CostCoefficients:
         p = Path(path)
-        try:
-            doc = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise KvscopeError(f"{p}: no such file.") from None
-        except json.JSONDecodeError as err:
-            raise KvscopeError(f"{p}: not valid JSON ({err.msg}).") from None
+        doc = load_json(p, "cost coefficients file")
         if not isinstance(doc, dict):
             raise KvscopeError(f"{p}: cost coefficients must be a JSON object.")
         known = {"overhead_s", "mfu", "mbu", "source"}
@@ -73,6 +86,8 @@ class CostCoefficients:
             return cls(**{k: doc[k] for k in known if k in doc})
         except TypeError as err:
             raise KvscopeError(f"{p}: {err}.") from None
+        except KvscopeError as err:  # name the file the bad coefficient came from
+            raise KvscopeError(f"{p}: {err.message}", err.hint) from None
 
 
 @dataclass(frozen=True)

@@ -135,8 +135,32 @@ class Engine:
 
     # ------------------------------------------------------------------ main loop
     def run(self, seqs: list[Sequence]) -> EngineStats:
+        """Serve ``seqs`` to the end. On Ctrl-C the state so far is made readable (the last
+        sample row taken, cohort counts written back, times set) and KeyboardInterrupt
+        propagates: the caller then reports the partial run instead of losing it."""
         t0 = time.perf_counter()
         c0 = time.process_time()
+        try:
+            self._loop(seqs)
+        except KeyboardInterrupt:
+            self._settle(t0, c0)
+            raise
+        self._sample(force=True)
+        self.stats.wall_s = time.perf_counter() - t0
+        self.stats.cpu_s = time.process_time() - c0
+        return self.stats
+
+    def _settle(self, t0: float, c0: float) -> None:
+        """Make an interrupted run's state consistent enough to report."""
+        sched = self.sched
+        for seq in sched.running:
+            if seq.in_cohort:
+                sched.cohort.sync(seq)
+        self._sample(force=True)
+        self.stats.wall_s = time.perf_counter() - t0
+        self.stats.cpu_s = time.process_time() - c0
+
+    def _loop(self, seqs: list[Sequence]) -> None:
         sched = self.sched
         n = len(seqs)
         i = 0
@@ -174,10 +198,6 @@ class Engine:
             sched.update(plan, self.t)
             if self.on_step is not None:
                 self.on_step(plan, self.t)
-        self._sample(force=True)
-        self.stats.wall_s = time.perf_counter() - t0
-        self.stats.cpu_s = time.process_time() - c0
-        return self.stats
 
     def _give_up(self) -> None:
         """Nothing can ever be scheduled again: report what is left instead of looping."""

@@ -140,9 +140,11 @@ def write_run_dir(
     requests: pa.Table,
     steps: pa.Table,
     figures: Mapping[str, Any],
+    *,
+    force: bool = False,
 ) -> Path:
     """Write requests.parquet, steps.parquet and summary.json into ``out``."""
-    rd = RunDir(out, "simulate")
+    rd = RunDir(out, "simulate", force=force)
     with rd.table("requests", REQUEST_SCHEMA) as w:
         for batch in requests.to_batches(max_chunksize=65536):
             w.append_batch(batch)
@@ -150,4 +152,12 @@ def write_run_dir(
         for batch in steps.to_batches(max_chunksize=65536):
             w.append_batch(batch)
     rd.write_summary(config, figures)
+    return rd.path
+
+
+def write_interrupted(out: str | Path, config: Mapping[str, Any]) -> Path:
+    """A run directory holding only ``summary.json`` (status ``interrupted``, the config):
+    for a Ctrl-C that came before the engine had anything to report."""
+    rd = RunDir(out, "simulate", force=True)
+    rd.write_summary(config, {"status": "interrupted"})
     return rd.path

@@ -24,7 +24,9 @@ from kvscope.sim.offload import CpuTier
 from kvscope.sim.outputs import requests_table, steps_table, summary_figures, write_run_dir
 from kvscope.sim.scheduler import Policy, Scheduler, SchedulerConfig
 from kvscope.sim.sequence import Sequence
+from kvscope.validate import count, finite
 from kvscope.workload import Workload
+from kvscope.workload.lengths import MAX_TOKENS
 
 Allocator = Literal["paged", "contiguous"]
 
@@ -63,6 +65,34 @@ class SimConfig:
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
 
+    def __post_init__(self) -> None:
+        """Every field checked once here, so the CLI, ``--sweep`` points and library callers
+        all get the same one-line errors (a sweep value such as ``nan`` included)."""
+        for name, flag in _CHOICE_FLAGS.items():
+            value = getattr(self, name)
+            allowed = _CHOICES[name]
+            if value not in allowed:
+                raise KvscopeError(f"--{flag} must be {_or(allowed)}, got '{value}'.")
+        count(self.tp, "--tensor-parallel-size", low=1, high=MAX_TP)
+        for name in ("gpu_memory_utilization", "mem_fraction_static"):
+            value = getattr(self, name)
+            if value is not None:
+                finite(value, _flag(name), low=0, low_open=True, high=1)
+        for name, low in _COUNT_FLAGS.items():
+            value = getattr(self, name)
+            if value is not None:
+                count(value, _flag(name), low=low)
+        if self.block_size is not None:
+            count(self.block_size, "--block-size", low=1, high=MAX_TOKENS)
+        finite(self.cpu_offload_gib, "--cpu-offload-gib", low=0, high=MAX_CPU_OFFLOAD_GIB)
+        finite(self.sample_interval_s, "--step-resolution-s", low=0)
+        finite(self.compaction_interval_s, "compaction_interval_s", low=0, low_open=True)
+        count(self.compaction_batch, "compaction_batch", low=1)
+        for name, flag in (("slo_ttft_s", "--slo-ttft-s"), ("slo_tpot_s", "--slo-tpot-s")):
+            value = getattr(self, name)
+            if value is not None:
+                finite(value, flag, low=0, low_open=True)
+
     def with_flag(self, flag: str, value: str) -> SimConfig:
         """A copy with one ``--flag`` (as typed on the command line) set; used by sweeps."""
         name = flag.lstrip("-").replace("-", "_")
@@ -73,7 +103,7 @@ class SimConfig:
         ann = str(self.__dataclass_fields__[name].type)
         try:
             if ann.startswith("bool"):
-                v: Any = value.lower() in ("1", "true", "yes", "on")
+                v: Any = _bool(value)
             elif ann.startswith("float"):
                 v = float(value)
             elif ann.startswith("int"):
@@ -85,6 +115,56 @@ class SimConfig:
         return replace(self, **{name: v})
 
 
+#: Most tensor-parallel ranks one replica may have (a bound for typos, far past real systems).
+MAX_TP = 4096
+#: Largest host KV tier (GiB): a pebibyte, past any host, so block counts stay finite.
+MAX_CPU_OFFLOAD_GIB = 2**20
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "engine": ("vllm", "sglang"),
+    "scheduling_policy": ("fcfs", "priority"),
+    "preemption_mode": ("recompute", "swap"),
+    "allocator": ("paged", "contiguous"),
+    "mode": ("span", "step"),
+    "contiguous_growth": ("reserve-max", "grow"),
+    "contiguous_fit": ("first", "best"),
+    "compaction": ("immediate", "lazy", "none"),
+}
+_CHOICE_FLAGS = {
+    "engine": "engine",
+    "scheduling_policy": "scheduling-policy",
+    "preemption_mode": "preemption-mode",
+    "allocator": "allocator",
+    "mode": "mode",
+    "contiguous_growth": "contiguous-growth",
+    "contiguous_fit": "contiguous-fit",
+    "compaction": "compaction",
+}
+#: Integer flags and their least value (the pool-size check names too-small pools itself).
+_COUNT_FLAGS = {
+    "num_gpu_blocks_override": 0,
+    "max_num_seqs": 1,
+    "max_num_batched_tokens": 1,
+    "max_model_len": 1,
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _or(values: tuple[str, ...]) -> str:
+    return " or ".join(values) if len(values) <= 2 else ", ".join(values[:-1]) + " or " + values[-1]
+
+
+def _bool(value: str) -> bool:
+    text = value.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(value)
+
+
 @dataclass
 class SimResult:
     config: SimConfig
@@ -94,10 +174,24 @@ class SimResult:
     requests: pa.Table
     steps: pa.Table
     figures: dict[str, Any] = field(default_factory=dict)
+    #: True when Ctrl-C stopped the engine: the tables hold what was served until then.
+    interrupted: bool = False
 
-    def write(self, out: str | Path, workload_spec: dict[str, Any] | None = None) -> Path:
+    def write(
+        self, out: str | Path, workload_spec: dict[str, Any] | None = None, *, force: bool = False
+    ) -> Path:
+        """Write the run directory (refused when ``out`` holds files, unless ``force``)."""
         cfg = {**asdict(self.config), "pool": self.pool_info, "workload": workload_spec or {}}
-        return write_run_dir(out, cfg, self.requests, self.steps, self.figures)
+        figures = {**self.figures, "status": "interrupted"} if self.interrupted else self.figures
+        return write_run_dir(out, cfg, self.requests, self.steps, figures, force=force)
+
+
+class SimInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`simulate`; ``result`` is the partial run (``interrupted=True``)."""
+
+    def __init__(self, result: SimResult) -> None:
+        super().__init__("simulation interrupted")
+        self.result = result
 
 
 def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict[str, Any]]:
@@ -125,6 +219,14 @@ def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict
             enable_prefix_caching=cfg.enable_prefix_caching,
         ),
     )
+    if cfg.num_gpu_blocks_override is None and not plan.fits:
+        # The planner's verdict: the engine would refuse to start (e.g. one request of
+        # --max-model-len needs more KV than the GPU has), so there is nothing to simulate.
+        raise KvscopeError(
+            f"{model.name} on {cfg.tp}x {gpu.name} does not start: {plan.problem}",
+            hint="Lower --max-model-len, use more GPUs (--tp), or size the pool with "
+            "--num-gpu-blocks-override.",
+        )
     layout = layout_for(model, plan.block_size)
     blocks = (
         plan.num_gpu_blocks
@@ -222,7 +324,14 @@ def simulate(
     engine = Engine(
         sched, cost, mode=cfg.mode, sample_interval_s=cfg.sample_interval_s, on_progress=progress
     )
-    stats = engine.run(seqs)
+    interrupted = False
+    try:
+        stats = engine.run(seqs)
+    except KeyboardInterrupt:
+        stats, interrupted = engine.stats, True
+        for seq in seqs:
+            if seq.status not in ("finished", "rejected"):
+                seq.error = "interrupted (the simulation was stopped)"
     info.update(
         lookup_tokens=pool.counters.lookups_tokens,
         hit_tokens=pool.counters.hit_tokens,
@@ -238,4 +347,7 @@ def simulate(
         k: v for k, v in (("ttft_s", cfg.slo_ttft_s), ("tpot_s", cfg.slo_tpot_s)) if v is not None
     }
     figs = summary_figures(seqs, req, steps, stats, info, slo or None)
-    return SimResult(cfg, seqs, stats, info, req, steps, figs)
+    result = SimResult(cfg, seqs, stats, info, req, steps, figs, interrupted)
+    if interrupted:
+        raise SimInterrupted(result)
+    return result

@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kvscope.errors import KvscopeError
+from kvscope.workload.limits import check_request_count
 
 F64 = NDArray[np.float64]
 
@@ -117,7 +118,10 @@ class Shape:
         """Grid edges (s) and Lambda at each edge."""
         mid, dt = self._grid(horizon_s)
         lam = np.zeros(len(mid) + 1)
-        np.cumsum(np.maximum(self.rates(mid, rng), 0.0) * dt, out=lam[1:])
+        # An extreme shape (an exponential ramp to 1e308) overflows to inf; the request-count
+        # check then refuses it by name, without numpy's warning on stderr.
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.cumsum(np.maximum(self.rates(mid, rng), 0.0) * dt, out=lam[1:])
         edges = np.arange(len(mid) + 1, dtype=np.float64) * dt
         return edges, lam
 
@@ -174,9 +178,21 @@ class Steps(Shape):
     cv: float = 1.0
 
     def rates(self, t: F64, rng: np.random.Generator) -> F64:
-        k = (t // self.interval).astype(np.int64)
-        levels = rng.uniform(self.low, self.high, size=int(k.max(initial=0)) + 1)
-        return levels[k]
+        with np.errstate(over="ignore", invalid="ignore"):
+            cells = t // self.interval
+        if len(t) and not float(cells.max()) < 2**53:
+            raise KvscopeError(
+                f"steps interval {self.interval:g} s is too short for a {float(t.max()):g} s "
+                "horizon."
+            )
+        k = cells.astype(np.int64)
+        # One level per interval that occurs (not per interval up to the last), so an interval
+        # far below the grid cell costs nothing; when every interval occurs (interval >= grid
+        # cell, the usual case) the draws are exactly one per interval, in order.
+        uniq, inverse = np.unique(k, return_inverse=True)
+        levels = rng.uniform(self.low, self.high, size=len(uniq))
+        out: F64 = levels[inverse]
+        return out
 
 
 @dataclass(frozen=True)
@@ -249,6 +265,17 @@ def generate_arrivals(
         raise KvscopeError(f"--num-requests must be >= 0, got {num_requests}.")
     if duration_s is not None and not duration_s > 0:
         raise KvscopeError(f"--duration must be positive, got {duration_s}.")
+    if duration_s is not None:
+        drawn = allocation_estimate(process, duration_s)
+        if num_requests is not None and drawn > num_requests and not _fits(drawn):
+            # The horizon alone would draw too many points; the first num_requests are enough
+            # (arrivals are sorted, so those before duration_s are a prefix of them).
+            times = generate_arrivals(process, seed, num_requests=num_requests)
+            return times[times < duration_s]
+        check_request_count(drawn, f"--duration {duration_s:g} s at this arrival rate")
+    else:
+        assert num_requests is not None
+        check_request_count(num_requests, "--num-requests")
     rng = np.random.default_rng(seed)
     if duration_s is None:
         assert num_requests is not None
@@ -265,6 +292,23 @@ def generate_arrivals(
     times = process.generate(rng, duration_s)
     times = times[times < duration_s]
     return times if num_requests is None else times[:num_requests]
+
+
+def allocation_estimate(process: Process, horizon_s: float) -> float:
+    """Points drawn to realise ``process`` up to ``horizon_s`` (mean plus the margin that
+    :func:`_unit_points` draws ahead), ``inf`` when the rate overflows."""
+    expected = process.expected_count(horizon_s)
+    if not math.isfinite(expected):
+        return math.inf
+    return expected + 6 * math.sqrt(max(expected, 1.0)) * 2 + 16
+
+
+def _fits(n: float) -> bool:
+    try:
+        check_request_count(n)
+    except KvscopeError:
+        return False
+    return True
 
 
 def _horizon_for(process: Process, n: int) -> float:

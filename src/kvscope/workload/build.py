@@ -23,6 +23,7 @@ transforms; flags given on the command line override the file::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,41 +31,47 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvscope.errors import ConfigError, KvscopeError
+from kvscope.validate import INT64_MAX, count, finite, load_yaml
 from kvscope.workload import arrivals as A
+from kvscope.workload.lengths import MAX_TOKENS, LengthDist
+from kvscope.workload.limits import check_request_count
 from kvscope.workload.sessions import DEFAULT_BLOCK_SIZE, SessionSpec, generate_sessions
-from kvscope.workload.spec import parse_arrival, parse_length
+from kvscope.workload.spec import inside_spec_folder, parse_arrival, parse_length
 from kvscope.workload.stream import Workload
 
 #: Defaults when no length flag is given: vLLM's random dataset defaults
 #: (``--random-input-len 1024``, ``--random-output-len 128``, vllm/benchmarks/datasets).
 DEFAULT_PROMPT_LEN = "1024"
 DEFAULT_OUTPUT_LEN = "128"
+#: Most distinct shared system prompts a session spec may ask for.
+MAX_SYSTEM_PROMPTS = 1_000_000
 
 
 class _SessionsModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # allow_inf_nan=False: `.nan` / `.inf` in a YAML spec are refused by field name.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     turns: str | int = 1
     think_time_s: float = Field(0.0, ge=0)
-    system_prompt_tokens: int = Field(0, ge=0)
-    system_prompts: int = Field(1, ge=1)
-    block_size: int = Field(DEFAULT_BLOCK_SIZE, ge=1)
+    system_prompt_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
+    system_prompts: int = Field(1, ge=1, le=MAX_SYSTEM_PROMPTS)
+    block_size: int = Field(DEFAULT_BLOCK_SIZE, ge=1, le=MAX_TOKENS)
 
 
 class _SpecFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     trace: str | None = None
     format: str | None = None
     arrival: str | None = None
     prompt_len: str | int | None = None
     output_len: str | int | None = None
-    num_requests: int | None = Field(None, ge=0)
+    num_requests: int | None = Field(None, ge=0, le=INT64_MAX)
     duration_s: float | None = Field(None, gt=0)
     speedup: float | None = Field(None, gt=0)
     rate: float | None = Field(None, gt=0)
     window_s: tuple[float, float] | None = None
     sample: float | None = Field(None, gt=0, le=1)
-    seed: int | None = None
-    max_model_len: int | None = Field(None, ge=2)
+    seed: int | None = Field(None, ge=0, le=INT64_MAX)
+    max_model_len: int | None = Field(None, ge=2, le=INT64_MAX)
     sessions: _SessionsModel | None = None
 
 
@@ -75,16 +82,7 @@ def is_spec_file(path: str | Path) -> bool:
 
 def load_spec_file(path: Path) -> _SpecFile:
     """Read and validate a YAML workload spec (one-line error naming the bad field)."""
-    import yaml
-
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise KvscopeError(f"{path}: no such file.") from None
-    except yaml.YAMLError as err:
-        line = getattr(getattr(err, "problem_mark", None), "line", None)
-        where = f"{path}:{line + 1}" if line is not None else str(path)
-        raise KvscopeError(f"{where}: not valid YAML.") from None
+    doc = load_yaml(path, "workload spec")
     if not isinstance(doc, dict):
         raise KvscopeError(f"{path}: a workload spec must be a YAML mapping.")
     try:
@@ -97,6 +95,38 @@ def load_spec_file(path: Path) -> _SpecFile:
 
 def _s(v: str | int | None) -> str | None:
     return None if v is None else str(v)
+
+
+@dataclass(frozen=True)
+class _Lengths:
+    """Parses length strings, confining ``empirical:FILE`` to the spec's folder when the
+    string came from the spec (flags typed on the command line are not confined)."""
+
+    spec_file: Path | None = None
+
+    def parse(self, text: str, column: str, from_spec: bool) -> LengthDist:
+        spec = self.spec_file if from_spec else None
+        return parse_length(text, column=column, spec_file=spec)
+
+
+def _check_flags(
+    duration_s: float | None,
+    num_requests: int | None,
+    speedup: float | None,
+    seed: int | None,
+    max_model_len: int | None,
+) -> None:
+    """Library callers (and spec values) get the checks the CLI's flag parser makes."""
+    if duration_s is not None:
+        finite(duration_s, "--duration", low=0, low_open=True)
+    if num_requests is not None:
+        count(num_requests, "--num-requests")
+    if speedup is not None:
+        finite(speedup, "--speedup", low=0, low_open=True)
+    if seed is not None:
+        count(seed, "--seed")
+    if max_model_len is not None:
+        count(max_model_len, "--max-model-len", low=2)
 
 
 def build_workload(
@@ -115,14 +145,16 @@ def build_workload(
 ) -> Workload:
     """The stream the shared workload flags describe (flags override a YAML spec's fields)."""
     sf = _SpecFile.model_validate({})
-    base = Path.cwd()
+    spec_file: Path | None = None
     trace: Path | None = None
     if workload is not None and is_spec_file(workload):
-        sf = load_spec_file(Path(workload))
-        base = Path(workload).parent
-        trace = None if sf.trace is None else base / sf.trace
+        spec_file = Path(workload)
+        sf = load_spec_file(spec_file)
+        trace = None if sf.trace is None else inside_spec_folder(spec_file, sf.trace)
     elif workload is not None:
         trace = Path(workload)
+    lengths = _Lengths(spec_file)
+    from_spec = {"prompt": prompt_len is None, "output": output_len is None}
     arrival = arrival or sf.arrival
     prompt_len = prompt_len or _s(sf.prompt_len)
     output_len = output_len or _s(sf.output_len)
@@ -131,6 +163,9 @@ def build_workload(
     speedup = speedup if speedup is not None else sf.speedup
     seed = seed if seed is not None else (sf.seed or 0)
     max_model_len = max_model_len if max_model_len is not None else sf.max_model_len
+    _check_flags(duration_s, num_requests, speedup, seed, max_model_len)
+    if sf.window_s is not None and not sf.window_s[0] < sf.window_s[1]:
+        raise ConfigError(str(spec_file), "window_s", "must be [start, end] with start < end")
     ss = np.random.SeedSequence(seed)
     s_arr, s_prompt, s_out, s_sess = ss.spawn(4)
     if trace is not None:
@@ -150,7 +185,7 @@ def build_workload(
         for flag, column in ((prompt_len, "prompt"), (output_len, "output")):
             if flag is not None:
                 sub = s_prompt if column == "prompt" else s_out
-                vals = parse_length(flag, column=column, base_dir=base).sample(
+                vals = lengths.parse(flag, column, from_spec[column]).sample(
                     np.random.default_rng(sub), len(w)
                 )
                 note = {"op": f"resample_{column}_len", "dist": flag}
@@ -161,11 +196,10 @@ def build_workload(
         w = _synthetic(
             sf,
             arrival,
-            prompt_len,
-            output_len,
+            (prompt_len, output_len),
             duration_s,
             num_requests,
-            base,
+            (lengths, from_spec),
             (s_arr, s_prompt, s_out, s_sess),
             max_model_len,
         )
@@ -204,11 +238,10 @@ def _closed(proc: A.Concurrency) -> dict[str, Any]:
 def _synthetic(
     sf: _SpecFile,
     arrival: str | None,
-    prompt_len: str | None,
-    output_len: str | None,
+    length_flags: tuple[str | None, str | None],
     duration_s: float | None,
     num_requests: int | None,
-    base: Path,
+    origin: tuple[_Lengths, dict[str, bool]],
     seeds: tuple[np.random.SeedSequence, ...],
     max_model_len: int | None,
 ) -> Workload:
@@ -218,13 +251,16 @@ def _synthetic(
             hint="e.g. --arrival poisson:rate=10 --num-requests 1000",
         )
     s_arr, s_prompt, s_out, s_sess = seeds
+    lengths, from_spec = origin
+    prompt_len, output_len = length_flags
     proc = parse_arrival(arrival)
-    pdist = parse_length(prompt_len or DEFAULT_PROMPT_LEN, column="prompt", base_dir=base)
-    odist = parse_length(output_len or DEFAULT_OUTPUT_LEN, column="output", base_dir=base)
+    pdist = lengths.parse(prompt_len or DEFAULT_PROMPT_LEN, "prompt", from_spec["prompt"])
+    odist = lengths.parse(output_len or DEFAULT_OUTPUT_LEN, "output", from_spec["output"])
     closed: dict[str, Any] | None = None
     if isinstance(proc, A.Concurrency):
         if num_requests is None:
             raise KvscopeError("closed-loop --arrival concurrency:n=... needs --num-requests.")
+        check_request_count(num_requests, "--num-requests")
         times = np.zeros(num_requests)
         closed = _closed(proc)
     else:
@@ -232,7 +268,7 @@ def _synthetic(
     if sf.sessions is not None:
         m = sf.sessions
         sess = SessionSpec(
-            turns=parse_length(str(m.turns), column="prompt", base_dir=base),
+            turns=lengths.parse(str(m.turns), "prompt", True),
             think_time_s=m.think_time_s,
             system_prompt_tokens=m.system_prompt_tokens,
             system_prompts=m.system_prompts,

@@ -17,6 +17,11 @@ from numpy.typing import NDArray
 
 I64 = NDArray[np.int64]
 
+#: Largest token count kvscope accepts for one request (prompt or output): 2**32, far past any
+#: model's context, and small enough that sums over a billion requests stay exact in int64.
+#: A trace row or a length parameter beyond it is refused rather than wrapped around.
+MAX_TOKENS = 2**32
+
 
 class LengthDist(Protocol):
     """A distribution of token counts."""
@@ -25,7 +30,8 @@ class LengthDist(Protocol):
 
 
 def _to_tokens(x: NDArray[np.float64]) -> I64:
-    return np.maximum(np.rint(x), 1).astype(np.int64)
+    # Clip before the cast: a float past int64 would wrap to a negative count.
+    return np.clip(np.rint(x), 1, MAX_TOKENS).astype(np.int64)
 
 
 @dataclass(frozen=True)

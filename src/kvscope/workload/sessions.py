@@ -26,12 +26,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kvscope.errors import KvscopeError
+from kvscope.validate import machine_memory_bytes
 from kvscope.workload.lengths import Fixed, LengthDist
+from kvscope.workload.limits import check_request_count
 from kvscope.workload.stream import Workload
 
 #: vLLM's default KV block size on GPUs (``--block-size`` default 16, vllm/config/cache.py).
 DEFAULT_BLOCK_SIZE = 16
 _MASK63 = (1 << 63) - 1
+#: Memory of one prefix hash while sessions are built (a Python int in a list).
+_BYTES_PER_HASH = 40
 
 
 def chain_hash(parent: int, content: bytes) -> int:
@@ -124,6 +128,9 @@ def generate_sessions(
     values: list[int] = []
     ended_early = 0
     total = int(turns.sum())
+    check_request_count(total, "the sessions' turns")
+    # Prompts grow turn by turn, so hashes grow with the square of the turns: bounded as built.
+    hash_limit = machine_memory_bytes() // 2 // _BYTES_PER_HASH
     users = user_len.sample(r_user, total)
     outs = output_len.sample(r_out, total)
     thinks = r_think.exponential(spec.think_time_s, size=total) if spec.think_time_s else None
@@ -155,6 +162,12 @@ def generate_sessions(
             values.extend(hashes)
             offsets.append(len(values))
             pre.append(f"a{s}.{j}", o)
+        if len(values) > hash_limit:
+            raise KvscopeError(
+                "sessions: the prefix hashes of these conversations would need more than half "
+                "of this machine's memory.",
+                hint="Use fewer turns or requests, shorter prompts, or a larger block_size.",
+            )
     w = Workload.build(
         arr,
         prompt,

@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kvscope import validate
 from kvscope.errors import KvscopeError, UnknownNameError
 from kvscope.workload import arrivals as A
 from kvscope.workload import lengths as L
@@ -45,20 +46,32 @@ ARRIVAL_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "concurrency": (("n",), ("think",)),
 }
 LENGTH_KINDS = ("fixed", "uniform", "normal", "lognormal", "mix", "empirical")
+#: Most requests a closed loop may keep in flight (a bound, so a typo such as n=1e30 is one
+#: error line rather than a scheduler holding 10**30 slots).
+MAX_CONCURRENCY = 1_000_000
+#: How far mixture weights may sum from 1 (they are fractions of the requests).
+_WEIGHT_SUM_TOLERANCE = 1e-6
 _TIME_KEYS = {"start", "length", "duration", "interval", "period", "peak_at", "on", "off", "think"}
 
 
 def _number(text: str, what: str, key: str) -> float:
     m = _TIME.match(text.strip()) if key in _TIME_KEYS else None
+    value: float | str = text.strip()
+    if m and _is_float(m.group(1)):  # else ("1e", "+-") finite() names the bad text
+        value = float(m.group(1)) * _UNIT_S[m.group(2)]
+    # Hand-parsed strings are not covered by the flag parser's NaN/inf refusal.
     try:
-        if m:
-            return float(m.group(1)) * _UNIT_S[m.group(2)]
-        value = float(text)
+        return validate.finite(value, key)
+    except KvscopeError:
+        raise KvscopeError(f"{what}: '{key}={text}' is not a number.") from None
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
     except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise KvscopeError(f"{what}: '{key}={text}' is not a number.")
-    return value
+        return False
+    return True
 
 
 def _params(
@@ -157,13 +170,42 @@ def _one_arrival(text: str, what: str) -> A.Process | A.Concurrency:
     n = pos["n"]
     if not n.is_integer():
         raise KvscopeError(f"{what}: concurrency n must be a whole number.")
-    return A.Concurrency(int(n), pos.get("think", 0.0))
+    return A.Concurrency(
+        validate.count(n, f"{what}: 'n'", low=1, high=MAX_CONCURRENCY), pos.get("think", 0.0)
+    )
+
+
+def inside_spec_folder(spec_file: Path, name: str) -> Path:
+    """The file ``name`` that ``spec_file`` refers to, refused unless it lies in the spec's folder.
+
+    A workload spec is a file people share; one that could name any local file
+    (``empirical:/etc/shadow``) would read it with the runner's rights. So a file named
+    *inside* a spec must resolve (symlinks followed) under the spec's own folder; files given
+    on the command line are the user's own choice and are not confined.
+    """
+    folder = spec_file.parent.resolve()
+    path = Path(name).expanduser()
+    target = (path if path.is_absolute() else folder / path).resolve()
+    if target != folder and folder not in target.parents:
+        raise KvscopeError(
+            f"{spec_file}: the spec names a file outside its own folder ({name}); "
+            "pass it on the command line instead."
+        )
+    return target
 
 
 def parse_length(
-    text: str, *, column: str = "prompt", base_dir: Path | None = None
+    text: str,
+    *,
+    column: str = "prompt",
+    base_dir: Path | None = None,
+    spec_file: Path | None = None,
 ) -> L.LengthDist:
-    """Parse a ``--prompt-len``/``--output-len`` string; ``column`` picks the empirical column."""
+    """Parse a ``--prompt-len``/``--output-len`` string; ``column`` picks the empirical column.
+
+    ``spec_file``: the YAML spec the string came from; an ``empirical:FILE`` is then relative
+    to the spec's folder and must lie inside it (:func:`inside_spec_folder`).
+    """
     what = f"length '{text}'"
     s = text.strip()
     if re.fullmatch(r"\d+", s):
@@ -175,7 +217,7 @@ def parse_length(
     if kind == "fixed":
         return L.Fixed(_int_len(body, what))
     if kind == "empirical":
-        return _empirical(body, column, base_dir, what)
+        return _empirical(body, column, base_dir, spec_file, what)
     if kind == "mix":
         return _mix(body, what)
     if kind == "uniform":
@@ -186,21 +228,23 @@ def parse_length(
         return L.Uniform(lo, hi)
     if kind == "normal":
         p = _params(body, what, kind, ("mean", "std"), ())
-        return L.Normal(
-            _positive(_number(p["mean"], what, "mean"), what, "mean"),
-            _positive(_number(p["std"], what, "std"), what, "std", True),
-        )
+        return L.Normal(_tokens(p["mean"], what, "mean"), _tokens(p["std"], what, "std", True))
     p = _params(body, what, kind, ("sigma",), ("median", "mean"))
-    sigma = _positive(_number(p["sigma"], what, "sigma"), what, "sigma", True)
+    # exp(sigma * z) overflows past sigma ~ 700/z; 10 is already a spread of e^10 per sigma.
+    sigma = validate.finite(_number(p["sigma"], what, "sigma"), f"{what}: 'sigma'", low=0, high=10)
     if ("median" in p) == ("mean" in p):
         raise KvscopeError(f"{what}: lognormal needs exactly one of median= or mean=.")
     if "median" in p:
-        median = _positive(_number(p["median"], what, "median"), what, "median")
+        median = _tokens(p["median"], what, "median")
     else:  # mean = median * exp(sigma^2 / 2) for a log-normal
-        median = _positive(_number(p["mean"], what, "mean"), what, "mean") * math.exp(
-            -(sigma**2) / 2
-        )
+        median = _tokens(p["mean"], what, "mean") * math.exp(-(sigma**2) / 2)
     return L.LogNormal(median, sigma)
+
+
+def _tokens(text: str, what: str, key: str, allow_zero: bool = False) -> float:
+    """A length parameter in tokens: finite, > 0 (or >= 0), at most MAX_TOKENS."""
+    value = _positive(_number(text, what, key), what, key, allow_zero)
+    return validate.finite(value, f"{what}: '{key}'", high=L.MAX_TOKENS)
 
 
 def _int_len(text: str, what: str) -> int:
@@ -210,6 +254,8 @@ def _int_len(text: str, what: str) -> int:
         raise KvscopeError(f"{what}: '{text}' is not a whole number of tokens.") from None
     if value < 1:
         raise KvscopeError(f"{what}: lengths must be >= 1 token, got {value}.")
+    if value > L.MAX_TOKENS:
+        raise KvscopeError(f"{what}: lengths must be <= {L.MAX_TOKENS:,} tokens.")
     return value
 
 
@@ -223,6 +269,12 @@ def _mix(body: str, what: str) -> L.Mix:
                 hint="e.g. mix:0.95@128,0.05@4096",
             )
         w = _positive(_number(m.group(1), what, "weight"), what, "weight")
+        if w > 1:
+            raise KvscopeError(
+                f"{what}: mix weight {w:g} is not a fraction; weights are in (0, 1] and add "
+                "up to 1.",
+                hint="e.g. mix:0.95@128,0.05@4096",
+            )
         lo = _int_len(m.group(2), what)
         hi = _int_len(m.group(3), what) if m.group(3) else lo
         if hi < lo:
@@ -230,16 +282,27 @@ def _mix(body: str, what: str) -> L.Mix:
         comps.append((w, lo, hi))
     if not comps:
         raise KvscopeError(f"{what}: mix needs at least one WEIGHT@LEN component.")
+    total = math.fsum(c[0] for c in comps)
+    if abs(total - 1.0) > _WEIGHT_SUM_TOLERANCE:
+        raise KvscopeError(
+            f"{what}: mix weights are fractions of the requests and must add up to 1, "
+            f"not {total:g}.",
+            hint="e.g. mix:0.95@128,0.05@4096",
+        )
     return L.Mix(tuple(comps))
 
 
-def _empirical(body: str, column: str, base_dir: Path | None, what: str) -> L.Empirical:
+def _empirical(
+    body: str, column: str, base_dir: Path | None, spec_file: Path | None, what: str
+) -> L.Empirical:
     from kvscope.workload.traces.detect import load_trace
 
     if not body:
         raise KvscopeError(f"{what}: empirical needs a file, e.g. empirical:trace.csv.")
     path = Path(body).expanduser()
-    if base_dir is not None and not path.is_absolute():
+    if spec_file is not None:
+        path = inside_spec_folder(spec_file, body)
+    elif base_dir is not None and not path.is_absolute():
         path = base_dir / path
     w = load_trace(path)
     values = w.prompt_tokens if column == "prompt" else w.output_tokens

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from kvscope.validate import count
+from kvscope.workload.lengths import MAX_TOKENS
 from kvscope.workload.stream import Workload
 
 PERCENTILES = (50, 90, 95, 99)
@@ -37,7 +39,10 @@ def _dist(x: NDArray[np.int64]) -> dict[str, float | int | None]:
 def _peak(t: NDArray[np.float64], width_s: float) -> int:
     if len(t) == 0:
         return 0
-    return int(np.bincount(((t - t[0]) // width_s).astype(np.int64)).max())
+    # Counts per occupied bin, not a bincount over every bin: a trace spanning 1e300 s would
+    # otherwise ask for an array of 1e300 bins.
+    _, counts = np.unique(np.floor((t - t[0]) / width_s), return_counts=True)
+    return int(counts.max())
 
 
 def prefix_reuse(w: Workload, block_size: int | None = None) -> dict[str, Any] | None:
@@ -80,6 +85,8 @@ def prefix_reuse(w: Workload, block_size: int | None = None) -> dict[str, Any] |
 
 def workload_stats(w: Workload, *, block_size: int | None = None) -> dict[str, Any]:
     """All statistics of ``w`` as a JSON-ready dict (units in the key names)."""
+    if block_size is not None:
+        count(block_size, "--block-size", low=1, high=MAX_TOKENS)
     n = len(w)
     t = w.arrival_s
     dur = w.duration_s

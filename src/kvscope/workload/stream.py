@@ -112,8 +112,8 @@ class Workload:
             if request_ids is None
             else np.asarray(request_ids, dtype=object)
         )
-        prompt = np.asarray(prompt_tokens, dtype=np.int64)
-        output = np.asarray(output_tokens, dtype=np.int64)
+        prompt = _ints(prompt_tokens, "prompt_tokens")
+        output = _ints(output_tokens, "output_tokens")
         sess = None if session_ids is None else np.asarray(session_ids, dtype=object)
         trn = None if turns is None else np.asarray(turns, dtype=np.int64)
         off = None if hash_offsets is None else np.asarray(hash_offsets, dtype=np.int64)
@@ -383,6 +383,17 @@ class Workload:
         if p.suffix in (".jsonl", ".json"):
             return self.to_jsonl(p)
         raise KvscopeError(f"{p}: output must end in .parquet or .jsonl.")
+
+
+def _ints(values: Any, name: str) -> I64:
+    """A token column as int64; a count past int64 is one error line, not an OverflowError."""
+    try:
+        out: I64 = np.asarray(values, dtype=np.int64)
+    except (OverflowError, ValueError, TypeError):
+        raise KvscopeError(
+            f"workload column {name} holds values that are not int64 counts."
+        ) from None
+    return out
 
 
 def _sorted(arr: F64) -> bool:

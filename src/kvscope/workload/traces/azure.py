@@ -15,10 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from kvscope.errors import KvscopeError
+from kvscope.workload.lengths import MAX_TOKENS
 from kvscope.workload.stream import Workload, make_ids
-from kvscope.workload.traces.rows import BadRow, RowPolicy, as_int, csv_rows
+from kvscope.workload.traces.rows import BadRow, RowPolicy, as_tokens, csv_rows
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+#: Largest |nanoseconds since 1970| taken (2**62 ns, about 146 years either way), so that the
+#: difference of any two rows still fits in int64.
+_NS_LIMIT = 2**62
 
 
 def _fast(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
@@ -39,8 +43,8 @@ def _fast(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
                 include_columns=list(COLUMNS),
             ),
         )
-    except (pa.ArrowInvalid, pa.ArrowKeyError, KeyError):
-        return None
+    except (pa.ArrowException, KeyError, OSError):
+        return None  # the slow path names the line (or the file) that is wrong
     if any(tab[c].null_count for c in COLUMNS):
         return None
     ts = None
@@ -55,7 +59,13 @@ def _fast(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
     ns = ts.combine_chunks().cast(pa.int64()).to_numpy()
     prompt = tab["ContextTokens"].to_numpy()
     output = tab["GeneratedTokens"].to_numpy()
-    if len(ns) and (prompt.min() < 1 or output.min() < 0):
+    if len(ns) and (
+        prompt.min() < 1
+        or output.min() < 0
+        or max(prompt.max(), output.max()) > MAX_TOKENS
+        or ns.min() < -_NS_LIMIT
+        or ns.max() > _NS_LIMIT
+    ):
         return None
     start = str(tab["TIMESTAMP"][int(np.argmin(ns))].as_py()) if len(ns) else ""
     return ns, prompt, output, start
@@ -79,7 +89,11 @@ def _parse_ts(text: str) -> int:
                 break
             digits += ch
         sub_ns = int(digits[:9].ljust(9, "0")) if digits else 0
-    return int(whole.timestamp()) * 1_000_000_000 + sub_ns
+    ns = int(whole.timestamp()) * 1_000_000_000 + sub_ns
+    if abs(ns) > _NS_LIMIT:
+        # Nanoseconds are kept in int64, and differences between rows must fit too.
+        raise BadRow(f"TIMESTAMP {text.strip()[:40]!r} is outside the years 1824-2116")
+    return ns
 
 
 def _slow(path: Path, policy: RowPolicy) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
@@ -94,8 +108,8 @@ def _slow(path: Path, policy: RowPolicy) -> tuple[np.ndarray, np.ndarray, np.nda
             if len(cells) != len(header):
                 raise BadRow(f"expected {len(header)} fields, got {len(cells)}")
             ns.append(_parse_ts(cells[col["TIMESTAMP"]]))
-            prompt.append(as_int(cells[col["ContextTokens"]], "ContextTokens", 1))
-            output.append(as_int(cells[col["GeneratedTokens"]], "GeneratedTokens", 0))
+            prompt.append(as_tokens(cells[col["ContextTokens"]], "ContextTokens", 1))
+            output.append(as_tokens(cells[col["GeneratedTokens"]], "GeneratedTokens", 0))
             lines.append(line)
         except BadRow as err:
             del ns[len(lines) :], prompt[len(lines) :], output[len(lines) :]

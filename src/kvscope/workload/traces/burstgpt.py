@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from kvscope.errors import KvscopeError
+from kvscope.workload.lengths import MAX_TOKENS
 from kvscope.workload.stream import Workload
-from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_int, csv_rows
+from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_tokens, csv_rows
 
 REQUIRED = ("Timestamp", "Request tokens", "Response tokens")
 
@@ -41,15 +42,21 @@ def _fast(path: Path) -> Workload | None:
             parse_options=pcsv.ParseOptions(ignore_empty_lines=False),
             convert_options=pcsv.ConvertOptions(column_types=types),
         )
-    except (pa.ArrowInvalid, pa.ArrowKeyError, KeyError):
-        return None
+    except (pa.ArrowException, KeyError, OSError):
+        return None  # the slow path names the line (or the file) that is wrong
     names = set(tab.column_names)
     if not set(REQUIRED) <= names or any(tab[c].null_count for c in REQUIRED):
         return None
     ts = tab["Timestamp"].to_numpy()
     req = tab["Request tokens"].to_numpy()
     resp = tab["Response tokens"].to_numpy()
-    if len(ts) and (ts.min() < 0 or req.min() < 0 or resp.min() < 0 or not np.isfinite(ts).all()):
+    if len(ts) and (
+        ts.min() < 0
+        or req.min() < 0
+        or resp.min() < 0
+        or max(req.max(), resp.max()) > MAX_TOKENS
+        or not np.isfinite(ts).all()
+    ):
         return None
     ok = (req > 0) & (resp > 0)
     keep = np.flatnonzero(ok)
@@ -121,8 +128,8 @@ def load_burstgpt(path: Path, *, skip_bad: bool = False) -> Workload:
             if len(cells) != len(header):
                 raise BadRow(f"expected {len(header)} fields, got {len(cells)}")
             ts = as_float(cells[col["Timestamp"]], "Timestamp")
-            req = as_int(cells[col["Request tokens"]], "Request tokens", 0)
-            resp = as_int(cells[col["Response tokens"]], "Response tokens", 0)
+            req = as_tokens(cells[col["Request tokens"]], "Request tokens", 0)
+            resp = as_tokens(cells[col["Response tokens"]], "Response tokens", 0)
         except BadRow as err:
             policy.bad(line, str(err))
             continue

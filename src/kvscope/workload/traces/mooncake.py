@@ -13,12 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from kvscope.workload.lengths import MAX_TOKENS
 from kvscope.workload.stream import Workload, make_ids
 from kvscope.workload.traces.rows import (
     BadRow,
     RowPolicy,
     as_float,
     as_int,
+    as_tokens,
     json_object_line,
     read_text,
 )
@@ -34,8 +36,8 @@ def _fast(path: Path) -> tuple[Any, ...] | None:
 
     try:
         tab = pj.read_json(path)
-    except (pa.ArrowInvalid, OSError):
-        return None
+    except (pa.ArrowException, OSError):
+        return None  # the slow path names the line (or the file) that is wrong
     names = set(tab.column_names)
     if not set(FIELDS) <= names or any(tab[c].null_count for c in FIELDS):
         return None
@@ -49,7 +51,11 @@ def _fast(path: Path) -> tuple[Any, ...] | None:
     if not (np.issubdtype(prompt.dtype, np.integer) and np.issubdtype(output.dtype, np.integer)):
         return None
     if len(ts) and (
-        ts.min() < 0 or prompt.min() < 1 or output.min() < 0 or not np.isfinite(ts).all()
+        ts.min() < 0
+        or prompt.min() < 1
+        or output.min() < 0
+        or max(prompt.max(), output.max()) > MAX_TOKENS
+        or not np.isfinite(ts).all()
     ):
         return None
     if "hash_ids" in names:
@@ -83,8 +89,8 @@ def _slow(path: Path, policy: RowPolicy) -> tuple[Any, ...]:
             if missing:
                 raise BadRow(f"missing field(s) {', '.join(missing)}")
             t = as_float(row["timestamp"], "timestamp")
-            p = as_int(row["input_length"], "input_length", 1)
-            o = as_int(row["output_length"], "output_length", 0)
+            p = as_tokens(row["input_length"], "input_length", 1)
+            o = as_tokens(row["output_length"], "output_length", 0)
             hashes = row.get("hash_ids", [])
             if not isinstance(hashes, list):
                 raise BadRow("field 'hash_ids' must be a list of integers")

@@ -11,18 +11,21 @@ gives byte-identical files (floats are written with ``repr``, which round-trips 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kvscope.errors import KvscopeError
+from kvscope.workload.lengths import MAX_TOKENS
 from kvscope.workload.stream import Workload, make_ids
 from kvscope.workload.traces.rows import (
     BadRow,
     RowPolicy,
     as_float,
     as_int,
+    as_tokens,
     json_object_line,
     read_text,
 )
@@ -57,18 +60,49 @@ def _table(w: Workload) -> Any:
     return pa.table(cols).replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True)})
 
 
+def _replace_when_done(path: Path) -> Path:
+    """The temporary name a writer fills before :func:`os.replace` moves it onto ``path``, so an
+    interrupted write never leaves half a file (nor destroys the one it was replacing)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise KvscopeError(f"{path}: cannot create its folder ({err.strerror}).") from None
+    return path.with_name(path.name + ".tmp")
+
+
+def _commit(tmp: Path, path: Path) -> Path:
+    os.replace(tmp, path)
+    return path
+
+
 def write_parquet(w: Workload, path: Path) -> Path:
     """Write ``w`` as Parquet (zstd) with its spec in the schema metadata."""
     import pyarrow.parquet as pq
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(_table(w), path, compression="zstd")
-    return path
+    tmp = _replace_when_done(path)
+    try:
+        # A file object, not a path: pyarrow reads "file:/x" or "s3:/x" in a path as a URI
+        # and would write somewhere else entirely.
+        with tmp.open("wb") as f:
+            pq.write_table(_table(w), f, compression="zstd")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return _commit(tmp, path)
 
 
 def write_jsonl(w: Workload, path: Path) -> Path:
     """Write ``w`` as JSONL, one request per line, columns in a fixed order."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _replace_when_done(path)
+    try:
+        _write_jsonl(w, tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return _commit(tmp, path)
+
+
+def _write_jsonl(w: Workload, path: Path) -> None:
     ids = w.request_ids.tolist()
     arr = w.arrival_s.tolist()
     pt = w.prompt_tokens.tolist()
@@ -100,7 +134,6 @@ def write_jsonl(w: Workload, path: Path) -> Path:
                 f.write("".join(buf))
                 buf.clear()
         f.write("".join(buf))
-    return path
 
 
 def _from_table(tab: Any, path: Path, spec: dict[str, Any], block_size: int | None) -> Workload:
@@ -114,16 +147,26 @@ def _from_table(tab: Any, path: Path, spec: dict[str, Any], block_size: int | No
     for c in ("arrival_s", "prompt_tokens", "output_tokens"):
         if tab[c].null_count:
             raise KvscopeError(f"{path}: column '{c}' has empty values.")
+    _check_types(tab, path)
     arr = tab["arrival_s"].to_numpy().astype(np.float64)
     pt = tab["prompt_tokens"].to_numpy().astype(np.int64)
     ot = tab["output_tokens"].to_numpy().astype(np.int64)
-    bad = np.flatnonzero((arr < 0) | ~np.isfinite(arr) | (pt < 1) | (ot < 0))
+    bad = np.flatnonzero(
+        (arr < 0) | ~np.isfinite(arr) | (pt < 1) | (ot < 0) | (pt > MAX_TOKENS) | (ot > MAX_TOKENS)
+    )
     if len(bad):
         i = int(bad[0])
         raise KvscopeError(
             f"{path}: row {i + 1}: arrival_s must be >= 0, prompt_tokens >= 1, "
-            f"output_tokens >= 0 (got {arr[i]}, {pt[i]}, {ot[i]})."
+            f"output_tokens >= 0, token counts <= {MAX_TOKENS:,} "
+            f"(got {arr[i]}, {pt[i]}, {ot[i]})."
         )
+    if block_size is not None and (
+        not isinstance(block_size, int)
+        or isinstance(block_size, bool)
+        or not 1 <= block_size <= MAX_TOKENS
+    ):
+        raise KvscopeError(f"{path}: hash_block_size must be a positive integer.")
     ids = (
         tab["request_id"].to_numpy(zero_copy_only=False).astype(object)
         if "request_id" in names and not tab["request_id"].null_count
@@ -150,21 +193,75 @@ def _from_table(tab: Any, path: Path, spec: dict[str, Any], block_size: int | No
     return Workload.build(arr, pt, ot, request_ids=ids, spec=spec, **kw)
 
 
+#: What each known column may hold: a reader that met a string where a count belongs would
+#: otherwise fail deep inside numpy instead of naming the column.
+_KINDS = {
+    "arrival_s": "number",
+    "prompt_tokens": "integer",
+    "output_tokens": "integer",
+    "turn": "integer",
+    "request_id": "text",
+    "session_id": "text",
+    "prompt_text": "text",
+    "prefix_hashes": "integer list",
+}
+
+
+def _check_types(tab: Any, path: Path) -> None:
+    import pyarrow as pa
+
+    t = pa.types
+    for name, kind in _KINDS.items():
+        if name not in tab.column_names:
+            continue
+        typ = tab.schema.field(name).type
+        if kind == "integer list":
+            ok = (t.is_list(typ) or t.is_large_list(typ)) and (
+                t.is_integer(typ.value_type) or t.is_null(typ.value_type)
+            )
+        elif kind == "number":
+            ok = t.is_integer(typ) or t.is_floating(typ)
+        elif kind == "integer":
+            ok = t.is_integer(typ)
+        else:
+            ok = t.is_string(typ) or t.is_large_string(typ) or t.is_null(typ)
+        if not ok:
+            raise KvscopeError(f"{path}: column '{name}' holds {typ}, expected {kind}s.")
+
+
 def read_parquet(path: Path) -> Workload:
     """Read a kvscope Parquet workload."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        tab = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise KvscopeError(f"{path}: cannot read Parquet ({err}).") from None
+        with path.open("rb") as f:  # a file object: a path like "s3:/x" is not a URI here
+            tab = pq.read_table(f)
+    except (pa.ArrowException, OSError) as err:
+        raise KvscopeError(f"{path}: cannot read Parquet ({_first_line(err)}).") from None
     raw = (tab.schema.metadata or {}).get(META_KEY)
-    meta = json.loads(raw) if raw else {}
+    try:
+        meta = json.loads(raw) if raw else {}
+    except (ValueError, RecursionError):
+        meta = None
+    if not isinstance(meta, dict):
+        raise KvscopeError(f"{path}: the kvscope.workload metadata is not a JSON object.")
     spec = {"source": "file", "format": "kvscope", "path": str(path)}
     if meta.get("spec"):
         spec["generated_by"] = meta["spec"]
     return _from_table(tab, path, spec, meta.get("hash_block_size"))
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:200] if text else type(err).__name__
+
+
+def _text_or_none(row: dict[str, Any], key: str) -> str | None:
+    value = row.get(key)
+    if value is not None and not isinstance(value, str):
+        raise BadRow(f"field '{key}' must be text")
+    return value
 
 
 def _slow_jsonl(path: Path, policy: RowPolicy) -> Workload:
@@ -178,18 +275,18 @@ def _slow_jsonl(path: Path, policy: RowPolicy) -> Workload:
             rec = {
                 "request_id": str(row.get("request_id", f"{path.stem}:{n}")),
                 "arrival_s": as_float(row.get("arrival_s"), "arrival_s"),
-                "prompt_tokens": as_int(row.get("prompt_tokens"), "prompt_tokens", 1),
-                "output_tokens": as_int(row.get("output_tokens"), "output_tokens", 0),
-                "session_id": row.get("session_id"),
+                "prompt_tokens": as_tokens(row.get("prompt_tokens"), "prompt_tokens", 1),
+                "output_tokens": as_tokens(row.get("output_tokens"), "output_tokens", 0),
+                "session_id": None if row.get("session_id") is None else str(row["session_id"]),
                 "turn": -1 if row.get("turn") is None else as_int(row["turn"], "turn"),
-                "prompt_text": row.get("prompt_text"),
+                "prompt_text": _text_or_none(row, "prompt_text"),
             }
             hashes = row.get("prefix_hashes") or []
             if not isinstance(hashes, list):
                 raise BadRow("field 'prefix_hashes' must be a list of integers")
             rec["prefix_hashes"] = [as_int(h, "prefix_hashes", -(1 << 63)) for h in hashes]
             if hashes:
-                block_sizes.add(as_int(row.get("hash_block_size"), "hash_block_size", 1))
+                block_sizes.add(as_tokens(row.get("hash_block_size"), "hash_block_size", 1))
         except BadRow as err:
             policy.bad(n, str(err))
             continue
@@ -253,6 +350,6 @@ def read_jsonl(path: Path, *, skip_bad: bool = False) -> Workload:
                     tab = tab.drop_columns([c])
             spec = {"source": "file", "format": "kvscope", "path": str(path), "skipped_bad_rows": 0}
             return _from_table(tab, path, spec, int(sizes[0]) if sizes else None)
-    except (pa.ArrowInvalid, KvscopeError):
-        pass
+    except (pa.ArrowException, OSError, KvscopeError):
+        pass  # the slow path names the line that is wrong
     return _slow_jsonl(path, RowPolicy(path, skip_bad))

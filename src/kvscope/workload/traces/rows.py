@@ -15,7 +15,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kvscope import validate
 from kvscope.errors import KvscopeError
+from kvscope.workload.lengths import MAX_TOKENS
 
 #: How many skipped-row reasons are kept for the report.
 KEEP_EXAMPLES = 5
@@ -64,28 +66,51 @@ def json_object_line(line: str) -> dict[str, Any]:
         row = json.loads(line)
     except json.JSONDecodeError as err:
         raise BadRow(f"not valid JSON ({err.msg})") from None
+    except RecursionError:
+        raise BadRow("JSON nested too deeply") from None
     if not isinstance(row, dict):
         raise BadRow("a line must be a JSON object")
     return row
 
 
-def as_int(value: Any, field: str, minimum: int = 0) -> int:
-    """An integer field >= ``minimum`` (accepts integral floats like ``12.0``)."""
+def as_int(value: Any, field: str, minimum: int = 0, maximum: int = validate.INT64_MAX) -> int:
+    """An integer field in [``minimum``, ``maximum``] (accepts integral floats like ``12.0``).
+
+    Nothing beyond int64 gets through: a 23-digit count would otherwise end in an
+    ``OverflowError`` when the column becomes a numpy array.
+    """
     if isinstance(value, bool):
         raise BadRow(f"field '{field}' must be an integer, got {value!r}")
-    if isinstance(value, int):
-        out = value
-    else:
+    out = value if isinstance(value, int) else _exact_int(value)
+    if out is None:
         try:
             f = float(value)
-        except (TypeError, ValueError):
-            raise BadRow(f"field '{field}' must be an integer, got {value!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise BadRow(f"field '{field}' must be an integer, got {_short(value)}") from None
         if not f.is_integer():
-            raise BadRow(f"field '{field}' must be an integer, got {value!r}")
+            raise BadRow(f"field '{field}' must be an integer, got {_short(value)}")
         out = int(f)
     if out < minimum:
-        raise BadRow(f"field '{field}' must be >= {minimum}, got {out}")
+        raise BadRow(f"field '{field}' must be >= {minimum}, got {_short(out)}")
+    if out > maximum:
+        shown = _short(out) if isinstance(value, int) else _short(value)
+        raise BadRow(f"field '{field}' must be <= {maximum:,}, got {shown}")
     return out
+
+
+def _exact_int(value: Any) -> int | None:
+    """Digits read exactly (a float would round 2**60 + 1); None for other spellings."""
+    if not isinstance(value, str) or not value.strip().lstrip("+-").isdigit():
+        return None
+    try:
+        return int(value.strip())
+    except ValueError:  # digits int() does not take, e.g. superscripts
+        return None
+
+
+def as_tokens(value: Any, field: str, minimum: int = 0) -> int:
+    """A token count: an integer in [``minimum``, :data:`MAX_TOKENS`]."""
+    return as_int(value, field, minimum, MAX_TOKENS)
 
 
 def as_float(value: Any, field: str, minimum: float = 0.0) -> float:
@@ -94,23 +119,28 @@ def as_float(value: Any, field: str, minimum: float = 0.0) -> float:
         raise BadRow(f"field '{field}' must be a number, got {value!r}")
     try:
         out = float(value)
-    except (TypeError, ValueError):
-        raise BadRow(f"field '{field}' must be a number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise BadRow(f"field '{field}' must be a number, got {_short(value)}") from None
     if out != out or out in (float("inf"), float("-inf")):
-        raise BadRow(f"field '{field}' must be finite, got {value!r}")
+        raise BadRow(f"field '{field}' must be finite, got {_short(value)}")
     if out < minimum:
         raise BadRow(f"field '{field}' must be >= {minimum}, got {out}")
     return out
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def read_text(path: Path) -> str:
-    """Whole file as UTF-8 text, with a one-line error when it cannot be read."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvscopeError(f"{path}: no such file.") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise KvscopeError(f"{path}: cannot read ({err}).") from None
+    """Whole file as UTF-8 text, with a one-line error when it cannot be read.
+
+    Traces may be far larger than a config file, so the size bound is a quarter of this
+    machine's memory (the text, its lines and the parsed rows must all fit) instead of
+    :data:`kvscope.validate.MAX_TEXT_BYTES`.
+    """
+    return validate.read_text(path, "trace", max_bytes=validate.machine_memory_bytes() // 4)
 
 
 def csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:

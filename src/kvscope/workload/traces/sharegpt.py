@@ -27,7 +27,7 @@ import numpy as np
 
 from kvscope.errors import KvscopeError
 from kvscope.workload.stream import Workload
-from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_int, read_text
+from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_tokens, read_text
 
 #: Bytes per token for the estimate (OpenAI: ~4 characters of English text per token).
 BYTES_PER_TOKEN = 4
@@ -79,6 +79,8 @@ def _rows(path: Path) -> list[tuple[int | str, Any]]:
             doc = json.loads(text)
         except json.JSONDecodeError as err:
             raise KvscopeError(f"{path}:{err.lineno}: not valid JSON ({err.msg}).") from None
+        except RecursionError:
+            raise KvscopeError(f"{path}: JSON nested too deeply to be a trace.") from None
         return [(f"[{i}]", r) for i, r in enumerate(doc)]
     out: list[tuple[int | str, Any]] = []
     for n, line in enumerate(text.splitlines(), start=1):
@@ -87,6 +89,8 @@ def _rows(path: Path) -> list[tuple[int | str, Any]]:
                 out.append((n, json.loads(line)))
             except json.JSONDecodeError as err:
                 out.append((n, BadRow(f"not valid JSON ({err.msg})")))
+            except RecursionError:
+                out.append((n, BadRow("JSON nested too deeply")))
     return out
 
 
@@ -139,14 +143,14 @@ def load_sharegpt(path: Path, *, skip_bad: bool = False) -> Workload:
                 if not prompt:
                     raise BadRow("a request with an empty prompt")
                 if last and "output_tokens" in row:
-                    out = as_int(row["output_tokens"], "output_tokens", 1)
+                    out = as_tokens(row["output_tokens"], "output_tokens", 1)
                 elif answer is not None:
                     out = estimate_tokens(answer)
                 else:
                     unanswered += 1
                     continue
                 if last and "prompt_tokens" in row:
-                    ptok = as_int(row["prompt_tokens"], "prompt_tokens", 1)
+                    ptok = as_tokens(row["prompt_tokens"], "prompt_tokens", 1)
                 else:
                     ptok = estimate_tokens(prompt)
                 turn = turns_seen.get(sid, 0) + len(got)

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kvscope.errors import KvscopeError
+from kvscope.workload.lengths import MAX_TOKENS
 from kvscope.workload.stream import Workload
-from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_int, read_text
+from kvscope.workload.traces.rows import BadRow, RowPolicy, as_float, as_int, as_tokens, read_text
 
 
 def _scoped(scope: str, ids: list[int]) -> list[int]:
@@ -52,14 +54,16 @@ class _Conv:
                 if not isinstance(r, dict):
                     raise BadRow("a request must be a JSON object")
                 t = t0 + as_float(r.get("t"), "t")
+                if not math.isfinite(t):  # a sub-agent's offset plus its own can overflow
+                    raise BadRow("field 't' puts the request past any representable time")
                 if r.get("type") == "subagent":
                     agent = str(r.get("agent_id", k))
                     self.walk(
                         r.get("requests"), t, f"{scope}/{agent}", f"{session}/{agent}", loc, local
                     )
                     continue
-                p = as_int(r.get("in"), "in", 1)
-                o = as_int(r.get("out"), "out", 0)
+                p = as_tokens(r.get("in"), "in", 1)
+                o = as_tokens(r.get("out"), "out", 0)
                 raw = r.get("hash_ids", [])
                 if not isinstance(raw, list):
                     raise BadRow("field 'hash_ids' must be a list")
@@ -90,10 +94,12 @@ def load_weka(path: Path, *, skip_bad: bool = False) -> Workload:
             doc = json.loads(read_text(f))
         except json.JSONDecodeError as err:
             raise KvscopeError(f"{f}:{err.lineno}: not valid JSON ({err.msg}).") from None
+        except RecursionError:
+            raise KvscopeError(f"{f}: JSON nested too deeply to be a WEKA trace.") from None
         if not isinstance(doc, dict) or "requests" not in doc:
             raise KvscopeError(f"{f}: not a WEKA trace (no top-level 'requests').")
         bs = doc.get("block_size")
-        if not isinstance(bs, int) or bs < 1:
+        if not isinstance(bs, int) or isinstance(bs, bool) or not 1 <= bs <= MAX_TOKENS:
             raise KvscopeError(f"{f}: field 'block_size' must be a positive integer.")
         if block_size is not None and bs != block_size:
             raise KvscopeError(f"{f}: block_size {bs} differs from {block_size} in other files.")
