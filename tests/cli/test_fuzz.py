@@ -444,7 +444,8 @@ def _params(path: tuple[str, ...]) -> list[Param]:
             kind = "path"
         opt = None if p.param_type_name == "argument" else p.opts[0]
         choices = tuple(str(c) for c in (td.choices or ())) if td.is_choice else ()
-        out.append(Param(opt, p.name or "", kind, choices, p.default))
+        default = tuple(p.default) if isinstance(p.default, list) else p.default
+        out.append(Param(opt, p.name or "", kind, choices, default))
     return out
 
 

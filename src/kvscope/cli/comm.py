@@ -27,6 +27,22 @@ _TIMEOUT = typer.Option(
 _JSON = typer.Option(False, "--json", help="Print summary.json's content on stdout.")
 _OUT = typer.Option(None, "--out", help="Run directory to write (summary.json, comm.parquet).")
 _FAULT = typer.Option(None, "--inject-fault", hidden=True, help="RANK:exit|hang[@STEP] (tests).")
+_FORCE = typer.Option(False, "--force", help="Replace --out when it already holds a run.")
+
+
+def _check_out(out: str | None, force: bool) -> None:
+    """A bad --out is one line before any rank starts (the ranks may run for minutes).
+
+    Under torchrun only rank 0 writes the run directory, so only it checks (another rank
+    would see rank 0's first file, or remove it with --force).
+    """
+    from kvscope.comm.torchrun import torchrun_rank
+
+    under = torchrun_rank()
+    if out is not None and (under is None or under[0] == 0):
+        from kvscope.validate import fresh_run_dir
+
+        fresh_run_dir(out, force=force)
 
 
 def _progress(total_label: str) -> Any:
@@ -62,6 +78,7 @@ def bench(
     timeout: float = _TIMEOUT,
     json_out: bool = _JSON,
     out: str = _OUT,
+    force: bool = _FORCE,
     inject_fault: str = _FAULT,
 ) -> None:
     """Latency P50/P95/P99/max, jitter, algbw/busbw and slowest rank per size; alpha-beta fit."""
@@ -81,13 +98,14 @@ def bench(
         timeout_s=timeout,
         fault=Fault.parse(inject_fault) if inject_fault else None,
     )
+    _check_out(out, force)
     with _progress(f"{config.op} x{world_size} ({backend})") as bar:
         task = bar.add_task("", total=len(config.sizes))
 
         def tick(done: int, total: int, row: dict[str, Any]) -> None:
             bar.update(task, completed=done, description=format_size(row["size_bytes"]))
 
-        result = run_bench(config, out, tick)
+        result = run_bench(config, out, tick, force=force)
     if result.rank != 0:
         return  # under torchrun, rank 0 reports
     _warn_oversubscribed(result.environment)
@@ -211,6 +229,7 @@ def moe(
     timeout: float = _TIMEOUT,
     json_out: bool = _JSON,
     out: str = _OUT,
+    force: bool = _FORCE,
     inject_fault: str = _FAULT,
 ) -> None:
     """MoE dispatch: all-to-all with uneven splits from top-k routing; how skew moves the tail."""
@@ -218,11 +237,16 @@ def moe(
     from kvscope.comm.launch import Fault
     from kvscope.comm.rundir import summary_document
     from kvscope.errors import KvscopeError
+    from kvscope.validate import finite
 
+    unreadable = KvscopeError(f"cannot read --skew '{skew}'.", "Use numbers: 0,1,1.5.")
     try:
-        skews = tuple(float(s) for s in skew.split(",") if s.strip())
-    except ValueError as err:
-        raise KvscopeError(f"cannot read --skew '{skew}'.", "Use numbers: 0,1,1.5.") from err
+        parts = [float(s) for s in skew.split(",") if s.strip()]
+    except ValueError:
+        raise unreadable from None
+    if not parts:
+        raise unreadable
+    skews = tuple(finite(x, "--skew", low=0.0) for x in parts)
     config = MoeConfig(
         skews=skews,
         world_size=world_size,
@@ -238,13 +262,14 @@ def moe(
         timeout_s=timeout,
         fault=Fault.parse(inject_fault) if inject_fault else None,
     )
+    _check_out(out, force)
     with _progress(f"MoE dispatch x{world_size} ({backend})") as bar:
         task = bar.add_task("", total=len(skews))
 
         def tick(done: int, total: int, row: dict[str, Any]) -> None:
             bar.update(task, completed=done, description=f"skew {row['skew']:g}")
 
-        result = run_moe(config, out, tick)
+        result = run_moe(config, out, tick, force=force)
     if result.rank != 0:
         return  # under torchrun, rank 0 reports
     _warn_oversubscribed(result.environment)

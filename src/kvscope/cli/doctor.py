@@ -67,7 +67,7 @@ def _render(report: object, verbose: bool) -> None:
     from kvscope.doctor import Check, DoctorReport, Status
 
     assert isinstance(report, DoctorReport)
-    t = Table(title=f"kvscope doctor: {report.source} ({report.mode})", show_lines=False)
+    t = Table(title=escape(f"kvscope doctor: {report.source} ({report.mode})"), show_lines=False)
     for col in ("status", "check", "subject", "finding"):
         t.add_column(col, overflow="fold")
     rows: list[list[Check]] = []
@@ -93,7 +93,7 @@ def _render(report: object, verbose: bool) -> None:
         prefixes = {x.id.split(".")[0] for x in group}
         head = f"{prefixes.pop()}.*" if len(prefixes) == 1 else f"{c.id} …"
         ids = c.id if len(group) == 1 else f"{head} ({len(group)} checks)"
-        t.add_row(f"[{_STYLE[st]}]{st}[/]", ids, c.subject, "\n".join(lines))
+        t.add_row(f"[{_STYLE[st]}]{st}[/]", escape(ids), escape(c.subject), "\n".join(lines))
     stdout.print(t)
     n = report.counts
     verdict = {0: "[green]healthy[/]", 1: "[yellow]warnings[/]", 2: "[bold red]failures[/]"}

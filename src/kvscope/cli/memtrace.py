@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.markup import escape
 
 from kvscope.cli.output import print_json, stderr, stdout
 
@@ -19,17 +20,28 @@ app = typer.Typer(
 )
 
 
+_FORCE = typer.Option(False, "--force", help="Replace --out when it already holds a run.")
+
+
+# Site names, file names and actions come from the snapshot (anyone's file): every such
+# string is escaped, so a name like "[/bold]" prints as it is instead of breaking the markup.
+
+
 def _mib(n: float) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
 
-def _load(path: Path, use_cache: bool) -> Any:
+def _load(path: Path, use_cache: bool) -> tuple[Any, str]:
+    """The snapshot's columns and the line that says what was read (printed once all loaded,
+    so a later error is still the only line on stderr)."""
     from kvscope.memtrace.load import load_snapshot
 
-    with stderr.status(f"reading {path} ..."):
+    with stderr.status(f"reading {escape(str(path))} ..."):
         cols, cached = load_snapshot(path, use_cache=use_cache)
-    stderr.print(f"{path}: {len(cols.trace):,} trace entries" + (" (from cache)" if cached else ""))
-    return cols
+    said = f"{escape(str(path))}: {len(cols.trace):,} trace entries" + (
+        " (from cache)" if cached else ""
+    )
+    return cols, said
 
 
 @app.command("analyze")
@@ -47,29 +59,39 @@ def analyze_cmd(
         None, "--compare", help="A second snapshot: report what changed from FILE to it."
     ),
     out: Path | None = typer.Option(None, "--out", help="Write a run directory here."),
+    force: bool = _FORCE,
     top: int = typer.Option(10, "--top", min=1, help="Rows in the site tables."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore and do not write the cache."),
 ) -> None:
     """Timeline, fragmentation, OOMs, retries, leak candidates, top sites, categories."""
+    from kvscope.errors import KvscopeError
     from kvscope.memtrace.analysis import analyze
+    from kvscope.validate import fresh_run_dir
 
-    cols = _load(file, not no_cache)
+    if out is not None:
+        if compare_with is not None:
+            raise KvscopeError("--out writes the run of one snapshot; it cannot go with --compare.")
+        fresh_run_dir(out, force=force)  # before reading a snapshot that may take minutes
+    cols, said = _load(file, not no_cache)
     if compare_with is not None:
         from kvscope.memtrace.compare import compare
 
-        other = _load(compare_with, not no_cache)
+        other, said_other = _load(compare_with, not no_cache)
+        stderr.print(said)
+        stderr.print(said_other)
         diff = compare(cols, other, top=top)
         if json_out:
             print_json(diff)
         else:
             _print_diff(diff, file, compare_with)
         return
+    stderr.print(said)
     report = analyze(cols, since_s=since, until_s=until, top=top, source=str(file))
     if out is not None:
         from kvscope.memtrace.rundir import write_run
 
-        write_run(report, cols, out)
-        stderr.print(f"run directory: {out}")
+        write_run(report, cols, out, force=force)
+        stderr.print(f"run directory: {escape(str(out))}")
     if json_out:
         print_json({"kind": "memtrace", **report.headline(), "report": report})
     else:
@@ -87,7 +109,9 @@ def generate_cmd(
 ) -> None:
     """Write a synthetic snapshot in PyTorch's format (see kvscope.memtrace.generator)."""
     from kvscope.memtrace.generator import GeneratorConfig, write_snapshot
+    from kvscope.validate import writable_file
 
+    writable_file(out, "snapshot file")
     p = write_snapshot(
         GeneratorConfig(scenario=scenario, steps=steps, seed=seed, devices=devices), out
     )
@@ -95,7 +119,9 @@ def generate_cmd(
     if json_out:
         print_json(info)
     else:
-        stdout.print(f"wrote {p} ({info['bytes']:,} bytes, scenario {scenario})")
+        stdout.print(
+            f"wrote {escape(str(p))} ({info['bytes']:,} bytes, scenario {escape(scenario)})"
+        )
 
 
 @app.command("record", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -103,12 +129,15 @@ def record_cmd(
     ctx: typer.Context,
     out: Path = typer.Option(..., "--out", help="Snapshot pickle to write."),
     max_entries: int = typer.Option(1_000_000, "--max-entries", min=1, help="Trace ring buffer."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace --out when it already holds a snapshot."
+    ),
 ) -> None:
     """Run `-- python script.py args...` with memory history on; dump on exit or OOM."""
     from kvscope.memtrace.record import record_script
 
-    p = record_script(list(ctx.args), out, max_entries)
-    stderr.print(f"snapshot written: {p}")
+    p = record_script(list(ctx.args), out, max_entries, force=force)
+    stderr.print(f"snapshot written: {escape(str(p))}")
 
 
 def _print_report(r: MemtraceReport) -> None:
@@ -174,7 +203,7 @@ def _print_report(r: MemtraceReport) -> None:
             t.add_column(c, justify="right")
         for lk in r.leaks:
             t.add_row(
-                lk.site,
+                escape(lk.site),
                 str(lk.live_count),
                 _mib(lk.live_bytes),
                 f"{lk.slope_mb_per_min:.2f}",
@@ -187,25 +216,25 @@ def _print_report(r: MemtraceReport) -> None:
     for c in ("site", "count", "bytes", "live at end"):
         t.add_column(c, justify="right")
     for s in r.top_sites_by_bytes:
-        t.add_row(s.site, f"{s.count:,}", _mib(s.bytes), _mib(s.live_at_end_bytes))
+        t.add_row(escape(s.site), f"{s.count:,}", _mib(s.bytes), _mib(s.live_at_end_bytes))
     stdout.print(t)
     t = Table(title="categories (a guess from frames, sizes and lifetimes)")
     for c in ("category", "count", "bytes", "live at end"):
         t.add_column(c, justify="right")
     for cs in r.categories:
-        t.add_row(cs.category, f"{cs.count:,}", _mib(cs.bytes), _mib(cs.live_at_end_bytes))
+        t.add_row(escape(cs.category), f"{cs.count:,}", _mib(cs.bytes), _mib(cs.live_at_end_bytes))
     stdout.print(t)
     if r.unknown_actions:
         stdout.print(
             "unknown trace actions (counted, not analysed): "
-            + ", ".join(f"{k} x{v}" for k, v in r.unknown_actions.items())
+            + ", ".join(f"{escape(k)} x{v}" for k, v in r.unknown_actions.items())
         )
 
 
 def _print_diff(d: SnapshotDiff, a: Path, b: Path) -> None:
     from rich.table import Table
 
-    t = Table(title=f"{a.name} -> {b.name}")
+    t = Table(title=escape(f"{a.name} -> {b.name}"))
     for c in ("", "A", "B", "B - A"):
         t.add_column(c, justify="right")
     for name, x, y in (
@@ -230,5 +259,5 @@ def _print_diff(d: SnapshotDiff, a: Path, b: Path) -> None:
     for c in ("site", "A", "B", "B - A"):
         t.add_column(c, justify="right")
     for s in d.sites:
-        t.add_row(s.site, _mib(s.a_bytes), _mib(s.b_bytes), _mib(s.delta_bytes))
+        t.add_row(escape(s.site), _mib(s.a_bytes), _mib(s.b_bytes), _mib(s.delta_bytes))
     stdout.print(t)

@@ -16,11 +16,13 @@ def report(
     json_out: bool = typer.Option(False, "--json", help="Print {path, runs, problems} as JSON."),
 ) -> None:
     """Render run directories (simulate, bench, watch, memtrace, comm, plan) as one HTML page."""
-    from kvscope.report import write_report
     from kvscope.report.loader import load_run
+    from kvscope.report.page import render_report, save_report
+    from kvscope.validate import writable_file
 
-    path = write_report(run_dirs, out, title)
+    writable_file(out, "report")  # before reading runs: a bad --out is one line, at once
     runs = [load_run(d) for d in run_dirs]
+    path = save_report(render_report(runs, title), out)
     if json_out:
         print_json(
             {
@@ -38,7 +40,9 @@ def report(
             }
         )
         return
+    from rich.markup import escape
+
     for r in runs:
         for p in r.problems:
-            stderr.print(f"[yellow]{r.label}[/]: {p}")
+            stderr.print(f"[yellow]{escape(r.label)}[/]: {escape(p)}", soft_wrap=True)
     typer.echo(f"report written to {path} ({path.stat().st_size / 1024:.0f} KiB)")

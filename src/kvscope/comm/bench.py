@@ -13,6 +13,7 @@ nccl-tests prints them), computed from the *mean* latency as nccl-tests does.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from kvscope.comm.collectives import (
+    DTYPE_BYTES,
     algbw_bytes_per_s,
     buffers_for,
     busbw_bytes_per_s,
@@ -39,6 +41,7 @@ from kvscope.comm.model import LinkFit, Measurement, fit_alpha_beta, predict_col
 from kvscope.comm.rundir import CommRunDir
 from kvscope.comm.torchrun import execute, torchrun_rank
 from kvscope.errors import KvscopeError, UnknownNameError
+from kvscope.validate import bounded_alloc
 
 BACKENDS = ("gloo", "nccl")
 #: Called after each measured point with (points done, points in all, the new row).
@@ -65,8 +68,12 @@ class BenchConfig:
         check_common(self.backend, self.world_size, self.iters, self.warmup, self.timeout_s)
         if not self.sizes:
             raise KvscopeError("--sizes is empty.")
+        elem = DTYPE_BYTES[self.dtype]
+        biggest = 0
         for s in self.sizes:
-            buffers_for(self.op, s, self.dtype, self.world_size)  # validates op x size x n
+            b = buffers_for(self.op, s, self.dtype, self.world_size)  # validates op x size x n
+            biggest = max(biggest, (b.input_elems + b.output_elems) * elem)
+        check_host_memory(self.backend, biggest, self.world_size, "the largest size's buffers")
 
 
 def check_common(backend: str, world_size: int, iters: int, warmup: int, timeout_s: float) -> None:
@@ -229,21 +236,39 @@ class _Launchable(Protocol):
 
 
 def prepare_launch(
-    config: _C, out_dir: str | Path | None
+    config: _C, out_dir: str | Path | None, force: bool = False
 ) -> tuple[_C, dict[str, Any], CommRunDir | None]:
     """What every measurement does first: under ``torchrun`` the launcher decides the world
-    size; check the backend; capture the environment; only the reporting rank (rank 0, or
-    the parent when kvscope launches the ranks) writes the run directory."""
+    size; check the backend; open the run directory (refused when it holds a run, unless
+    ``force``); capture the environment. Only the reporting rank (rank 0, or the parent when
+    kvscope launches the ranks) writes the run directory."""
     from kvscope.comm.environment import capture_environment
 
     under = torchrun_rank()
     if under is not None and under[1] != config.world_size:
         config = dataclasses.replace(config, world_size=under[1])  # type: ignore[type-var]
     check_backend(config.backend, config.world_size)
-    env = capture_environment(config.backend, config.world_size)
     reporting = under is None or under[0] == 0
-    run_dir = CommRunDir(out_dir) if out_dir is not None and reporting else None
+    run_dir = CommRunDir(out_dir, force=force) if out_dir is not None and reporting else None
+    env = capture_environment(config.backend, config.world_size)
     return config, env, run_dir
+
+
+def ranks_on_this_host(world_size: int) -> int:
+    """How many of the ranks share this host's memory (torchrun says; else all of them)."""
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return int(local) if local.isdigit() and 0 < int(local) <= world_size else world_size
+
+
+def check_host_memory(backend: str, per_rank_bytes: float, world_size: int, what: str) -> None:
+    """Refuse, before any rank starts, gloo buffers that cannot fit in this host's memory."""
+    if backend == "gloo":
+        n = ranks_on_this_host(world_size)
+        bounded_alloc(
+            per_rank_bytes * n,
+            f"{what} on {n} gloo rank(s)",
+            "Use smaller sizes or fewer ranks.",
+        )
 
 
 RowFn = Callable[[int, np.ndarray, list[int]], dict[str, Any]]
@@ -281,10 +306,15 @@ def measure_steps(
 
 
 def run_bench(
-    config: BenchConfig, out_dir: str | Path | None = None, progress: ProgressFn | None = None
+    config: BenchConfig,
+    out_dir: str | Path | None = None,
+    progress: ProgressFn | None = None,
+    *,
+    force: bool = False,
 ) -> BenchResult:
-    """Measure ``config`` for real; write the run directory as it goes when ``out_dir`` is set."""
-    config, env, run_dir = prepare_launch(config, out_dir)
+    """Measure ``config`` for real; write the run directory as it goes when ``out_dir`` is set
+    (an existing run there is refused unless ``force``)."""
+    config, env, run_dir = prepare_launch(config, out_dir, force)
     steps = tuple(
         Step(config.op, s, config.dtype, config.warmup, config.iters) for s in config.sizes
     )

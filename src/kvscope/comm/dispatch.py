@@ -23,6 +23,7 @@ import numpy as np
 from kvscope.comm.bench import (
     ProgressFn,
     check_common,
+    check_host_memory,
     fit_dict,
     measure_steps,
     prepare_launch,
@@ -69,6 +70,11 @@ class MoeConfig:
             )
         for s in self.skews:
             self.spec(s)  # validates top-k, tokens, hidden and skew
+        # Worst case per rank: every token to top-k experts sent, and as many from each rank
+        # received (all routed to this rank's experts).
+        token_bytes = self.hidden * DTYPE_BYTES[self.dtype]
+        per_rank = (1 + self.world_size) * self.tokens_per_rank * self.top_k * token_bytes
+        check_host_memory(self.backend, float(per_rank), self.world_size, "the dispatch buffers")
 
     def spec(self, skew: float) -> RoutingSpec:
         return RoutingSpec(self.num_experts, self.top_k, self.tokens_per_rank, self.hidden, skew)
@@ -185,10 +191,15 @@ def moe_summary(
 
 
 def run_moe(
-    config: MoeConfig, out_dir: str | Path | None = None, progress: ProgressFn | None = None
+    config: MoeConfig,
+    out_dir: str | Path | None = None,
+    progress: ProgressFn | None = None,
+    *,
+    force: bool = False,
 ) -> MoeResult:
-    """Measure the dispatch all-to-all at every skew; rows arrive in the run dir as measured."""
-    config, env, run_dir = prepare_launch(config, out_dir)
+    """Measure the dispatch all-to-all at every skew; rows arrive in the run dir as measured
+    (an existing run there is refused unless ``force``)."""
+    config, env, run_dir = prepare_launch(config, out_dir, force)
     n_iter = config.warmup + config.iters
     plans = [
         dispatch_plan(config.spec(s), config.world_size, n_iter, config.seed)[0]

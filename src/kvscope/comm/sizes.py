@@ -9,12 +9,15 @@ from __future__ import annotations
 import re
 
 from kvscope.errors import KvscopeError
+from kvscope.validate import finite
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)(?:I?B)?\s*$", re.I)
 
 #: A sweep longer than this is almost certainly a typo (``x1.0001``); refuse it.
 MAX_POINTS = 64
+#: No collective message is larger than this (1 TiB); a larger size is a typo.
+MAX_SIZE = 1 << 40
 
 
 def parse_size(text: str) -> int:
@@ -25,6 +28,8 @@ def parse_size(text: str) -> int:
     value = float(m.group(1)) * _UNITS[m.group(2).upper()]
     if value < 1:
         raise KvscopeError(f"size '{text}' is below one byte.")
+    if value > MAX_SIZE:
+        raise KvscopeError(f"size '{text}' is above {format_size(MAX_SIZE)} (1 TiB).")
     return int(value)
 
 
@@ -51,9 +56,7 @@ def parse_sweep(text: str) -> list[int]:
         raise KvscopeError(f"sweep '{text}' ends ({end} B) before it starts ({start} B).")
     sizes: list[int] = []
     if step[:1] in ("x", "*"):
-        factor = float(step[1:]) if step[1:] else 0.0
-        if factor <= 1:
-            raise KvscopeError(f"sweep factor in '{text}' must be above 1.")
+        factor = finite(step[1:], f"the sweep factor in '{text}'", low=1.0, low_open=True)
         value = float(start)
         while value <= end * (1 + 1e-9) and len(sizes) <= MAX_POINTS:
             sizes.append(round(value))

@@ -25,6 +25,7 @@ from kvscope.doctor.checks import run_checks
 from kvscope.doctor.model import Check, DoctorReport, Status
 from kvscope.doctor.probe import ProbeOptions, capture
 from kvscope.errors import KvscopeError
+from kvscope.validate import writable_dir
 
 __all__ = [
     "Check",
@@ -48,12 +49,18 @@ def doctor_live(
 ) -> DoctorReport:
     """Probe this host (into ``capture_dir`` if given, else a temporary folder) and check it."""
     if capture_dir is not None:
-        if capture_dir.exists() and (not capture_dir.is_dir() or any(capture_dir.iterdir())):
+        writable_dir(capture_dir, "--capture folder")  # a parent that is a file, no permission
+        if capture_dir.exists() and any(capture_dir.iterdir()):
             raise KvscopeError(
                 f"--capture folder {capture_dir} exists and is not empty.",
                 "Choose a new folder so no earlier bundle is overwritten.",
             )
-        capture(capture_dir, options)
+        try:
+            capture(capture_dir, options)
+        except OSError as err:
+            raise KvscopeError(
+                f"{capture_dir}: cannot write the bundle ({err.strerror})."
+            ) from None
         return DoctorReport(str(capture_dir), "live", tuple(run_checks(Bundle.load(capture_dir))))
     with tempfile.TemporaryDirectory(prefix="kvscope-doctor-") as tmp:
         root = Path(tmp)

@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kvscope.errors import KvscopeError
+from kvscope.validate import load_json
 
 MANIFEST = "manifest.json"
 SCHEMA_VERSION = 1
@@ -92,6 +93,10 @@ class Bundle:
     def load(cls, root: Path) -> Bundle:
         """Open ``root``; raise :class:`KvscopeError` when it is not a doctor bundle."""
         path = root / MANIFEST
+        if root.is_file():
+            raise KvscopeError(
+                f"{root}: is a file, not a bundle folder.", "Pass the folder that holds it."
+            )
         if not root.is_dir():
             raise KvscopeError(f"no such bundle folder: {root}.")
         if not path.is_file():
@@ -99,11 +104,18 @@ class Bundle:
                 f"{root} has no {MANIFEST}; it is not a doctor bundle.",
                 "Create one with: kvscope doctor --capture DIR",
             )
+        # A bundle comes from someone else: its manifest may be anything (not UTF-8, not
+        # JSON, nested too deeply); load_json turns each into one error line.
         try:
-            manifest = Manifest.model_validate(json.loads(path.read_text()))
-        except (json.JSONDecodeError, ValidationError) as err:
+            data = load_json(path, "manifest")
+        except KvscopeError as err:
+            why = err.message.removeprefix(f"{path}: ").rstrip(".")
+            raise KvscopeError(f"{path}: not a valid doctor manifest ({why}).") from None
+        try:
+            manifest = Manifest.model_validate(data)
+        except ValidationError as err:
             first = str(err).splitlines()[0]
-            raise KvscopeError(f"{path}: not a valid doctor manifest ({first}).") from err
+            raise KvscopeError(f"{path}: not a valid doctor manifest ({first}).") from None
         if manifest.schema_version > SCHEMA_VERSION:
             raise KvscopeError(
                 f"{path}: schema_version {manifest.schema_version} is newer than this "
@@ -128,7 +140,11 @@ class Bundle:
         if rec.file is not None:
             f = self.root / rec.file
             if f.is_file():
-                text = f.read_text(errors="replace")
+                try:
+                    text = f.read_text(errors="replace")
+                except OSError as err:
+                    bad = rec.model_copy(update={"status": "error", "stderr": err.strerror or ""})
+                    return Captured(bad, None)
         return Captured(rec, text)
 
     def text(self, name: str) -> str | None:
@@ -143,5 +159,5 @@ class Bundle:
         try:
             data: object = json.loads(t)
             return data
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # bad JSON, or nested past the parser's stack
             return None

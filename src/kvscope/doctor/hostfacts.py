@@ -15,6 +15,8 @@ import re
 import resource
 from pathlib import Path
 
+from kvscope.redact import redact_text
+
 #: Environment variables captured (by prefix or exact name); values of names that look
 #: like credentials are replaced so a bundle can be shared.
 ENV_PREFIXES = ("NCCL_", "CUDA_", "PYTORCH_", "TORCH_", "NVIDIA_", "VLLM_", "SGLANG_")
@@ -29,7 +31,8 @@ def filter_env(env: dict[str, str]) -> dict[str, str]:
     out = {}
     for k, v in env.items():
         if k.startswith(ENV_PREFIXES) or k in ENV_NAMES:
-            out[k] = "<redacted>" if _SECRET.search(k) else v
+            # by name (VLLM_API_KEY), and inside values (a URL with a password, a token)
+            out[k] = "<redacted>" if _SECRET.search(k) else (redact_text(v) or v)
     return dict(sorted(out.items()))
 
 

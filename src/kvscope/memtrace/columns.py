@@ -2,14 +2,16 @@
 
 :func:`to_columns` walks the raw snapshot once. Trace entries become parallel arrays (device,
 action code, address, size, stream, ``time_us``, stack id, ``device_free``); segments and
-blocks become two more tables; stack traces are interned: each distinct frame
-``(filename, line, name)`` is stored once and each distinct stack once, as a tuple of frame
-ids. Interning keys on object identity first, because the producer (``py_symbolize`` in
-``torch/csrc/profiler/python/combined_traceback.cpp``) shares frame dicts, so the pickle
-hands back the same dict object for a repeated frame.
+blocks become two more tables; stack traces are interned (:mod:`kvscope.memtrace.intern`):
+each distinct frame ``(filename, line, name)`` is stored once and each distinct stack once,
+as a tuple of frame ids.
 
 Only the stacks of ``alloc``, ``segment_alloc``, ``segment_map`` and ``oom`` entries are
 interned (the questions asked of a snapshot are about who allocated); free entries get -1.
+
+The walk's cost is bounded by the file's size however the pickle shares objects
+(:mod:`kvscope.memtrace.intern`); values that only label things (file and function names,
+actions, block states) are used only when they are strings, and cut to a bounded length.
 
 Format details follow ``torch/cuda/memory.py`` (``_snapshot`` docstring) and
 ``torch/cuda/_memory_viz.py`` (legacy ``history`` blocks, bare segment lists).
@@ -27,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kvscope.errors import KvscopeError
+from kvscope.memtrace.intern import MAX_NAME, Interner, budget, label
 
 I64 = npt.NDArray[np.int64]
 
@@ -133,47 +136,6 @@ class SnapshotColumns:
     ranges: Lifetimes | None = None
 
 
-class _Interner:
-    def __init__(self) -> None:
-        self.frames: list[tuple[str, int, str]] = []
-        self.stacks: list[tuple[int, ...]] = []
-        self._frame_by_id: dict[int, int] = {}
-        self._frame_by_value: dict[tuple[str, int, str], int] = {}
-        self._stack_by_ids: dict[tuple[int, ...], int] = {}
-        self._stack_by_value: dict[tuple[int, ...], int] = {}
-        # Keys use id(); holding each frame object keeps its id from being reused when the
-        # raw trace is released chunk by chunk.
-        self._alive: list[Any] = []
-
-    def frame(self, f: Any) -> int:
-        fid = self._frame_by_id.get(id(f))
-        if fid is None:
-            if not isinstance(f, dict):
-                raise KvscopeError("a stack frame is not a dict: not a memory snapshot.")
-            key = (str(f.get("filename", "?")), int(f.get("line", 0) or 0), str(f.get("name", "?")))
-            fid = self._frame_by_value.get(key)
-            if fid is None:
-                fid = self._frame_by_value[key] = len(self.frames)
-                self.frames.append(key)
-            self._frame_by_id[id(f)] = fid
-            self._alive.append(f)
-        return fid
-
-    def stack(self, frames: Any) -> int:
-        if not frames:
-            return -1
-        ids = tuple(map(id, frames))
-        sid = self._stack_by_ids.get(ids)
-        if sid is None:
-            value = tuple(map(self.frame, frames))
-            sid = self._stack_by_value.get(value)
-            if sid is None:
-                sid = self._stack_by_value[value] = len(self.stacks)
-                self.stacks.append(value)
-            self._stack_by_ids[ids] = sid
-        return sid
-
-
 def _ints(values: Any, n: int, what: str) -> I64:
     try:
         return np.fromiter(values, np.int64, n)
@@ -187,18 +149,30 @@ def _ints(values: Any, n: int, what: str) -> I64:
 CHUNK = 1 << 18
 
 
-def _chunk(entries: list[Any], dev: int, it: _Interner, unknown: dict[str, int]) -> list[Any]:
+def _actions(names: list[Any]) -> npt.NDArray[np.int8]:
+    try:
+        return np.fromiter(map(ACTION_CODE.get, names, repeat(UNKNOWN)), np.int8, len(names))
+    except TypeError:  # an unhashable action (a list): not an action this version knows
+        codes = (ACTION_CODE.get(a, UNKNOWN) if isinstance(a, str) else UNKNOWN for a in names)
+        return np.fromiter(codes, np.int8, len(names))
+
+
+def _chunk(entries: list[Any], dev: int, it: Interner, unknown: dict[str, int]) -> list[Any]:
     n = len(entries)
+    it.charge(n)
     if n and not all(isinstance(e, dict) for e in (entries[0], entries[-1], entries[n // 2])):
-        raise KvscopeError(f"device_traces[{dev}] holds non-dict entries: not a memory snapshot.")
+        raise KvscopeError(
+            f"device_traces[{dev}] holds non-dict entries: not a CUDA memory snapshot."
+        )
     get = dict.get
     try:
         names = list(map(itemgetter("action"), entries))
     except (KeyError, TypeError):
         raise KvscopeError(f"device_traces[{dev}]: an entry has no 'action'.") from None
-    action = np.fromiter(map(ACTION_CODE.get, names, repeat(UNKNOWN)), np.int8, n)
+    action = _actions(names)
     for i in np.flatnonzero(action == UNKNOWN).tolist():
-        unknown[str(names[i])] = unknown.get(str(names[i]), 0) + 1
+        name = label(names[i], f"<{type(names[i]).__name__}>")[:80]
+        unknown[name] = unknown.get(name, 0) + 1
     del names
     cols = [
         np.full(n, dev, np.int16),
@@ -217,18 +191,22 @@ def _chunk(entries: list[Any], dev: int, it: _Interner, unknown: dict[str, int])
     dfree = np.full(n, -1, np.int64)
     oom = np.flatnonzero(action == OOM)
     if oom.size:
-        dfree[oom] = [int(get(entries[i], "device_free", -1)) for i in oom.tolist()]
+        dfree[oom] = _ints(
+            (get(entries[i], "device_free", -1) for i in oom.tolist()), oom.size, "device_free"
+        )
     cols.append(dfree)
+    it.forget_lists()  # the caller may release this chunk's raw entries now
     return cols
 
 
-def _trace(
-    device_traces: list[Any], it: _Interner, unknown: dict[str, int], consume: bool
-) -> Trace:
+def _trace(device_traces: list[Any], it: Interner, unknown: dict[str, int], consume: bool) -> Trace:
     parts: list[list[Any]] = []
+    it.charge(len(device_traces))
     for dev, entries in enumerate(device_traces):
+        if dev > np.iinfo(np.int16).max:
+            raise KvscopeError("more than 32,767 device traces: not a CUDA memory snapshot.")
         if not isinstance(entries, list):
-            raise KvscopeError(f"device_traces[{dev}] is not a list: not a memory snapshot.")
+            raise KvscopeError(f"device_traces[{dev}] is not a list: not a CUDA memory snapshot.")
         if consume:
             while entries:
                 parts.append(_chunk(entries[:CHUNK], dev, it, unknown))
@@ -249,48 +227,79 @@ def _trace(
     return Trace(*cols)
 
 
-def _segments(raw_segments: Sequence[Any], it: _Interner) -> tuple[Segments, bool]:
+def _int(value: Any, default: int = 0) -> int:
+    """An integer field (absent: ``default``); anything else is a malformed snapshot."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return int(value)
+
+
+def _segment(si: int, s: Any, it: Interner, seg_rows: list[Any], blk_rows: list[Any]) -> bool:
+    """Append segment ``si`` and its blocks to the row lists; True for legacy blocks."""
+    legacy = False
+    addr, total = _int(s["address"]), _int(s["total_size"])
+    stype = s.get("segment_type", "large" if total > 2 * 1024 * 1024 else "small")
+    seg_rows.append(
+        (
+            _int(s.get("device")),
+            addr,
+            total,
+            _int(s.get("stream")),
+            stype == "small",
+            s.get("is_expandable") is True,
+            it.stack(s.get("frames")),
+        )
+    )
+    blocks = s["blocks"]
+    if not isinstance(blocks, list):
+        raise TypeError("'blocks' is not a list")
+    it.charge(len(blocks))
+    off = addr
+    for b in blocks:
+        size = _int(b["size"])
+        state_name = b.get("state")
+        state = STATE_CODE.get(state_name) if isinstance(state_name, str) else None
+        if state is None:
+            raise KvscopeError(f"segment {si}: unknown block state '{label(state_name)[:40]}'.")
+        hist = b.get("history")
+        if hist:  # legacy blocks: [{addr, real_size, frames}]
+            legacy = True
+            req, frames = _int(hist[0].get("real_size"), size), hist[0].get("frames")
+        else:
+            req, frames = _int(b.get("requested_size"), size), b.get("frames")
+        if state == INACTIVE:
+            req = 0
+        baddr = _int(b.get("address"), off)
+        blk_rows.append((si, baddr, size, req, state, it.stack(frames)))
+        off = baddr + size
+    return legacy
+
+
+def _segments(raw_segments: Sequence[Any], it: Interner) -> tuple[Segments, bool]:
     seg_rows: list[tuple[int, int, int, int, bool, bool, int]] = []
     blk_rows: list[tuple[int, int, int, int, int, int]] = []
     legacy = False
+    it.forget_lists()  # from here on every raw segment stays alive until the end
+    it.charge(len(raw_segments))
     for si, s in enumerate(raw_segments):
         try:
-            addr, total = int(s["address"]), int(s["total_size"])
-            stype = s.get("segment_type", "large" if total > 2 * 1024 * 1024 else "small")
-            seg_rows.append(
-                (
-                    int(s.get("device", 0)),
-                    addr,
-                    total,
-                    int(s.get("stream", 0)),
-                    stype == "small",
-                    bool(s.get("is_expandable", False)),
-                    it.stack(s.get("frames")),
-                )
-            )
-            off = addr
-            for b in s["blocks"]:
-                size = int(b["size"])
-                state = STATE_CODE.get(str(b.get("state")))
-                if state is None:
-                    raise KvscopeError(f"segment {si}: unknown block state '{b.get('state')}'.")
-                hist = b.get("history")
-                if hist:  # legacy blocks: [{addr, real_size, frames}]
-                    legacy = True
-                    req, frames = int(hist[0].get("real_size", size)), hist[0].get("frames")
-                else:
-                    req, frames = int(b.get("requested_size", size)), b.get("frames")
-                if state == INACTIVE:
-                    req = 0
-                baddr = int(b.get("address", off))
-                blk_rows.append((si, baddr, size, req, state, it.stack(frames)))
-                off = baddr + size
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            legacy |= _segment(si, s, it, seg_rows, blk_rows)
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError, IndexError) as err:
             raise KvscopeError(
-                f"segment {si} is malformed ({err!r}): not a memory snapshot."
+                f"segment {si} is malformed ({str(err)[:80] or type(err).__name__}): "
+                "not a CUDA memory snapshot."
             ) from None
-    sa = np.array(seg_rows, dtype=np.int64).reshape(-1, 7)
-    ba = np.array(blk_rows, dtype=np.int64).reshape(-1, 6)
+    try:
+        sa = np.array(seg_rows, dtype=np.int64).reshape(-1, 7)
+        ba = np.array(blk_rows, dtype=np.int64).reshape(-1, 6)
+    except (OverflowError, ValueError):
+        raise KvscopeError(
+            "a segment or block field is beyond a 64-bit integer: not a CUDA memory snapshot."
+        ) from None
+    if ba.size and not ba[:, 2].min() >= 0:
+        raise KvscopeError("a block has a negative size: not a CUDA memory snapshot.")
     segs = Segments(
         device=sa[:, 0].copy(),
         address=sa[:, 1].copy(),
@@ -309,20 +318,53 @@ def _segments(raw_segments: Sequence[Any], it: _Interner) -> tuple[Segments, boo
     return segs, legacy
 
 
-def to_columns(raw: Any, consume: bool = False) -> SnapshotColumns:
+#: Allocator settings kept from a snapshot: scalars (and one level of dicts of scalars, as
+#: ``roundup_power2_divisions``), at most this many keys: they are shown, never computed on.
+MAX_SETTINGS = 64
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _settings(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for k, v in list(raw.items())[:MAX_SETTINGS]:
+        if not isinstance(k, str):
+            continue
+        if isinstance(v, str):
+            out[k[:80]] = v[:MAX_NAME]
+        elif isinstance(v, _SCALARS):
+            out[k[:80]] = v
+        elif isinstance(v, dict):
+            out[k[:80]] = {
+                str(kk)[:80]: vv
+                for kk, vv in list(v.items())[:MAX_SETTINGS]
+                if isinstance(kk, str | int) and isinstance(vv, int | float | bool)
+            }
+    return out
+
+
+def to_columns(raw: Any, consume: bool = False, file_bytes: int | None = None) -> SnapshotColumns:
     """Convert a loaded snapshot (dict, or legacy list of segments) into columns.
 
     With ``consume=True`` the trace lists of ``raw`` are emptied as they are converted, which
-    keeps the peak memory near the size of ``raw`` alone (``load_snapshot`` does this)."""
+    keeps the peak memory near the size of ``raw`` alone (``load_snapshot`` does this).
+    ``file_bytes``, the size of the file ``raw`` came from, bounds the elements walked (see
+    the module docstring); without it the walk is not bounded."""
     if isinstance(raw, list):
         raw = {"segments": raw, "device_traces": []}
-    it = _Interner()
+    if not isinstance(raw, dict):
+        raise KvscopeError("not a CUDA memory snapshot (neither a dict nor a segment list).")
+    it = Interner(budget(file_bytes))
     unknown: dict[str, int] = {}
     traces = raw.get("device_traces") or []
     if not isinstance(traces, list):
-        raise KvscopeError("'device_traces' is not a list: not a memory snapshot.")
+        raise KvscopeError("'device_traces' is not a list: not a CUDA memory snapshot.")
     trace = _trace(traces, it, unknown, consume)
-    segs, legacy = _segments(raw.get("segments") or [], it)
+    raw_segments = raw.get("segments") or []
+    if not isinstance(raw_segments, list):
+        raise KvscopeError("'segments' is not a list: not a CUDA memory snapshot.")
+    segs, legacy = _segments(raw_segments, it)
     t = trace.time_us
     has_time = bool(t.size) and bool((t >= 0).any())
     if not has_time:
@@ -334,13 +376,12 @@ def to_columns(raw: Any, consume: bool = False) -> SnapshotColumns:
         filled = t[known]
         filled[:first] = t[first]
         t[:] = filled
-    settings = raw.get("allocator_settings")
     return SnapshotColumns(
         trace=trace,
         segments=segs,
         frames=Frames(it.frames, it.stacks),
         has_time=has_time,
-        allocator_settings=dict(settings) if isinstance(settings, dict) else {},
+        allocator_settings=_settings(raw.get("allocator_settings")),
         unknown_actions=unknown,
         legacy_blocks=legacy,
     )

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from kvscope.errors import ConfigError
+from kvscope.errors import ConfigError, KvscopeError
 from kvscope.memtrace.caching_allocator import (
     MIB,
     CachingAllocator,
@@ -51,6 +51,7 @@ from kvscope.memtrace.caching_allocator import (
     Frames,
     OutOfMemory,
 )
+from kvscope.validate import writable_file
 
 Scenario = Literal["steady", "leak", "fragmentation", "oom"]
 SCENARIOS: tuple[str, ...] = ("steady", "leak", "fragmentation", "oom")
@@ -250,7 +251,12 @@ def generate(cfg: GeneratorConfig) -> dict[str, Any] | list[dict[str, Any]]:
 
 def write_snapshot(cfg: GeneratorConfig, path: str | Path) -> Path:
     """Generate and pickle a snapshot to ``path`` (as ``_dump_snapshot`` does); return it."""
-    p = Path(path)
-    with p.open("wb") as f:
-        pickle.dump(generate(cfg), f)
+    p = writable_file(path, "snapshot file")
+    snap = generate(cfg)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with p.open("wb") as f:
+            pickle.dump(snap, f)
+    except OSError as err:
+        raise KvscopeError(f"{p}: cannot write the snapshot file ({err.strerror}).") from None
     return p

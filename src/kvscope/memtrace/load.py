@@ -14,14 +14,13 @@ from kvscope.errors import KvscopeError
 from kvscope.memtrace import cache
 from kvscope.memtrace.columns import SnapshotColumns, to_columns
 from kvscope.memtrace.lifetimes import with_lifetimes
-from kvscope.memtrace.loader import load_raw
+from kvscope.memtrace.loader import check_snapshot_path, load_raw
 
 
 def load_snapshot(path: str | Path, use_cache: bool = True) -> tuple[SnapshotColumns, bool]:
     """Return ``(columns, from_cache)`` for the snapshot at ``path``."""
     p = Path(path)
-    if not p.is_file():
-        raise KvscopeError(f"{p}: no such snapshot file.")
+    check_snapshot_path(p)
     if use_cache:
         hit = cache.load(p)
         if hit is not None:
@@ -33,9 +32,11 @@ def load_snapshot(path: str | Path, use_cache: bool = True) -> tuple[SnapshotCol
     try:
         raw = load_raw(p)
         try:
-            cols = to_columns(raw, consume=True)
+            cols = to_columns(raw, consume=True, file_bytes=p.stat().st_size)
         except KvscopeError as err:
             raise KvscopeError(f"{p}: {err.message}", err.hint) from None
+        except RecursionError:
+            raise KvscopeError(f"{p}: not a CUDA memory snapshot (nested too deeply).") from None
         del raw
         cols = with_lifetimes(cols)
     finally:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kvscope.errors import KvscopeError
+from kvscope.validate import writable_file
 
 #: Default ring-buffer length: torchtitan settled on 100k entries, later 1M (anchors 4.1).
 DEFAULT_MAX_ENTRIES = 1_000_000
@@ -42,15 +43,34 @@ def _cuda_torch() -> Any:
     return torch
 
 
+def check_out(path: str | Path, force: bool = False) -> Path:
+    """Check, before anything runs, that the snapshot can be written to ``path``.
+
+    An existing snapshot is a recording someone made: it is refused unless ``force``.
+    """
+    out = writable_file(path, "snapshot file")
+    if out.exists() and not force:
+        raise KvscopeError(
+            f"{out}: the snapshot file already exists.",
+            "Pass --force to replace it, or choose another --out.",
+        )
+    return out
+
+
 @contextmanager
 def recording(
-    path: str | Path, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "python"
+    path: str | Path,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+    stacks: str = "python",
+    *,
+    force: bool = False,
 ) -> Iterator[Path]:
     """Record CUDA memory history inside the block and dump a snapshot to ``path`` on exit."""
     if max_entries < 1:
         raise KvscopeError("--max-entries must be at least 1.")
+    out = check_out(path, force)
     torch = _cuda_torch()
-    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
     torch.cuda.memory._record_memory_history(
         enabled="all", context="all", stacks=stacks, max_entries=max_entries
     )
@@ -63,7 +83,9 @@ def recording(
             torch.cuda.memory._record_memory_history(enabled=None)
 
 
-def record_script(command: Sequence[str], out: str | Path, max_entries: int) -> Path:
+def record_script(
+    command: Sequence[str], out: str | Path, max_entries: int, *, force: bool = False
+) -> Path:
     """Run a Python script (``[python] script.py args...`` or ``[python] -m module args...``)
     in this process with memory history on, and dump the snapshot to ``out``."""
     args = list(command)
@@ -75,7 +97,8 @@ def record_script(command: Sequence[str], out: str | Path, max_entries: int) -> 
         raise KvscopeError("'-m' needs a module name.")
     if args[0] != "-m" and not Path(args[0]).is_file():
         raise KvscopeError(f"{args[0]}: no such script.")
-    with recording(out, max_entries=max_entries) as p:
+    check_out(out, force)  # before the script: a run must not end unable to save its trace
+    with recording(out, max_entries=max_entries, force=force) as p:
         saved = sys.argv[:]
         try:
             if args[0] == "-m":

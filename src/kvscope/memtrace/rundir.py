@@ -12,12 +12,17 @@
 - ``sites.parquet``, ``leaks.parquet``, ``ooms.parquet``: the lists of the report.
 
 A table with no rows is still written with its columns, so readers need no special case.
+An existing run directory that holds files is refused unless ``force`` (an earlier run is
+never mixed with or silently replaced by a new one); ``summary.json`` is written last and
+atomically, so a directory with a summary is a complete run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +40,21 @@ from kvscope.memtrace.leaks import LeakCandidate
 from kvscope.memtrace.oom import OomEvent
 from kvscope.memtrace.sites import SiteStat
 from kvscope.memtrace.timeline import device_series, downsample
+from kvscope.validate import fresh_run_dir
 
 
 def as_dict(obj: Any) -> Any:
-    """Dataclasses to plain JSON-ready values (NaN becomes None)."""
+    """Dataclasses to plain JSON-ready values (NaN and infinities become None)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: as_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
         return {str(k): as_dict(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [as_dict(v) for v in obj]
-    if isinstance(obj, float) and obj != obj:
-        return None
     if isinstance(obj, np.generic):
-        return obj.item()
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
     return obj
 
 
@@ -69,14 +75,25 @@ def _empty_type(cls: type, name: str) -> pa.DataType:
 
 
 def write_run(
-    report: MemtraceReport, cols: SnapshotColumns, out_dir: str | Path, max_points: int = 2000
+    report: MemtraceReport,
+    cols: SnapshotColumns,
+    out_dir: str | Path,
+    max_points: int = 2000,
+    *,
+    force: bool = False,
 ) -> Path:
     """Write the run directory for ``report`` (and its columns ``cols``) to ``out_dir``."""
-    out = Path(out_dir)
+    out = fresh_run_dir(out_dir, force=force)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        _write_tables(report, cols, out, max_points)
+        _write_summary(report, out)
     except OSError as err:
-        raise KvscopeError(f"{out}: cannot create the run directory ({err.strerror}).") from None
+        raise KvscopeError(f"{out}: cannot write the run directory ({err.strerror}).") from None
+    return out
+
+
+def _write_summary(report: MemtraceReport, out: Path) -> None:
     summary = {
         "kind": "memtrace",
         "kvscope_version": __version__,
@@ -86,10 +103,17 @@ def write_run(
             "until_s": report.until_s,
             "has_time": report.has_time,
         },
-        **report.headline(),
+        **as_dict(report.headline()),
         "report": as_dict(report),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    os.replace(tmp, out / "summary.json")
+
+
+def _write_tables(
+    report: MemtraceReport, cols: SnapshotColumns, out: Path, max_points: int
+) -> None:
     t, dev, a, r = [], [], [], []
     for s in device_series(cols):
         d = downsample(s, max_points)
@@ -133,4 +157,3 @@ def write_run(
         ),
         out / "heatmap.parquet",
     )
-    return out

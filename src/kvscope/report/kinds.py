@@ -2,7 +2,9 @@
 
 Registered in :data:`kvscope.report.page.KIND_SECTIONS`. Column names follow the tables
 ``kvscope memtrace analyze --out``, ``kvscope comm bench --out`` and ``kvscope plan --out``
-write; a missing column or table simply leaves its plot out.
+write; a missing column or table simply leaves its plot out, and so does one whose values
+cannot be what that command writes (heatmap cells outside a bounded grid, a link fit that
+is not a pair of finite numbers).
 """
 
 from __future__ import annotations
@@ -16,6 +18,25 @@ from kvscope.report.sections import col, esc, fmt_value
 from kvscope.report.svg import Chart, Series, render_heatmap, render_line, render_stacked_bar
 
 GIB = float(1 << 30)
+#: Largest heatmap grid drawn (memtrace writes 64 x 128): a bigger one is not from memtrace.
+MAX_HEATMAP_SIDE = 4096
+
+
+def _finite_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and bool(np.isfinite(v))
+
+
+def _heatmap_matrix(rows: np.ndarray, cols_: np.ndarray, vals: np.ndarray) -> np.ndarray | None:
+    """The cell matrix of a heatmap table, or None when its cells are not a bounded grid."""
+    if rows.size == 0 or not (rows.size == cols_.size == vals.size):
+        return None
+    if not (np.isfinite(rows).all() and np.isfinite(cols_).all()):
+        return None
+    if rows.min() < 0 or cols_.min() < 0 or max(rows.max(), cols_.max()) >= MAX_HEATMAP_SIDE:
+        return None
+    m = np.full((int(rows.max()) + 1, int(cols_.max()) + 1), np.nan)
+    m[rows.astype(int), cols_.astype(int)] = vals
+    return m
 
 
 def memtrace_section(runs: Sequence[LoadedRun]) -> str:
@@ -54,12 +75,15 @@ def memtrace_section(runs: Sequence[LoadedRun]) -> str:
         if h is None:
             continue
         rows, cols_, vals = col(h, "row"), col(h, "col"), col(h, "allocated_frac")
-        if rows is None or cols_ is None or vals is None or rows.size == 0:
+        if rows is None or cols_ is None or vals is None:
             continue
-        m = np.full((int(rows.max()) + 1, int(cols_.max()) + 1), np.nan)
-        m[rows.astype(int), cols_.astype(int)] = vals
+        m = _heatmap_matrix(rows, cols_, vals)
+        if m is None:
+            continue
         cell = col(h, "cell_bytes")
-        span = float(cell[0]) * m.shape[1] / (1 << 20) if cell is not None else m.shape[1]
+        span = float(m.shape[1])
+        if cell is not None and cell.size and np.isfinite(cell[0]):
+            span = float(cell[0]) * m.shape[1] / (1 << 20)
         out.append(
             render_heatmap(
                 f"Segment blocks: {r.label}",
@@ -124,11 +148,14 @@ def comm_section(runs: Sequence[LoadedRun]) -> str:
         )
     for r in runs:
         fit = r.summary.get("fit")
-        if isinstance(fit, dict) and "alpha_s" in fit:
+        if not isinstance(fit, dict):
+            continue
+        alpha, beta = fit.get("alpha_s"), fit.get("beta_s_per_byte")
+        if _finite_number(alpha) and _finite_number(beta):
+            assert isinstance(alpha, int | float) and isinstance(beta, int | float)
             out.append(
-                f"<p>{esc(r.label)}: fitted link alpha = {fit['alpha_s'] * 1e6:.1f} µs "
-                f"per step, bandwidth = {1e-9 / max(fit['beta_s_per_byte'], 1e-30):.2f} "
-                "GB/s</p>"
+                f"<p>{esc(r.label)}: fitted link alpha = {alpha * 1e6:.1f} µs "
+                f"per step, bandwidth = {1e-9 / max(beta, 1e-30):.2f} GB/s</p>"
             )
     return "".join(out) if len(out) > 1 else ""
 
@@ -147,12 +174,10 @@ def plan_section(runs: Sequence[LoadedRun]) -> str:
     total = None
     for r in runs:
         s = r.summary
-        segs = [
-            (label, float(s[k])) for k, label in PLAN_PARTS if isinstance(s.get(k), int | float)
-        ]
+        segs = [(label, float(s[k])) for k, label in PLAN_PARTS if _finite_number(s.get(k))]
         if segs:
             bars.append((r.label, segs))
-            if isinstance(s.get("gpu_memory_gib"), int | float):
+            if _finite_number(s.get("gpu_memory_gib")):
                 total = (float(s["gpu_memory_gib"]), "GPU memory (CUDA total)")
     if not bars:
         return ""

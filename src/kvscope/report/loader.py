@@ -1,19 +1,28 @@
 """Read whatever a run directory holds, and say what is missing.
 
 A report must render a run directory that is partial (an interrupted bench, a missing
-table): :class:`LoadedRun` keeps each table it could read and a list of problems.
+table): :class:`LoadedRun` keeps each table it could read and a list of problems. Nothing a
+run directory holds raises: a ``summary.json`` that is not UTF-8, not JSON or not an object,
+a Parquet file that is garbage, a table of the wrong types, a server that exported no
+KV-cache gauge (llama.cpp without ``--metrics``, TGI, a proxy: the columns are all null)
+each become one line in :attr:`LoadedRun.problems` and the rest still renders. Only a path
+that is not a directory at all is an error.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from kvscope.errors import KvscopeError
-from kvscope.results import read_summary, read_table
+from kvscope.results import read_table
+from kvscope.validate import read_text
 
 #: Tables each run kind is expected to have (SPEC.md "Run directory").
 EXPECTED: dict[str, tuple[str, ...]] = {
@@ -37,6 +46,15 @@ KNOWN_TABLES = (
     "heatmap",
     "fragmentation",
 )
+#: Columns that carry an engine's KV-cache usage gauge (``watch`` prefixes them with the
+#: source, ``engine:host:port/``).
+KV_GAUGES = (
+    "kv_usage_frac",
+    "kv_cache_usage_frac",
+    "kv_cache_usage_ratio",
+    "kv_cache_usage_perc",
+    "kv_usage",
+)
 
 
 @dataclass
@@ -55,23 +73,21 @@ class LoadedRun:
 def load_run(path: str | Path) -> LoadedRun:
     """Load a run directory; raises only when the path is not a directory at all."""
     p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise KvscopeError(f"{p}: not a run directory (a file, not a folder).")
     if not p.is_dir():
         raise KvscopeError(f"{p}: not a run directory (no such folder).")
     problems: list[str] = []
-    try:
-        summary = read_summary(p)
-    except KvscopeError as err:
-        summary, problems = None, [err.one_line()]
-    if summary is None:
-        problems.append("summary.json is missing or unreadable")
-        summary = {}
-    kind = str(summary.get("kind") or _guess_kind(p))
+    summary = _read_summary(p, problems)
+    kind = summary.get("kind")
+    kind = kind if isinstance(kind, str) and kind else _guess_kind(p)
     run = LoadedRun(p, kind, summary, problems=problems)
     for name in KNOWN_TABLES:
         try:
             table = read_table(p, name)
-        except (KvscopeError, pa.ArrowInvalid, OSError) as err:
-            run.problems.append(f"{name}: unreadable ({str(err).splitlines()[0][:120]})")
+        except (KvscopeError, pa.ArrowException, OSError, ValueError) as err:
+            first = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
+            run.problems.append(f"{name}: unreadable ({first})")
             continue
         if table is not None:
             run.tables[name] = table
@@ -83,7 +99,60 @@ def load_run(path: str | Path) -> LoadedRun:
     for name in EXPECTED.get(kind, ()):
         if name not in run.tables:
             run.problems.append(f"{name}.parquet is missing")
+        elif run.tables[name].num_rows == 0:
+            run.problems.append(f"{name}.parquet has no rows")
+    server = run.tables.get("server")
+    if server is not None and server.num_rows and not _has_kv_gauge(server):
+        run.problems.append(
+            "server: the server exported no KV-cache gauge, so there is no KV-cache chart "
+            "(llama.cpp needs --metrics; TGI and most proxies export none)"
+        )
     return run
+
+
+def _read_summary(p: Path, problems: list[str]) -> dict[str, Any]:
+    """``summary.json`` as a dict; anything else is a problem line and an empty summary."""
+    f = p / "summary.json"
+    if not f.exists():
+        problems.append("summary.json is missing")
+        return {}
+    try:
+        # NaN, Infinity and 1e999 are read as missing (None): strict JSON has no such numbers
+        data = json.loads(
+            read_text(f, "run summary"), parse_constant=lambda _: None, parse_float=_finite
+        )
+    except KvscopeError as err:
+        problems.append(f"summary.json is unreadable: {err.one_line()}")
+        return {}
+    except json.JSONDecodeError as err:
+        problems.append(f"summary.json is not valid JSON ({err.msg} at line {err.lineno})")
+        return {}
+    except (RecursionError, ValueError):
+        problems.append("summary.json is not valid JSON (nested too deeply or malformed)")
+        return {}
+    if not isinstance(data, dict):
+        problems.append(f"summary.json holds a JSON {type(data).__name__}, not an object")
+        return {}
+    return data
+
+
+def _finite(text: str) -> float | None:
+    x = float(text)
+    return x if math.isfinite(x) else None
+
+
+def _has_kv_gauge(table: pa.Table) -> bool:
+    """Whether any KV-usage column of ``table`` holds at least one finite number."""
+    for c in table.column_names:
+        if c.rsplit("/", 1)[-1] not in KV_GAUGES:
+            continue
+        try:
+            v = np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=float)
+        except (TypeError, ValueError, pa.ArrowException):
+            continue
+        if np.isfinite(v).any():
+            return True
+    return False
 
 
 def _guess_kind(p: Path) -> str:

@@ -1,15 +1,23 @@
-"""Assemble a self-contained HTML report from one or more run directories."""
+"""Assemble a self-contained HTML report from one or more run directories.
+
+The output path is checked before any run is read (a parent that is a file, a directory in
+its place, no permission: one error line), and the page is written to a temporary file and
+renamed, so a failed write never leaves half a report.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kvscope import __version__
+from kvscope.errors import KvscopeError
 from kvscope.report import sections
 from kvscope.report.loader import LoadedRun, load_run
+from kvscope.validate import writable_file
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1320px;color:#222}
@@ -31,10 +39,14 @@ KIND_SECTIONS: dict[str, Callable[[Sequence[LoadedRun]], str]] = {}
 
 def build_report(run_dirs: Sequence[str | Path], title: str | None = None) -> str:
     """The HTML of a report over ``run_dirs`` (side by side when several)."""
+    return render_report([load_run(d) for d in run_dirs], title)
+
+
+def render_report(runs: Sequence[LoadedRun], title: str | None = None) -> str:
+    """The HTML of a report over loaded runs."""
     from kvscope.report import kinds as kind_sections
 
     kind_sections.register()
-    runs = [load_run(d) for d in run_dirs]
     kinds = sorted({r.kind for r in runs})
     body = [
         f"<h1>{html.escape(title or 'kvscope report')}</h1>",
@@ -62,9 +74,20 @@ def build_report(run_dirs: Sequence[str | Path], title: str | None = None) -> st
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path, title: str | None = None) -> Path:
     """Write the report to ``out`` (atomic) and return its path."""
-    out_path = Path(out)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_suffix(out_path.suffix + ".tmp")
-    tmp.write_text(build_report(run_dirs, title), encoding="utf-8")
-    tmp.replace(out_path)
+    writable_file(out, "report")
+    return save_report(build_report(run_dirs, title), out)
+
+
+def save_report(page: str, out: str | Path) -> Path:
+    """Write ``page`` to ``out`` through a temporary file; one error line if it cannot."""
+    out_path = writable_file(out, "report")
+    tmp = out_path.with_name(out_path.name + ".tmp")
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(out_path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise KvscopeError(f"{out_path}: cannot write the report ({err.strerror}).") from None
     return out_path

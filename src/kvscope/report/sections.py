@@ -1,7 +1,8 @@
 """Report sections: each turns a loaded run (or several) into HTML with plots.
 
 Sections look for the columns they know and skip the rest, so later versions of a table
-still render. Every axis title carries its unit.
+still render. A column that is not numeric, or holds no finite value (a gauge the server
+never exported), is skipped like a missing one. Every axis title carries its unit.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kvscope.report.loader import LoadedRun
+from kvscope.report.loader import KV_GAUGES, LoadedRun
 from kvscope.report.svg import Chart, Series, cdf, render_line
 
 LATENCIES = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"))
@@ -21,9 +22,18 @@ SLO_KEYS = {"ttft_s": ("ttft_s", "ttft"), "tpot_s": ("tpot_s", "tpot"), "e2e_s":
 
 
 def col(table: pa.Table, name: str) -> np.ndarray | None:
+    """Column ``name`` as floats (nulls as NaN); None when absent or not numeric."""
     if name not in table.column_names:
         return None
-    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=float)
+    try:
+        return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=float)
+    except (TypeError, ValueError, pa.ArrowException):
+        return None
+
+
+def has_data(v: np.ndarray | None) -> bool:
+    """Whether ``v`` holds at least one finite value."""
+    return v is not None and bool(np.isfinite(v).any())
 
 
 def esc(v: object) -> str:
@@ -65,11 +75,13 @@ def summary_table(runs: Sequence[LoadedRun]) -> str:
 
 
 def _slo(run: LoadedRun, metric: str) -> float | None:
-    slo = run.summary.get("slo") or run.summary.get("config", {}).get("slo") or {}
+    config = run.summary.get("config")
+    slo = run.summary.get("slo") or (config.get("slo") if isinstance(config, dict) else None)
     if isinstance(slo, dict):
         for k in SLO_KEYS[metric]:
-            if isinstance(slo.get(k), int | float):
-                return float(slo[k])
+            v = slo.get(k)
+            if isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v):
+                return float(v)
     return None
 
 
@@ -89,7 +101,7 @@ def latency_section(runs: Sequence[LoadedRun]) -> str:
                 continue
             status = t.column("status").to_pylist() if "status" in t.column_names else None
             if status is not None:
-                v = v[np.asarray(status) == "ok"]
+                v = v[np.asarray([x == "ok" for x in status], dtype=bool)]
             x, y = cdf(v)
             series.append(Series(r.label, x, y * 100))
             if x.size:
@@ -125,17 +137,7 @@ PER_INTERVAL_COUNTS = frozenset({"preemptions", "prefix_hit_tokens", "prefix_hit
 
 #: Time-series columns plotted when present, grouped into charts: (title, y title, columns).
 SERIES_CHARTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    (
-        "KV cache usage",
-        "KV usage (% of capacity)",
-        (
-            "kv_usage_frac",
-            "kv_cache_usage_frac",
-            "kv_cache_usage_ratio",
-            "kv_cache_usage_perc",
-            "kv_usage",
-        ),
-    ),
+    ("KV cache usage", "KV usage (% of capacity)", KV_GAUGES),
     (
         "Requests running and waiting",
         "requests",
@@ -193,11 +195,13 @@ def timeseries_section(runs: Sequence[LoadedRun], table: str) -> str:
         for r in have:
             t = r.tables[table]
             x = col(t, "t_s")
+            if not has_data(x):
+                continue
             assert x is not None
             for column, n in _columns_named(t.column_names, names):
                 y = col(t, column)
-                if y is None:
-                    continue
+                if y is None or not has_data(y):
+                    continue  # e.g. a gauge this server does not export: all null
                 if n.endswith("_bytes"):
                     y = y / 2**30
                 if n in PER_INTERVAL_COUNTS:
@@ -206,7 +210,7 @@ def timeseries_section(runs: Sequence[LoadedRun], table: str) -> str:
                     y = y * 100
                 label = column if len(have) == 1 else f"{r.label}: {column}"
                 series.append(Series(label, x, y, step=True))
-                if title == "KV cache usage" and y.size:
+                if title == "KV cache usage" and has_data(y):
                     i = int(np.nanargmax(y))
                     marks.append((float(x[i]), float(y[i]), f"peak {y[i]:.1f}% at {x[i]:.1f} s"))
         if series:
@@ -247,14 +251,19 @@ def problems_section(runs: Sequence[LoadedRun]) -> str:
 
 
 def config_section(runs: Sequence[LoadedRun]) -> str:
+    """Each run's configuration as JSON; credentials (an API key or a URL password a run
+    directory should not hold, but an older or foreign one might) are masked."""
+    import json
+
+    from kvscope.redact import redact_text
+
     blocks = []
     for r in runs:
         cfg: Any = r.summary.get("config")
         if cfg:
-            import json
-
+            text = redact_text(json.dumps(cfg, indent=2)[:20000]) or ""
             blocks.append(
                 f"<details><summary>{esc(r.label)}: configuration</summary><pre>"
-                f"{esc(json.dumps(cfg, indent=2)[:20000])}</pre></details>"
+                f"{esc(text)}</pre></details>"
             )
     return "".join(blocks)

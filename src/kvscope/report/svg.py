@@ -53,19 +53,27 @@ class Chart:
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    """About ``n`` round tick values covering [lo, hi]."""
-    if not (math.isfinite(lo) and math.isfinite(hi)):
+    """About ``n`` round tick values covering [lo, hi].
+
+    A range that is empty or below float resolution (every TPOT of a run equal but for the
+    last bits) is widened around its value first: stepping by less than the values'
+    resolution would never reach ``hi``.
+    """
+    if not (math.isfinite(lo) and math.isfinite(hi)) or not math.isfinite(hi - lo):
         return [0.0, 1.0]
-    if hi <= lo:
-        hi = lo + (abs(lo) or 1.0)
+    scale = max(abs(lo), abs(hi))
+    if scale < 1e-300:
+        lo, hi = 0.0, 1.0
+    elif hi - lo <= scale * 1e-9:
+        mid = (lo + hi) / 2
+        lo, hi = (0.0, 2 * mid) if mid > 0 else (mid - scale * 0.05, mid + scale * 0.05)
     raw = (hi - lo) / max(1, n)
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    start = math.floor(lo / step) * step
-    ticks = [round(start, 12)]
-    while ticks[-1] < hi - step * 1e-9:  # last tick at or above hi, so data stays inside
-        ticks.append(round(ticks[-1] + step, 12))
-    return ticks
+    first = math.floor(lo / step)
+    count = math.ceil(hi / step - 1e-9) - first + 1  # last tick at or above hi
+    digits = max(0, 3 - math.floor(math.log10(step)))  # trims float noise (0.30000000000000004)
+    return [round((first + i) * step, digits) for i in range(max(2, min(count, 4 * n + 2)))]
 
 
 def fmt(v: float) -> str:
@@ -225,7 +233,7 @@ def render_heatmap(
 ) -> str:
     """A heatmap (rows = y, columns = x); downsampled to at most ``max_cells`` per side."""
     m = np.asarray(matrix, dtype=float)
-    if m.size == 0:
+    if m.ndim != 2 or m.size == 0 or not np.isfinite(m).any():
         return _empty(title, "no data")
     notes = []
     if m.shape[0] > max_cells or m.shape[1] > max_cells:

@@ -106,3 +106,34 @@ class View:
     def json_dict(self, name: str) -> dict[str, Any] | None:
         data = self.bundle.json(name)
         return data if isinstance(data, dict) else None
+
+    def infiniband_devices(self) -> list[str]:
+        """RDMA device names from the ``infiniband`` probe (a malformed list reads as none)."""
+        devices = (self.json_dict("infiniband") or {}).get("devices")
+        return [str(d) for d in devices] if isinstance(devices, list) else []
+
+
+# A bundle comes from someone else: each field a check reads is taken only when it has the
+# type the probe writes; anything else reads as absent (the check is then skipped).
+
+
+def int_field(d: dict[str, Any], key: str) -> int | None:
+    """``d[key]`` when it is an integer (not a bool), else None."""
+    v = d.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def limit_pair(d: dict[str, Any], key: str) -> tuple[int, int] | None:
+    """A ``[soft, hard]`` resource limit (-1 = unlimited), else None."""
+    v = d.get(key)
+    if isinstance(v, list | tuple) and len(v) == 2:
+        soft, hard = v
+        if all(isinstance(x, int) and not isinstance(x, bool) for x in (soft, hard)):
+            return soft, hard
+    return None
+
+
+def str_map(d: dict[str, Any], key: str) -> dict[str, str]:
+    """``d[key]`` as a str-to-str map (non-string values shown as text); not a dict: empty."""
+    v = d.get(key)
+    return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else {}

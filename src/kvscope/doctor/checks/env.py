@@ -66,7 +66,7 @@ def env_checks(v: View) -> list[Check]:
                 ev("NCCL_SHM_DISABLE"),
             )
         )
-    ib = (v.json_dict("infiniband") or {}).get("devices") or []
+    ib = v.infiniband_devices()
     if _on(e.get("NCCL_IB_DISABLE")) and ib:
         out.append(
             warn(

@@ -17,7 +17,16 @@ from __future__ import annotations
 
 import re
 
-from kvscope.doctor.checks.common import View, fail, ok, skipped, warn
+from kvscope.doctor.checks.common import (
+    View,
+    fail,
+    int_field,
+    limit_pair,
+    ok,
+    skipped,
+    str_map,
+    warn,
+)
 from kvscope.doctor.model import Check
 
 GIB = 1024**3
@@ -30,10 +39,12 @@ def check_shm(v: View) -> Check:
     d = v.json_dict("shm")
     if d is None:
         return skipped("host.shm", "/dev/shm", "not captured", v.bundle.get("shm").why_not())
-    size = int(d.get("size_bytes", 0))
+    size, free = int_field(d, "size_bytes"), int_field(d, "free_bytes") or 0
+    if size is None:
+        return skipped("host.shm", "/dev/shm", "captured, but without a size in bytes")
     gpus = len(v.smi.gpus) if v.smi else 0
     ev = (
-        f"/dev/shm size: {size / GIB:.2f} GiB, free: {int(d.get('free_bytes', 0)) / GIB:.2f} GiB",
+        f"/dev/shm size: {size / GIB:.2f} GiB, free: {free / GIB:.2f} GiB",
         f"GPUs: {gpus}",
     )
     fix = (
@@ -98,15 +109,14 @@ def check_numa(v: View) -> Check:
     d = v.json_dict("numa")
     if d is None:
         return skipped("host.numa", "NUMA", "not captured")
-    nodes = d.get("nodes") or {}
+    nodes = str_map(d, "nodes")
     ev = [f"{n}: cpus {c}" for n, c in nodes.items()]
     ev.append(f"kernel.numa_balancing: {d.get('numa_balancing')}")
     return ok("host.numa", "NUMA", f"{len(nodes)} NUMA node(s)", *ev)
 
 
 def check_governor(v: View) -> Check:
-    d = v.json_dict("cpu_governor")
-    govs = (d or {}).get("governors") or {}
+    govs = str_map(v.json_dict("cpu_governor") or {}, "governors")
     if not govs:
         return skipped("host.cpu_governor", "CPU", "no cpufreq governor exposed (VM or container)")
     counts: dict[str, int] = {}
@@ -131,9 +141,10 @@ def _lim(x: object) -> str:
 
 def check_nofile(v: View) -> Check:
     d = v.json_dict("limits")
-    if d is None or "nofile" not in d:
+    pair = limit_pair(d, "nofile") if d is not None else None
+    if pair is None:
         return skipped("host.nofile", "limits", "not captured")
-    soft, hard = d["nofile"]
+    soft, hard = pair
     ev = (f"RLIMIT_NOFILE soft/hard: {_lim(soft)}/{_lim(hard)}",)
     if hard != -1 and hard < NOFILE_TARGET:
         return warn(
@@ -148,10 +159,11 @@ def check_nofile(v: View) -> Check:
 
 def check_memlock(v: View) -> Check:
     d = v.json_dict("limits")
-    ib = (v.json_dict("infiniband") or {}).get("devices") or []
-    if d is None or "memlock" not in d:
+    ib = v.infiniband_devices()
+    pair = limit_pair(d, "memlock") if d is not None else None
+    if pair is None:
         return skipped("host.memlock", "limits", "not captured")
-    soft, hard = d["memlock"]
+    soft, hard = pair
     ev = (
         f"RLIMIT_MEMLOCK soft/hard: {_lim(soft)}/{_lim(hard)}",
         f"infiniband devices: {', '.join(map(str, ib)) or 'none'}",
