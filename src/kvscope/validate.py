@@ -145,19 +145,53 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"holds {name}, which is not a finite number")
 
 
+#: A YAML document that expands, once aliases are followed, to more nodes than this is
+#: refused: a few hundred bytes of nested aliases ("billion laughs") expand exponentially.
+MAX_YAML_NODES = 100_000
+
+
 def load_yaml(path: str | Path, what: str = "YAML file") -> Any:
-    """A YAML file parsed with the safe loader; syntax errors name the line."""
+    """A YAML file parsed with the safe loader; see :func:`parse_yaml`."""
+    return parse_yaml(read_text(path, what), f"{path}: {what}")
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """YAML text parsed with the safe loader: alias bombs, syntax errors and too-deep nesting
+    are one line naming ``source`` (and the line, where YAML says it)."""
     import yaml
 
-    text = read_text(path, what)
     try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None and _expanded_nodes(node, {}) > MAX_YAML_NODES:
+            raise KvscopeError(
+                f"{source} expands to more than {MAX_YAML_NODES:,} YAML nodes "
+                "(aliases nested like a 'billion laughs' bomb?)."
+            )
         return yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise KvscopeError(f"{path}: {what} is not valid YAML{where}.") from None
+        raise KvscopeError(f"{source} is not valid YAML{where}.") from None
     except RecursionError:
-        raise KvscopeError(f"{path}: {what} is nested too deeply.") from None
+        raise KvscopeError(f"{source} is YAML nested too deeply.") from None
+
+
+def _expanded_nodes(node: Any, memo: dict[int, int]) -> int:
+    # Nodes after aliases are followed: each shared node counts once per reference, which is
+    # what a constructor (and a validator after it) would walk. A cycle counts once.
+    import yaml
+
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1
+    n = 1
+    if isinstance(node, yaml.MappingNode):
+        n += sum(_expanded_nodes(k, memo) + _expanded_nodes(v, memo) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        n += sum(_expanded_nodes(c, memo) for c in node.value)
+    memo[key] = n
+    return n
 
 
 # ---------------------------------------------------------------------------- files out
@@ -204,8 +238,13 @@ def _usable_name(p: Path, what: str) -> None:
 
 
 def _short(p: Path) -> str:
+    # Whole paths, except names too long for the OS itself, which would fill the line.
     text = str(p)
-    return text if len(text) <= 80 else text[:40] + "..." + text[-30:]
+    return (
+        text
+        if len(text) <= 1024 and all(len(x) <= 255 for x in p.parts)
+        else (text[:60] + "..." + text[-40:])
+    )
 
 
 def _writable_dir(d: Path, shown: Path, what: str) -> None:

@@ -131,7 +131,7 @@ def test_file_level_errors() -> None:
 
 
 def test_missing_file() -> None:
-    with pytest.raises(KvscopeError, match="cannot read rule file"):
+    with pytest.raises(KvscopeError, match="no such rule file"):
         load_pack("/nonexistent/rules.yaml")
 
 

@@ -151,7 +151,7 @@ def build_corpus(root: Path, forker: Forker) -> Path:
     )
     _write(
         f / "rules_nan.yaml",
-        "rules:\n  - name: Bad\n    signal: kv_usage_frac\n    kind: threshold\n"
+        "rules:\n  - name: Bad\n    signal: kv_cache_usage_ratio\n    kind: threshold\n"
         "    op: '>'\n    threshold: .nan\n    for: 1m\n    tier: warning\n"
         "    summary: s\n    why: w\n",
     )

@@ -23,6 +23,7 @@ from typing import Any
 from kvscope import __version__
 from kvscope.alerts.evaluate import Event
 from kvscope.alerts.model import Action, RulePack, format_duration
+from kvscope.redact import redact_text, redact_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,17 +68,21 @@ def payload(event: Event, pack: RulePack) -> dict[str, Any]:
 
 
 def _webhook(action: Action, body: dict[str, Any]) -> ActionResult:
+    from kvscope.telemetry.engine import split_credentials
+
     data = json.dumps(body).encode()
-    req = urllib.request.Request(
-        action.url, data=data, method="POST", headers={"Content-Type": "application/json"}
-    )
     try:
+        # user:password@ in the URL becomes HTTP Basic auth (urllib would read it as a port).
+        url, auth = split_credentials(action.url)
+        headers = {"Content-Type": "application/json"} | ({"Authorization": auth} if auth else {})
+        req = urllib.request.Request(url, data=data, method="POST", headers=headers)
         with urllib.request.urlopen(req, timeout=action.timeout_s) as resp:
             return ActionResult("webhook", 200 <= resp.status < 300, f"HTTP {resp.status}")
     except urllib.error.HTTPError as err:
         return ActionResult("webhook", False, f"HTTP {err.code}")
-    except (urllib.error.URLError, OSError) as err:
-        return ActionResult("webhook", False, f"cannot POST to {action.url}: {err}")
+    except (urllib.error.URLError, OSError, ValueError, UnicodeError) as err:
+        detail = f"cannot POST to {redact_url(action.url)}: {err}"
+        return ActionResult("webhook", False, redact_text(detail) or detail)
 
 
 def _command(action: Action, event: Event, body: dict[str, Any]) -> ActionResult:

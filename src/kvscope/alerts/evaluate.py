@@ -28,6 +28,9 @@ from kvscope.alerts.signals import Signal, signal
 from kvscope.errors import KvscopeError
 from kvscope.telemetry.series import Sample, parse_label_string
 
+#: Most evaluation steps one replay walks: ~19 years of a 1 min interval.
+MAX_STEPS = 10_000_000
+
 LabelSet = tuple[tuple[str, str], ...]
 SeriesId = tuple[str, str, str]  # (metric, source, labels)
 
@@ -281,6 +284,18 @@ def replay(
     step = pack.interval_s
     first = math.floor((span[0] if start_s is None else start_s) / step) * step
     last = span[1] if end_s is None else end_s
+    # Before the first sample nothing matches, and once the newest sample is older than the
+    # longest window plus the 5 min lookback nothing can: steps out there change no state.
+    # Skipping them keeps `--since -1e308` or `--until 1e308` from walking 1e306 steps;
+    # the grid is whole multiples of the interval either way, so no step moves.
+    first = max(first, math.floor(span[0] / step) * step)
+    longest = max((r.window_s for r in pack.rules), default=0.0)
+    last = min(last, span[1] + longest + promql.LOOKBACK_MS / 1000.0 + step)
+    if (last - first) / step > MAX_STEPS:
+        raise KvscopeError(
+            f"replay would take {(last - first) / step:,.0f} evaluations (over {MAX_STEPS:,}).",
+            "Narrow it with --since/--until, or use a longer interval in the rule file.",
+        )
     ev = Evaluator(pack)
     events: list[Event] = []
     firing: list[tuple[float, tuple[tuple[str, LabelSet], ...]]] = []

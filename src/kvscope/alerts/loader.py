@@ -4,18 +4,23 @@ A file holds ``interval`` (evaluation interval, default ``1m``), ``tiers`` (resp
 actions per tier), ``schedule`` (``peak_windows`` and ``holidays``) and ``rules``. Every error
 names the file, the rule and the field at fault in one line, for example::
 
-    rules.yaml: rule 'KvCacheNearFull': field 'threshold' Input should be a valid number.
+    rules.yaml: rule 'KvCacheNearFull': field 'threshold' must be a finite number, not nan.
+
+Numbers must be YAML numbers and finite (``.nan`` would export as ``> nan`` and never fire),
+durations non-negative and at most a year; the file is read as UTF-8 and a YAML alias
+"bomb" (a few lines that expand to billions of nodes) is refused before it is expanded.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from kvscope.alerts.model import (
     DEFAULT_RESPONSE_S,
@@ -32,18 +37,40 @@ from kvscope.alerts.model import (
 )
 from kvscope.alerts.signals import BY_SIGNAL
 from kvscope.errors import ConfigError, KvscopeError
+from kvscope.redact import redact_url
+from kvscope.validate import parse_yaml, read_text
 
 DAYS = {"mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6, "sun": 7}
+#: Longest duration a rule file may give (``for``, ``window``, ``interval``, ``response``).
+MAX_DURATION_S = 366 * 86400.0
+#: Shortest evaluation interval: Prometheus' own default is 1m, and a replay walks every step.
+MIN_INTERVAL_S = 1.0
+#: Nodes a rule file may expand to once YAML aliases are followed (the default pack has ~600).
 
 
 def _duration(v: Any) -> float:
     if isinstance(v, int | float) and not isinstance(v, bool):
-        if v < 0:
-            raise ValueError("must not be negative")
-        return float(v)
-    if not isinstance(v, str):
+        if not math.isfinite(v):
+            raise ValueError(f"must be a finite duration, not {v}")
+        seconds = float(v)
+    elif isinstance(v, str):
+        seconds = parse_duration(v)
+    else:
         raise ValueError("must be a duration like 30s, 5m or 1h30m")
-    return parse_duration(v)
+    if seconds < 0:
+        raise ValueError("must not be negative")
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"must be at most 366d, not {v}")
+    return seconds
+
+
+def _number(v: Any) -> float:
+    """A YAML number that is finite: no quoted strings, booleans, ``.nan`` or ``.inf``."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise PydanticCustomError("number", "must be a valid number, not {v}", {"v": repr(v)})
+    if not math.isfinite(v):
+        raise PydanticCustomError("finite", "must be a finite number, not {v}", {"v": str(v)})
+    return float(v)
 
 
 class _Strict(BaseModel):
@@ -56,7 +83,12 @@ class ActionIn(_Strict):
     log: bool | None = None
     webhook: str | None = None
     command: list[str] | None = None
-    timeout: float = Field(5.0, gt=0)
+    timeout: float = Field(5.0, gt=0, le=3600)
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, v: Any) -> float:
+        return _number(v)
 
     def build(self) -> Action:
         chosen = [k for k in ("log", "webhook", "command") if getattr(self, k)]
@@ -65,6 +97,7 @@ class ActionIn(_Strict):
         if self.webhook is not None:
             if not self.webhook.startswith(("http://", "https://")):
                 raise ValueError("webhook must be an http:// or https:// URL")
+            redact_url(self.webhook)  # registers a password in it: failures never print it
             return Action("webhook", url=self.webhook, timeout_s=self.timeout)
         if self.command is not None:
             return Action("command", command=tuple(self.command), timeout_s=self.timeout)
@@ -99,9 +132,14 @@ class RuleIn(_Strict):
     tier: Tier
     why: str = Field(min_length=1)
     summary: str = ""
-    escalate_after: int | None = Field(None, ge=1)
+    escalate_after: int | None = Field(None, ge=1, le=1_000_000)
     peak_relax: float | None = Field(None, gt=0.0, le=10.0)
     holiday_threshold: float | None = None
+
+    @field_validator("threshold", "quantile", "peak_relax", "holiday_threshold", mode="before")
+    @classmethod
+    def _finite(cls, v: Any) -> Any:
+        return v if v is None else _number(v)
 
     @field_validator("signal")
     @classmethod
@@ -181,14 +219,14 @@ def _rule(raw: Any, index: int, source: str) -> Rule:
     )
 
 
+def safe_yaml(text: str, source: str) -> Any:
+    """YAML text parsed by the one validation layer (alias bombs, syntax, depth: one line)."""
+    return parse_yaml(text, source)
+
+
 def load_pack_text(text: str, source: str = "<rules>") -> RulePack:
     """Parse a rule file's YAML text (KvscopeError/ConfigError on any fault)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise KvscopeError(f"{source}: not valid YAML{at}.") from None
+    data = safe_yaml(text, source)
     if not isinstance(data, dict):
         raise ConfigError(source, "<file>", "must be a mapping with a 'rules' list")
     try:
@@ -196,19 +234,24 @@ def load_pack_text(text: str, source: str = "<rules>") -> RulePack:
     except ValidationError as err:
         loc, msg = _first_error(err)
         raise ConfigError(source, loc, msg) from None
+    except RecursionError:
+        raise KvscopeError(f"{source}: YAML nested too deeply.") from None
     try:
         interval = _duration(pack.interval)
     except ValueError as err:
         raise ConfigError(source, "interval", str(err)) from None
-    if interval <= 0:
-        raise ConfigError(source, "interval", "must be positive")
+    if interval < MIN_INTERVAL_S:
+        raise ConfigError(source, "interval", f"must be at least 1s, not {pack.interval}")
     tiers = []
     for tier, t in pack.tiers.items():
         try:
             actions = tuple(a.build() for a in t.actions)
-            response = _duration(t.response)
         except ValueError as err:
             raise ConfigError(f"{source}: tier '{tier}'", "actions", str(err)) from None
+        try:
+            response = _duration(t.response)
+        except ValueError as err:
+            raise ConfigError(f"{source}: tier '{tier}'", "response", str(err)) from None
         tiers.append(TierPolicy(tier, response, actions))
     for tier in Tier:
         if tier not in pack.tiers:
@@ -241,8 +284,4 @@ def load_pack(path: str | Path | None = None) -> RulePack:
         text = resources.files("kvscope.alerts").joinpath("default_rules.yaml").read_text()
         return load_pack_text(text, "default_rules.yaml")
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise KvscopeError(f"cannot read rule file {p}: {err.strerror}.") from None
-    return load_pack_text(text, str(p))
+    return load_pack_text(read_text(p, "rule file"), str(p))

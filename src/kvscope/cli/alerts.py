@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from kvscope.cli.output import print_json, stderr, stdout
+from kvscope.cli.telemetry import shown
 from kvscope.errors import KvscopeError
+from kvscope.validate import writable_dir
+
+#: A Kubernetes namespace: an RFC 1123 label (lower-case alphanumerics and '-', 63 at most).
+_NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
 
 app = typer.Typer(help="Tiered alert rules: replay, list, export.", no_args_is_help=True)
 
@@ -57,8 +63,8 @@ def check(
     if json_out:
         print_json(
             {
-                "store": str(store),
-                "rules": pack.source,
+                "store": shown(store),
+                "rules": shown(pack.source),
                 "start_s": result.start_s,
                 "end_s": result.end_s,
                 "steps": result.steps,
@@ -118,7 +124,7 @@ def list_rules(
         return
     from rich.table import Table
 
-    table = Table(title=f"{len(rows)} rules from {pack.source}")
+    table = Table(title=f"{len(rows)} rules from {shown(pack.source)}")
     for col in ("name", "tier", "signal", "kind", "condition", "for", "why"):
         table.add_column(col, overflow="fold")
     for r in rows:
@@ -149,6 +155,13 @@ def export(
 
     if fmt not in ("prometheus", "k8s"):
         raise KvscopeError(f"unknown export format '{fmt}'.", "Use prometheus or k8s.")
+    if namespace and not _NAMESPACE.fullmatch(namespace):
+        raise KvscopeError(
+            f"--namespace {namespace[:40]!r} is not a Kubernetes namespace.",
+            "Use lower-case letters, digits and '-' (at most 63), e.g. monitoring.",
+        )
+    if out is not None:
+        writable_dir(out, "rule export directory")  # before any work, and in one line
     pack = load_pack(rules)
     text = (
         rule_file(pack) if fmt == "prometheus" else prometheus_rule_crd(pack, namespace=namespace)
@@ -158,19 +171,23 @@ def export(
             raise KvscopeError("--tests needs --out DIR (the test file names the rule file).")
         typer.echo(text, nl=False)
         return
-    out.mkdir(parents=True, exist_ok=True)
     written: dict[str, object] = {"format": fmt, "rules": len(pack.rules)}
     main = out / ("kvscope-rules.yml" if fmt == "prometheus" else "kvscope-prometheusrule.yaml")
-    main.write_text(text)
-    written["file"] = str(main)
-    if tests:
-        plain = out / "kvscope-rules.yml"
-        if fmt != "prometheus":
-            plain.write_text(rule_file(pack))  # promtool reads plain rule files, not CRDs
-        test_path = out / "kvscope-rules.test.yml"
-        written["tests"] = write_promtool_tests(pack, plain, test_path, dense)
-        written["test_file"] = str(test_path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        main.write_text(text)
+        written["file"] = shown(main)
+        if tests:
+            plain = out / "kvscope-rules.yml"
+            if fmt != "prometheus":
+                plain.write_text(rule_file(pack))  # promtool reads plain rule files, not CRDs
+            test_path = out / "kvscope-rules.test.yml"
+            written["tests"] = write_promtool_tests(pack, plain, test_path, dense)
+            written["test_file"] = shown(test_path)
+    except OSError as err:
+        where = err.filename or out
+        raise KvscopeError(f"{where}: cannot write the rules ({err.strerror}).") from None
     if json_out:
         print_json(written)
     else:
-        stdout.print(f"wrote {main}" + (f" and {written['test_file']}" if tests else ""))
+        stdout.print(f"wrote {shown(main)}" + (f" and {written['test_file']}" if tests else ""))

@@ -7,6 +7,9 @@ from pathlib import Path
 import typer
 
 from kvscope.cli.output import print_json, stdout
+from kvscope.cli.telemetry import shown
+from kvscope.errors import KvscopeError
+from kvscope.validate import writable_file
 
 app = typer.Typer(help="Read nvidia-smi logs.", no_args_is_help=True)
 
@@ -20,14 +23,21 @@ def parse(
     """Parse a log into samples (base units: bytes, watts, hertz, ratios)."""
     from kvscope.telemetry.dmon import parse_smi_log
 
+    if out is not None:
+        writable_file(out, "samples file")
     log = parse_smi_log(file)
     if out is not None:
         import pyarrow.parquet as pq
 
         from kvscope.telemetry.store import samples_table
 
-        out.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(samples_table(log.samples), out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            # A file object, not the path: pyarrow reads 'a:b' in a path as a URI scheme.
+            with out.open("wb") as f:
+                pq.write_table(samples_table(log.samples), f)
+        except OSError as err:
+            raise KvscopeError(f"{out}: cannot write the samples ({err}).") from None
     if json_out:
         print_json(
             {
@@ -47,7 +57,9 @@ def parse(
     stats: dict[tuple[str, str], list[float]] = {}
     for s in log.samples:
         stats.setdefault((s.source, s.metric), []).append(s.value)
-    table = Table(title=f"{file.name}: {log.format}, {log.rows} rows, {log.missing_values} missing")
+    table = Table(
+        title=f"{shown(file.name)}: {log.format}, {log.rows} rows, {log.missing_values} missing"
+    )
     for col in ("source", "metric", "n", "min", "mean", "max"):
         table.add_column(col, justify="left" if col in ("source", "metric") else "right")
     for (src, metric), vs in sorted(stats.items()):

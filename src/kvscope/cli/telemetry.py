@@ -10,24 +10,38 @@ import typer
 
 from kvscope.cli.output import print_json, stdout
 from kvscope.errors import KvscopeError
+from kvscope.redact import redact_text
+from kvscope.validate import finite, writable_file
 
 app = typer.Typer(help="Work with a telemetry store.", no_args_is_help=True)
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-def parse_since(text: str, now_s: float | None = None) -> float:
-    """'90s', '15m', '2h', '7d' (ago), or a Unix time in seconds -> Unix time."""
+def parse_since(text: str, now_s: float | None = None, flag: str = "--since") -> float:
+    """'90s', '15m', '2h', '7d' (ago), or a Unix time in seconds -> Unix time.
+
+    NaN and infinities are refused: as a retention horizon ``inf`` deletes every row and
+    ``nan`` matches none, and either would be reported as a success.
+    """
     now = time.time() if now_s is None else now_s
+    hint = "Use 30s, 15m, 2h, 7d or a Unix time."
+    shown = (redact_text(text) or "")[:60]  # echoed back: never a URL's password
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
-    if m:
-        return now - float(m.group(1)) * _UNITS[m.group(2)]
     try:
-        return float(text)
-    except ValueError as err:
-        raise KvscopeError(
-            f"cannot read --since '{text}'.", "Use 30s, 15m, 2h, 7d or a Unix time."
-        ) from err
+        value = now - float(m.group(1)) * _UNITS[m.group(2)] if m else float(text)
+    except (ValueError, OverflowError):
+        raise KvscopeError(f"cannot read {flag} {shown!r}.", hint) from None
+    try:
+        return finite(value, f"{flag} {shown!r}")
+    except KvscopeError as err:
+        raise KvscopeError(err.message, hint) from None
+
+
+def shown(path: object) -> str:
+    """A path (or any user text) as it may be printed: no credentials in it."""
+    text = str(path)
+    return redact_text(text) or text
 
 
 @app.command("export")
@@ -42,13 +56,23 @@ def export(
     from kvscope.telemetry.store import Store
 
     since_s = parse_since(since)
+    if fmt not in ("parquet", "csv"):
+        raise KvscopeError(f"unknown export format '{fmt}'.", "Use parquet or csv.")
+    writable_file(out, "export file")  # before reading the store, not after
     with Store(store, read_only=True) as st:
         n = st.export(out, fmt, since_s)
-    result = {"store": str(store), "out": str(out), "format": fmt, "rows": n, "since_s": since_s}
+    # Paths echoed back are redacted: a path may hold a URL's user:password@ (a typo).
+    result = {
+        "store": shown(store),
+        "out": shown(out),
+        "format": fmt,
+        "rows": n,
+        "since_s": since_s,
+    }
     if json_out:
         print_json(result)
     else:
-        stdout.print(f"wrote {n} rows to {out} ({fmt})")
+        stdout.print(f"wrote {n} rows to {shown(out)} ({fmt})")
 
 
 @app.command("retain")
@@ -64,14 +88,20 @@ def retain(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Downsample old raw samples to bucket means and drop rows past the horizon."""
-    from kvscope.telemetry.store import Store
+    from kvscope.telemetry.store import MIN_BUCKET_S, Store
 
-    result: dict[str, int] = {}
-    with Store(store) as st:
-        if downsample_older is not None:
-            result["rows_downsampled_away"] = st.downsample(parse_since(downsample_older), bucket)
-        if drop_older is not None:
-            result["rows_dropped"] = st.retain(parse_since(drop_older))
+    # Every value is read before the store is opened, and both steps are one transaction:
+    # a bad flag or a failure half-way leaves the history as it was.
+    down = (
+        None
+        if downsample_older is None
+        else parse_since(downsample_older, flag="--downsample-older-than")
+    )
+    drop = None if drop_older is None else parse_since(drop_older, flag="--drop-older-than")
+    if down is not None:
+        finite(bucket, "--bucket", low=MIN_BUCKET_S)
+    with Store(store, create=False) as st:
+        result = st.maintain(downsample_before_s=down, bucket_s=bucket, drop_before_s=drop)
         result["rows_now"] = st.count()
     if json_out:
         print_json(result)

@@ -75,6 +75,7 @@ def watch(
     ),
     listen: str = typer.Option("127.0.0.1", "--listen", help="Exporter bind address."),
     out: Path | None = typer.Option(None, "--out", help="Write a run directory here at the end."),
+    force: bool = typer.Option(False, "--force", help="Replace --out when it already holds a run."),
     log_batches: bool = typer.Option(
         False, "--log-batches", help="Log start and each committed store batch to stderr."
     ),
@@ -86,21 +87,14 @@ def watch(
     """Sample GPUs and engines until Ctrl-C, SIGTERM or --duration; everything is flushed."""
     from kvscope.telemetry.gpu import GpuSampler
     from kvscope.telemetry.nvml import Nvml, NvmlUnavailable
-    from kvscope.telemetry.nvml_replay import load_recording, replay_call
+    from kvscope.telemetry.nvml_replay import open_replay
     from kvscope.telemetry.watch import Watch, WatchConfig
+    from kvscope.validate import fresh_run_dir, writable_dir
 
     if interval < MIN_INTERVAL_S:
         raise KvscopeError(f"--interval {interval} is below {MIN_INTERVAL_S} s (10 Hz at most).")
-    gpus: GpuSampler | None = None
-    if nvml_replay is not None:
-        gpus = GpuSampler(Nvml.open(raw=replay_call(load_recording(nvml_replay))))
-    elif nvml:
-        try:
-            gpus = GpuSampler(Nvml.open())
-        except NvmlUnavailable as err:
-            sys.stderr.write(f"kvscope watch: {err.one_line()}\n")
-    if gpus is None and not engine:
-        raise KvscopeError("nothing to watch.", "Pass --nvml and/or --engine URL.")
+    # Every input is checked here, before a GPU is opened or a sample taken: a bad value must
+    # not surface when the watch ends (with the samples of a --no-store session lost).
     cfg = WatchConfig(
         interval_s=interval,
         duration_s=duration,
@@ -111,7 +105,30 @@ def watch(
         exporter_port=exporter_port,
         listen=listen,
         out_dir=out,
+        force=force,
     )
+    if out is not None:
+        # Not destructive here: with --force the earlier run is removed only once the store
+        # and the exporter are up (Watch.run), so a failed start leaves it in place.
+        if force:
+            writable_dir(out, "watch run directory")
+        else:
+            fresh_run_dir(out, what="watch run directory")
+    pack: Any = None
+    if rules is not None:
+        from kvscope.alerts.loader import load_pack
+
+        pack = load_pack(None if str(rules) == "default" else rules)
+    gpus: GpuSampler | None = None
+    if nvml_replay is not None:
+        gpus = GpuSampler(open_replay(nvml_replay))
+    elif nvml:
+        try:
+            gpus = GpuSampler(Nvml.open())
+        except NvmlUnavailable as err:
+            sys.stderr.write(f"kvscope watch: {err.one_line()}\n")
+    if gpus is None and not engine:
+        raise KvscopeError("nothing to watch.", "Pass --nvml and/or --engine URL.")
     live: Any = None
 
     def on_flush(batches: int, rows: int) -> None:
@@ -131,14 +148,22 @@ def watch(
             )
         sys.stderr.flush()
 
-    w = Watch(cfg, gpus=gpus, on_flush=on_flush if log_batches else None, on_start=on_start)
+    def on_warning(line: str) -> None:
+        sys.stderr.write(f"kvscope watch: warning: {line}\n")
+        sys.stderr.flush()
+
+    w = Watch(
+        cfg,
+        gpus=gpus,
+        on_flush=on_flush if log_batches else None,
+        on_start=on_start,
+        on_warning=on_warning,
+    )
 
     alerts: Any = None
-    if rules is not None:
+    if pack is not None:
         from kvscope.alerts.live import WatchAlerts
-        from kvscope.alerts.loader import load_pack
 
-        pack = load_pack(None if str(rules) == "default" else rules)
         alerts = WatchAlerts(pack, write=lambda line: sys.stderr.write(line + "\n"))
         w.on_tick = alerts
 
@@ -165,8 +190,16 @@ def watch(
         summary["alerts"] = alerts.summary()
     if json_out:
         print_json(summary)
-        return
-    _print_summary(summary)
+    else:
+        _print_summary(summary)
+    never = summary["engines_never_up"]
+    if never:
+        # Exit 1: the run completed (what was sampled is kept) but one engine asked for
+        # never answered, so a script must not read the result as a success.
+        errors = summary["engine_errors"]
+        why = "; ".join(errors.values()) if errors else "no answer"
+        sys.stderr.write(f"kvscope watch: error: no sample from {', '.join(never)} ({why}).\n")
+        raise typer.Exit(1)
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from kvscope.errors import KvscopeError
 from kvscope.telemetry.series import Sample
+from kvscope.validate import read_text
 
 #: dmon column -> (kvscope metric, scale to base units). Units are checked from the header.
 _DMON_COLUMNS: dict[str, tuple[str, float]] = {
@@ -99,9 +101,11 @@ def _value(text: str) -> float | None:
     if text in _MISSING:
         return None
     try:
-        return float(text)
+        v = float(text)
     except ValueError:
         return None
+    # nvidia-smi prints no NaN or infinity: such a cell is damage, counted as missing.
+    return v if math.isfinite(v) else None
 
 
 def parse_dmon(text: str, source_name: str = "dmon") -> DmonLog:
@@ -166,6 +170,13 @@ _HEAD_RE = re.compile(r"^\s*([^\[]+?)\s*(?:\[(.+)\])?\s*$")
 
 def parse_query_csv(text: str, source_name: str = "query") -> DmonLog:
     """Parse an ``nvidia-smi --query-gpu=... --format=csv[,nounits]`` log."""
+    try:
+        return _parse_query_csv(text, source_name)
+    except csv.Error as err:  # a NUL byte, a field over the csv module's limit
+        raise KvscopeError(f"{source_name}: not a readable CSV log ({err}).") from None
+
+
+def _parse_query_csv(text: str, source_name: str) -> DmonLog:
     reader = csv.reader(io.StringIO(text), skipinitialspace=True)
     try:
         header = next(reader)
@@ -222,10 +233,7 @@ def parse_query_csv(text: str, source_name: str = "query") -> DmonLog:
 def parse_smi_log(path: str | Path) -> DmonLog:
     """Parse a dmon or --query-gpu CSV log, telling them apart by their first line."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise KvscopeError(f"cannot read {p}: {err.strerror}.") from err
+    text = read_text(p, "nvidia-smi log")
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     if first.lstrip().startswith("#"):
         return parse_dmon(text, p.name)

@@ -9,7 +9,9 @@ and block count, and the KV capacity in tokens.
 
 from __future__ import annotations
 
+import base64
 import math
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -18,10 +20,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kvscope.errors import KvscopeError
+from kvscope.redact import redact_text, redact_url, register_secret
 from kvscope.telemetry.catalogue import BY_NAME, Kind
 from kvscope.telemetry.llamacpp import slots_usage
 from kvscope.telemetry.metrics_page import EnginePage, parse_page
-from kvscope.telemetry.scrape_http import HttpGetter
+from kvscope.telemetry.scrape_http import MAX_BODY, HttpGetter
 from kvscope.telemetry.series import Sample
 from kvscope.telemetry.windows import CounterWindow, HistogramWindow
 
@@ -42,18 +45,80 @@ def metrics_url(url: str) -> str:
     if "://" not in url:
         url = "http://" + url
     scheme, _, rest = url.partition("://")
-    if "/" not in rest:
-        return f"{scheme}://{rest}/metrics"
+    netloc, _, path = rest.partition("/")
+    if not path:  # 'http://host:port' and 'http://host:port/' both mean the engine's base
+        return f"{scheme}://{netloc}/metrics"
     return url
+
+
+#: ``HOST:PORT`` typed without a scheme (``127.0.0.1:8000``, ``gpu-node-3:30000``, ``[::1]:80``).
+_HOST_PORT = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):\d{1,5}(?:[/?]\S*)?"
+)
+#: Host names a scrape can resolve without surprises (IDNA would raise on many others).
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]+")
+
+
+def engine_url(url: str, flag: str = "--engine") -> str:
+    """Check a user's engine address and return its ``/metrics`` URL (one-line error if bad).
+
+    Accepted: ``http(s)://HOST[:PORT][/path]`` and the shorthand ``HOST:PORT``. A bare word
+    (``not-a-url``) is refused rather than scraped as ``http://not-a-url/metrics``.
+    """
+    text = url.strip()
+    shown = redact_text(redact_url(text)) or ""
+    hint = "Give http://HOST:PORT or HOST:PORT, e.g. http://127.0.0.1:8000."
+    if not text or any(c.isspace() or ord(c) < 32 for c in text):
+        raise KvscopeError(f"{flag} {shown!r} is not an engine URL.", hint)
+    if "://" not in text:
+        if not _HOST_PORT.fullmatch(text):
+            raise KvscopeError(f"{flag} {shown!r} is not an engine URL.", hint)
+        text = "http://" + text
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError as err:
+        raise KvscopeError(f"{flag} {shown!r} is not an engine URL ({err}).", hint) from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise KvscopeError(f"{flag} {shown!r}: scheme '{parts.scheme}' is not http or https.", hint)
+    host = parts.hostname or ""
+    if not _HOST.fullmatch(host):
+        raise KvscopeError(f"{flag} {shown!r} names no valid host.", hint)
+    if port == 0:
+        raise KvscopeError(f"{flag} {shown!r}: port 0 cannot be scraped.", hint)
+    return metrics_url(text)
+
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """``url`` without ``user:password@`` and the ``Authorization`` value they stand for.
+
+    The credentials still reach the engine (HTTP Basic, RFC 7617), but never a stored row, a
+    label or a log line: the password and the header are registered as secrets to mask.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    user, password = urllib.parse.unquote(user), urllib.parse.unquote(password)
+    register_secret(password)
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    register_secret(token)
+    clean = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
+    return clean, f"Basic {token}"
 
 
 def fetch_text(url: str, timeout_s: float = 2.0) -> str:
     """GET ``url`` once and return the body as text (raises KvscopeError when unreachable)."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            body: bytes = resp.read()
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        raise KvscopeError(f"cannot scrape {url}: {err}") from err
+        clean, auth = split_credentials(url)
+        req = urllib.request.Request(clean, headers={"Authorization": auth} if auth else {})
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            body: bytes = resp.read(MAX_BODY + 1)
+    except (urllib.error.URLError, OSError, ValueError, UnicodeError) as err:
+        raise KvscopeError(f"cannot scrape {redact_url(url)}: {redact_text(str(err))}") from err
+    if len(body) > MAX_BODY:
+        raise KvscopeError(f"cannot scrape {redact_url(url)}: body over {MAX_BODY:,} bytes")
     return body.decode("utf-8", errors="replace")
 
 
@@ -66,18 +131,39 @@ class KeepAliveFetcher:
     """
 
     def __init__(self) -> None:
-        self._getters: dict[tuple[str, int, float], HttpGetter] = {}
+        self._getters: dict[tuple[str, int, float, str | None], HttpGetter] = {}
+        #: (url, timeout) -> (getter, path); None for URLs plain urllib fetches (https).
+        #: Parsing a URL (and its credentials) once, not on every 10 Hz scrape.
+        self._routes: dict[tuple[str, float], tuple[HttpGetter | None, str]] = {}
 
-    def __call__(self, url: str, timeout_s: float) -> str:
-        parts = urllib.parse.urlsplit(url)
+    def _route(self, url: str, timeout_s: float) -> tuple[HttpGetter | None, str]:
+        try:
+            clean, auth = split_credentials(url)
+            parts = urllib.parse.urlsplit(clean)
+            port = parts.port or 80
+        except ValueError as err:
+            raise KvscopeError(f"cannot scrape {redact_url(url)}: {err}") from err
         if parts.scheme != "http" or parts.hostname is None:
-            return fetch_text(url, timeout_s)  # https and the odd cases: plain urllib
-        key = (parts.hostname, parts.port or 80, timeout_s)
+            return None, url  # https and the odd cases: plain urllib
+        key = (parts.hostname, port, timeout_s, auth)
         getter = self._getters.get(key)
         if getter is None:
-            getter = self._getters[key] = HttpGetter(key[0], key[1], timeout_s)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        return getter.get(path).decode("utf-8", errors="replace")
+            getter = self._getters[key] = HttpGetter(key[0], key[1], timeout_s, auth)
+        return getter, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+    def __call__(self, url: str, timeout_s: float) -> str:
+        route = self._routes.get((url, timeout_s))
+        if route is None:
+            if len(self._routes) > 256:  # gauge URLs change when an engine restarts
+                self._routes.clear()
+            route = self._routes[(url, timeout_s)] = self._route(url, timeout_s)
+        getter, path = route
+        if getter is None:
+            return fetch_text(url, timeout_s)
+        try:
+            return getter.get(path).decode("utf-8", errors="replace")
+        except KvscopeError as err:
+            raise KvscopeError(redact_text(err.message) or err.message) from err
 
     def close(self) -> None:
         for g in self._getters.values():
@@ -111,6 +197,9 @@ class EngineScraper:
     _gauges: frozenset[str] = frozenset()
     _filters: bool = True
     faults: int = 0
+    #: Scrapes of the page that succeeded; ``up`` is the last one's outcome (None: not yet).
+    ok_scrapes: int = 0
+    up: bool | None = None
     last_error: str = ""
     last_page: EnginePage | None = None
     _counters: dict[str, CounterWindow] = field(default_factory=dict)
@@ -119,8 +208,14 @@ class EngineScraper:
     def __post_init__(self) -> None:
         self.url = metrics_url(self.url)
         if not self.source:
-            host = self.url.partition("://")[2].partition("/")[0]
-            self.source = f"engine:{host}"
+            # host:port only: user:password@ in the URL must never become a stored label.
+            netloc = self.url.partition("://")[2].partition("/")[0].partition("?")[0]
+            self.source = f"engine:{netloc.rpartition('@')[2]}"
+
+    @property
+    def display_url(self) -> str:
+        """The URL as it may be stored, shown or served: no credentials."""
+        return redact_url(self.url)
 
     def sample(self, t_s: float | None = None) -> list[Sample]:
         """Scrape once. An unreachable engine yields ``engine_up 0`` and a counted fault."""
@@ -141,8 +236,11 @@ class EngineScraper:
                     self._filters = False
         except KvscopeError as err:
             self.faults += 1
-            self.last_error = err.one_line()
+            self.up = False
+            self.last_error = redact_text(err.one_line()) or ""
             return [Sample(t, self.source, "engine_up", 0.0)]
+        self.up = True
+        self.ok_scrapes += 1
         if full:
             self._last_full = t
             self._gauges = frozenset(k for k in page.values if BY_NAME[k].kind is Kind.GAUGE)
@@ -164,7 +262,7 @@ class EngineScraper:
             use = slots_usage(self.fetch(url, self.timeout_s))
         except KvscopeError as err:
             self.faults += 1
-            self.last_error = err.one_line()
+            self.last_error = redact_text(err.one_line()) or ""
             return []
         src = self.source
         return [

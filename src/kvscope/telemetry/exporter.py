@@ -13,6 +13,7 @@ appended. The HTTP server binds 127.0.0.1 unless told otherwise.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,9 +27,26 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from kvscope.errors import KvscopeError
+from kvscope.redact import redact_text
 from kvscope.telemetry.series import Sample, parse_label_string
+from kvscope.validate import count
 
 PREFIX = "kvscope_"
+#: A bind address: an IPv4/IPv6 literal or a host name (``localhost``, ``node-3.lan``).
+_LISTEN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]+")
+
+
+def listen_address(host: str) -> str:
+    """Check an exporter bind address (one-line error for a URL, a path or an empty string)."""
+    if not _LISTEN.fullmatch(host or ""):
+        shown = redact_text(host) or ""
+        raise KvscopeError(
+            f"--listen {shown[:60]!r} is not an address to serve on.",
+            "Give an IP address or host name: 127.0.0.1 (this machine) or 0.0.0.0 (all).",
+        )
+    return host
+
+
 _BASE_LABELS = {"gpu": ("gpu", "uuid", "name"), "engine": ("engine", "kind", "model")}
 
 
@@ -183,7 +201,12 @@ class Exporter:
 
     @classmethod
     def start(cls, board: LatestValues, port: int, host: str = "127.0.0.1") -> Exporter:
-        """Serve ``/metrics`` from a daemon thread (port 0 picks a free port)."""
+        """Serve ``/metrics`` from a daemon thread (port 0 picks a free port).
+
+        A port outside 0-65535, one already in use or a host that does not resolve is one
+        :class:`KvscopeError` line, raised before anything is sampled.
+        """
+        port = count(port, "--exporter-port", low=0, high=65535)
         plan = _Plan()
 
         def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
@@ -198,8 +221,13 @@ class Exporter:
             server = make_server(
                 host, port, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
             )
-        except OSError as err:
-            raise KvscopeError(f"cannot serve metrics on {host}:{port}: {err.strerror}.") from err
+        except (OSError, OverflowError, ValueError, UnicodeError) as err:
+            # OSError: in use, not permitted, unknown host; the others: a host name the
+            # resolver cannot even encode (an embedded NUL, a label IDNA refuses).
+            why = getattr(err, "strerror", None) or str(err) or type(err).__name__
+            raise KvscopeError(
+                redact_text(f"cannot serve metrics on {host}:{port}: {why}.") or "", None
+            ) from None
         thread = threading.Thread(target=server.serve_forever, name="kvscope-exporter", daemon=True)
         thread.start()
         return cls(board, host, int(server.server_address[1]), server, thread)

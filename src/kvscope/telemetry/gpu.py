@@ -36,6 +36,7 @@ _KIB = 1024.0
 
 def decode_clock_events(mask: int) -> tuple[str, ...]:
     """Names of the reasons set in an NVML clock-event bitmask; unknown bits as ``bit_0x...``."""
+    mask &= 2**64 - 1  # an unsigned long long in NVML: a negative mask must not loop forever
     names = [name for name, bit in CLOCK_EVENT_REASONS.items() if mask & bit]
     known = 0
     for bit in CLOCK_EVENT_REASONS.values():

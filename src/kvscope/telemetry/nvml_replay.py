@@ -12,13 +12,13 @@ It is the "fixture backend" of tests and benchmarks; shapes follow nvidia-ml-py 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from kvscope.errors import KvscopeError
-from kvscope.telemetry.nvml import RawCall
+from kvscope.telemetry.nvml import Nvml, RawCall
+from kvscope.validate import load_json
 
 _ERROR_CLASSES: dict[str, type[Exception]] = {}
 
@@ -93,11 +93,42 @@ def replay_call(recording: dict[str, Any]) -> RawCall:
 
 
 def load_recording(path: str | Path) -> dict[str, Any]:
-    """Read a recording file (raises KvscopeError when missing or not JSON)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise KvscopeError(f"cannot read NVML recording {path}: {err}") from err
+    """Read a recording file (KvscopeError, one line, when missing, not JSON or misshapen)."""
+    data = load_json(path, "NVML recording")
     if not isinstance(data, dict) or not isinstance(data.get("devices"), list):
         raise KvscopeError(f"NVML recording {path} has no 'devices' list.")
+    for i, dev in enumerate(data["devices"]):
+        if not isinstance(dev, dict):
+            raise KvscopeError(f"NVML recording {path}: devices[{i}] is not an object.")
+    events = data.get("xid_events", [])
+    if not isinstance(events, list) or not all(
+        isinstance(e, list)
+        and len(e) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in e)
+        and 0 <= e[0] < len(data["devices"])
+        for e in events
+    ):
+        raise KvscopeError(
+            f"NVML recording {path}: 'xid_events' must be [device, xid] pairs of integers."
+        )
     return data
+
+
+def open_replay(path: str | Path) -> Nvml:
+    """NVML answering from the recording at ``path``, checked by a first read of every GPU.
+
+    A replay's answers never change (save XID events), so an answer of the wrong shape (a
+    string where NVML returns a struct) fails in that read, in one line, rather than in the
+    middle of a watch. The check reads through its own handle: the one returned has counted
+    no faults and consumed no events.
+    """
+    from kvscope.telemetry.gpu import GpuSampler
+
+    recording = load_recording(path)
+    try:
+        GpuSampler(Nvml.open(raw=replay_call(recording))).sample(0.0)
+        return Nvml.open(raw=replay_call(recording))
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError) as err:
+        raise KvscopeError(
+            f"NVML recording {path}: an answer has the wrong shape ({err})."
+        ) from None

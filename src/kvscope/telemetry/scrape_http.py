@@ -14,13 +14,18 @@ import socket
 from kvscope.errors import KvscopeError
 
 _MAX_HEADER = 64 * 1024
+#: Largest response body read: a vLLM page is ~50 KB; a server (or something else on the
+#: port) announcing more is refused rather than buffered until memory runs out.
+MAX_BODY = 64 * 2**20
 
 
 class HttpGetter:
     """GETs paths from one ``host:port`` over a kept-alive connection."""
 
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, timeout_s: float, auth: str | None = None) -> None:
         self.host, self.port, self.timeout_s = host, port, timeout_s
+        #: ``Authorization`` header value (Basic credentials taken from the URL), if any.
+        self.auth = auth
         self._sock: socket.socket | None = None
         self._buf = b""
 
@@ -38,13 +43,16 @@ class HttpGetter:
                 if self._sock is None:
                     self._sock = socket.create_connection((self.host, self.port), self.timeout_s)
                     self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                auth = f"Authorization: {self.auth}\r\n" if self.auth else ""
                 req = (
-                    f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                    f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{auth}"
                     "Accept: text/plain\r\nConnection: keep-alive\r\n\r\n"
                 )
                 self._sock.sendall(req.encode("ascii"))
                 status, body, close = self._response()
-            except (OSError, _Closed) as err:
+            except (OSError, _Closed, ValueError, UnicodeError) as err:
+                # ValueError: a status, length or chunk size that is not a number (whatever
+                # answered is not an HTTP server); UnicodeError: a host name IDNA refuses.
                 self.close()
                 if attempt or fresh:
                     raise KvscopeError(
@@ -74,6 +82,8 @@ class HttpGetter:
         return line
 
     def _exact(self, n: int) -> bytes:
+        if n > MAX_BODY or n < 0:
+            raise _Closed(f"response body of {n:,} bytes (over {MAX_BODY:,})")
         while len(self._buf) < n:
             self._fill()
         out, self._buf = self._buf[:n], self._buf[n:]
@@ -99,8 +109,10 @@ class HttpGetter:
                 close = val == b"close" or (close and val != b"keep-alive")
         if chunked:
             chunks: list[bytes] = []
+            total = 0
             while size := int(self._line().split(b";")[0], 16):
-                chunks.append(self._exact(size))
+                total += size
+                chunks.append(self._exact(size if total <= MAX_BODY else total))
                 self._line()
             while self._line():  # trailers
                 pass
@@ -109,10 +121,12 @@ class HttpGetter:
             return status, self._exact(length), close
         # Neither length nor chunks: the body runs to the end of the connection.
         try:
-            while True:
+            while len(self._buf) <= MAX_BODY:
                 self._fill()
         except _Closed:
             pass
+        if len(self._buf) > MAX_BODY:
+            raise _Closed(f"response body over {MAX_BODY:,} bytes")
         rest, self._buf = self._buf, b""
         return status, rest, True
 

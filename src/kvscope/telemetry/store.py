@@ -7,13 +7,19 @@ raw sample, the bucket width for a downsampled mean). Each :meth:`Store.append` 
 killed with SIGKILL loses at most the batch it was writing. Batches go in as Arrow columns
 (one ``INSERT ... SELECT`` per batch), which is what makes ingest fast.
 
+A store is recognised before it is used (:mod:`kvscope.telemetry.store_file`): a file that is
+not DuckDB, or a DuckDB database kvscope did not make, is refused in one line and never
+written to.
+
 Retention: :meth:`Store.downsample` replaces raw rows older than a cut-off with per-bucket
-means, :meth:`Store.retain` deletes rows older than a horizon; both are single transactions.
+means, :meth:`Store.retain` deletes rows older than a horizon, :meth:`Store.maintain` does
+both; each is one transaction, so an error leaves the history as it was.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,8 @@ import pyarrow as pa
 
 from kvscope.errors import KvscopeError
 from kvscope.telemetry.series import Sample
+from kvscope.telemetry.store_file import connect_store
+from kvscope.validate import finite, writable_file
 
 _SCHEMA = pa.schema(
     [
@@ -33,12 +41,10 @@ _SCHEMA = pa.schema(
         ("res_s", pa.float64()),
     ]
 )
-_DDL = """
-CREATE TABLE IF NOT EXISTS samples (
-    t_s DOUBLE NOT NULL, source VARCHAR NOT NULL, metric VARCHAR NOT NULL,
-    labels VARCHAR NOT NULL, value DOUBLE, res_s DOUBLE NOT NULL DEFAULT 0
-)
-"""
+#: Finest downsampling bucket: a millisecond, a hundredth of the finest sampling interval.
+#: Finer buckets divide Unix times into numbers past a double's range (``t / 1e-300`` is
+#: infinite), which would turn every averaged row's time into inf or NaN.
+MIN_BUCKET_S = 1e-3
 
 
 def samples_table(samples: Sequence[Sample], res_s: float = 0.0) -> pa.Table:
@@ -57,23 +63,18 @@ def samples_table(samples: Sequence[Sample], res_s: float = 0.0) -> pa.Table:
 
 
 class Store:
-    """A DuckDB file holding samples. Use as a context manager or call :meth:`close`."""
+    """A DuckDB file holding samples. Use as a context manager or call :meth:`close`.
 
-    def __init__(self, path: str | Path, read_only: bool = False) -> None:
-        import duckdb
+    ``create``: a missing file (or an empty DuckDB database) becomes a new store; without it
+    (and always with ``read_only``) only an existing kvscope store is opened.
+    """
 
+    def __init__(self, path: str | Path, read_only: bool = False, create: bool = True) -> None:
         self.path = Path(path)
-        if read_only and not self.path.exists():
-            raise KvscopeError(f"store {self.path} does not exist.")
-        try:
-            self._con: Any = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.Error as err:
-            raise KvscopeError(f"cannot open store {self.path}: {err}") from err
+        self._con: Any = connect_store(self.path, read_only=read_only, create=create)
         # One thread: the store ingests small batches from a sampler that must stay cheap;
         # DuckDB's default thread pool spends more CPU coordinating than inserting them.
         self._con.execute("SET threads = 1")
-        if not read_only:
-            self._con.execute(_DDL)
         self.rows_written = 0
 
     def __enter__(self) -> Store:
@@ -129,54 +130,107 @@ class Store:
 
     def downsample(self, older_than_s: float, bucket_s: float) -> int:
         """Replace raw rows with ``t_s < older_than_s`` by per-``bucket_s`` means; rows removed."""
-        if bucket_s <= 0:
-            raise KvscopeError("downsample bucket must be positive.")
-        con = self._con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            before = con.execute(
-                "SELECT count(*) FROM samples WHERE res_s = 0 AND t_s < ?", [older_than_s]
-            ).fetchone()[0]
-            con.execute(
-                """
-                INSERT INTO samples
-                SELECT floor(t_s / ?) * ? AS t_b, source, metric, labels, avg(value), ?
-                FROM samples WHERE res_s = 0 AND t_s < ?
-                GROUP BY t_b, source, metric, labels
-                """,
-                [bucket_s, bucket_s, bucket_s, older_than_s],
-            )
-            con.execute("DELETE FROM samples WHERE res_s = 0 AND t_s < ?", [older_than_s])
-            after = con.execute(
-                "SELECT count(*) FROM samples WHERE res_s = ? AND t_s < ?",
-                [bucket_s, older_than_s],
-            ).fetchone()[0]
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-        return int(before) - int(after)
+        return self.maintain(downsample_before_s=older_than_s, bucket_s=bucket_s)[
+            "rows_downsampled_away"
+        ]
 
     def retain(self, newer_than_s: float) -> int:
         """Delete every row with ``t_s < newer_than_s``; returns rows deleted."""
+        return self.maintain(drop_before_s=newer_than_s)["rows_dropped"]
+
+    def maintain(
+        self,
+        downsample_before_s: float | None = None,
+        bucket_s: float = 60.0,
+        drop_before_s: float | None = None,
+    ) -> dict[str, int]:
+        """Downsample, then drop, in ONE transaction: an error anywhere changes nothing.
+
+        Every value is checked before the transaction starts: a NaN bucket once grouped the
+        whole history under NaN times and deleted the raw rows, and an infinite horizon
+        deletes everything.
+        """
+        out: dict[str, int] = {}
+        if downsample_before_s is not None:
+            downsample_before_s = finite(downsample_before_s, "downsample cut-off time")
+            bucket_s = finite(bucket_s, "downsample bucket (--bucket, s)", low=MIN_BUCKET_S)
+        if drop_before_s is not None:
+            drop_before_s = finite(drop_before_s, "drop cut-off time")
         con = self._con
-        n = con.execute("SELECT count(*) FROM samples WHERE t_s < ?", [newer_than_s]).fetchone()[0]
-        con.execute("DELETE FROM samples WHERE t_s < ?", [newer_than_s])
-        return int(n)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            if downsample_before_s is not None:
+                out["rows_downsampled_away"] = self._downsample(downsample_before_s, bucket_s)
+            if drop_before_s is not None:
+                n = con.execute(
+                    "SELECT count(*) FROM samples WHERE t_s < ?", [drop_before_s]
+                ).fetchone()[0]
+                con.execute("DELETE FROM samples WHERE t_s < ?", [drop_before_s])
+                out["rows_dropped"] = int(n)
+            con.execute("COMMIT")
+        except BaseException as err:
+            con.execute("ROLLBACK")
+            if isinstance(err, Exception) and not isinstance(err, KvscopeError):
+                raise KvscopeError(
+                    f"{self.path}: retention failed, nothing was changed ({_first_line(err)})."
+                ) from err
+            raise
+        return out
+
+    def _downsample(self, older_than_s: float, bucket_s: float) -> int:
+        con = self._con
+        before = con.execute(
+            "SELECT count(*) FROM samples WHERE res_s = 0 AND t_s < ?", [older_than_s]
+        ).fetchone()[0]
+        con.execute(
+            """
+            INSERT INTO samples
+            SELECT floor(t_s / ?) * ? AS t_b, source, metric, labels, avg(value), ?
+            FROM samples WHERE res_s = 0 AND t_s < ?
+            GROUP BY t_b, source, metric, labels
+            """,
+            [bucket_s, bucket_s, bucket_s, older_than_s],
+        )
+        con.execute("DELETE FROM samples WHERE res_s = 0 AND t_s < ?", [older_than_s])
+        after = con.execute(
+            "SELECT count(*) FROM samples WHERE res_s = ? AND t_s < ?",
+            [bucket_s, older_than_s],
+        ).fetchone()[0]
+        return int(before) - int(after)
 
     def export(self, out: str | Path, fmt: str, since_s: float = 0.0) -> int:
-        """Write rows with ``t_s >= since_s`` to a Parquet or CSV file; returns rows written."""
+        """Write rows with ``t_s >= since_s`` to a Parquet or CSV file; returns rows written.
+
+        The file appears whole or not at all: it is written beside ``out`` and renamed.
+        """
         if fmt not in ("parquet", "csv"):
             raise KvscopeError(f"unknown export format '{fmt}'.", "Use parquet or csv.")
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
+        since_s = finite(since_s, "--since")
+        out = writable_file(out, "export file")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise KvscopeError(f"{out}: cannot write the export file ({err.strerror}).") from None
         n = self._con.execute("SELECT count(*) FROM samples WHERE t_s >= ?", [since_s]).fetchone()[
             0
         ]
         opts = "(FORMAT parquet)" if fmt == "parquet" else "(FORMAT csv, HEADER true)"
-        path_sql = str(out).replace("'", "''")
-        self._con.execute(
-            f"COPY (SELECT * FROM samples WHERE t_s >= {float(since_s)!r} "
-            f"ORDER BY t_s, source, metric, labels) TO '{path_sql}' {opts}"
-        )
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        path_sql = str(tmp).replace("'", "''")
+        try:
+            self._con.execute(
+                f"COPY (SELECT * FROM samples WHERE t_s >= {float(since_s)!r} "
+                f"ORDER BY t_s, source, metric, labels) TO '{path_sql}' {opts}"
+            )
+            os.replace(tmp, out)
+        except Exception as err:
+            tmp.unlink(missing_ok=True)
+            raise KvscopeError(
+                f"{out}: cannot write the export file ({_first_line(err)})."
+            ) from err
         return int(n)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__

@@ -8,14 +8,17 @@ Theil-Sen) are recomputed every ``derive_every_s``. On stop (SIGINT/SIGTERM set 
 event) everything queued is flushed and, with ``out_dir``, a run directory is written:
 ``summary.json`` and ``server.parquet`` (``t_s`` first, seconds from the run's start, one
 column per series in base units).
+
+Everything that can fail for a reason the user can fix fails before the first sample, in one
+line: the configuration (:class:`WatchConfig` checks itself), the store (refused if it is not
+kvscope's), the exporter's port and the run directory (refused when it holds a run, unless
+``force``). URLs are stored, served and shown without their credentials.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import math
-import queue
 import threading
 import time
 from collections import deque
@@ -26,13 +29,16 @@ from typing import Any
 
 from kvscope import __version__
 from kvscope.errors import KvscopeError
-from kvscope.telemetry.engine import EngineScraper
-from kvscope.telemetry.exporter import Exporter, LatestValues
+from kvscope.redact import redact_text, redact_url
+from kvscope.telemetry.engine import EngineScraper, engine_url
+from kvscope.telemetry.exporter import Exporter, LatestValues, listen_address
 from kvscope.telemetry.gpu import GpuSampler
 from kvscope.telemetry.schedule import Ticker
 from kvscope.telemetry.series import Sample
 from kvscope.telemetry.store import Store
+from kvscope.telemetry.watch_output import StoreWriter, make_dir, write_run_dir
 from kvscope.telemetry.waveform import Waveform, analyse, theil_sen_slope
+from kvscope.validate import count, finite, fresh_run_dir
 
 #: Series whose waveform the summary reports, per source kind.
 WAVEFORM_SERIES = {"gpu": "gpu_memory_used_bytes", "engine": "kv_cache_usage_ratio"}
@@ -47,6 +53,9 @@ PEAK_NAMES = {
 SLOPE_POINTS = 60
 #: Activity series the waveform phase is measured against (engines only).
 ACTIVITY_SERIES = "requests_running"
+#: Longest --duration: a year. Longer is a typo (1e30), and a watch meant to run for ever is
+#: run without --duration.
+MAX_DURATION_S = 366 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +78,31 @@ class WatchConfig:
     exporter_port: int | None = None
     listen: str = "127.0.0.1"
     out_dir: Path | None = None
+    #: Replace ``out_dir`` when it already holds a run (else that is refused at the start).
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        # Checked here, not at the end: a NaN duration never stops, a bad port or URL would
+        # otherwise surface after the session (or never).
+        finite(self.interval_s, "--interval", low=0.0, low_open=True)
+        if self.duration_s is not None:
+            finite(self.duration_s, "--duration", low=0.0, low_open=True, high=MAX_DURATION_S)
+            if self.interval_s > self.duration_s:
+                raise KvscopeError(
+                    f"--interval {self.interval_s:g} is longer than --duration "
+                    f"{self.duration_s:g}: not one sample would be taken."
+                )
+        finite(self.flush_s, "--flush", low=0.0, low_open=True)
+        finite(self.window_s, "--window", low=0.0, low_open=True)
+        finite(self.derive_every_s, "derive_every_s", low=0.0, low_open=True)
+        if self.exporter_port is not None:
+            count(self.exporter_port, "--exporter-port", low=0, high=65535)
+        listen_address(self.listen)
+        for url in self.engines:
+            engine_url(url)
+        out, store = self.out_dir, self.store_path
+        if out is not None and store is not None and Path(out).resolve() == Path(store).resolve():
+            raise KvscopeError(f"--out and --store both name {out}.")
 
 
 @dataclass
@@ -93,6 +127,7 @@ class Watch:
         on_tick: Callable[[Watch], None] | None = None,
         on_flush: Callable[[int, int], None] | None = None,
         on_start: Callable[[Watch], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.gpus = gpus
@@ -104,6 +139,8 @@ class Watch:
         self.on_tick = on_tick
         self.on_flush = on_flush
         self.on_start = on_start
+        #: Told (one line each) when an engine stops answering and when it answers again.
+        self.on_warning = on_warning
         self.stop = threading.Event()
         self.board = LatestValues()
         self.state = WatchState()
@@ -115,7 +152,7 @@ class Watch:
         self._memory: list[Sample] = []
         self.exporter: Exporter | None = None
         self.store: Store | None = None
-        self._writer: _StoreWriter | None = None
+        self._writer: StoreWriter | None = None
 
     def latest(self) -> dict[tuple[str, str, str], float]:
         """Newest value per ``(source, metric, labels)`` (what the live table shows)."""
@@ -170,63 +207,119 @@ class Watch:
 
     def run(self) -> dict[str, Any]:
         """Sample until stopped or ``duration_s`` passes; returns the summary dict."""
-        cfg = self.config
         self.state.started_unix_s = time.time()  # reset below when sampling starts
-        if cfg.store_path is not None:
-            self.store = Store(cfg.store_path)
-            self._writer = _StoreWriter(self.store, self._committed)
-            self._writer.start()
+        self._open()
         try:
+            self._loop()
+        finally:
+            summary = self._close()
+        return summary
+
+    def _open(self) -> None:
+        """Store, exporter, run directory: each refused in one line before any sampling."""
+        cfg = self.config
+        try:
+            if cfg.store_path is not None:
+                self.store = Store(cfg.store_path)
+                self._writer = StoreWriter(self.store, self._committed)
+                self._writer.start()
             if cfg.exporter_port is not None:
                 self.exporter = Exporter.start(self.board, cfg.exporter_port, cfg.listen)
-            self._identify()
-            last_flush = last_derive = time.monotonic()
-            self.state.started_unix_s = time.time()
-            if self.on_start is not None:
-                self.on_start(self)
-            # Everything built so far (imported modules, parsers, the store) lives as long as
-            # the session: moving it out of the collector's reach keeps each cyclic
-            # collection to what the ticks allocate (the collector was ~7 % of the loop).
-            gc.freeze()
-            for _k, _due in self.ticker:
-                t = time.time()
-                samples: list[Sample] = []
-                if self.gpus is not None:
-                    samples.extend(self.gpus.sample(t))
-                for eng in self.engines:
-                    samples.extend(eng.sample(t))
-                    page = eng.last_page
-                    if page is not None:
-                        self.board.set_info(
-                            eng.source, {"kind": page.kind or "", "model": page.model_name or ""}
-                        )
-                self._record_history(samples)
-                now = time.monotonic()
-                if now - last_derive >= cfg.derive_every_s:
-                    samples.extend(self.derived(t))
-                    last_derive = now
-                self.board.update(samples)
-                self.last_samples = samples
-                self._pending.extend(samples)
-                self.state.ticks += 1
-                self.state.samples += len(samples)
-                if now - last_flush >= cfg.flush_s:
-                    self._flush()
-                    last_flush = now
-                if self.on_tick is not None:
-                    self.on_tick(self)
-        finally:
-            gc.unfreeze()
-            self._flush()
-            if self._writer is not None:
-                self._writer.close()  # drains the queue: every batch is committed
-            summary = self.summary()
             if cfg.out_dir is not None:
+                fresh_run_dir(cfg.out_dir, force=cfg.force, what="watch run directory")
+                make_dir(cfg.out_dir)
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.queue.put(None)
+            writer.join()
+        if self.exporter is not None:
+            self.exporter.stop()
+        if self.store is not None:
+            self.store.close()
+
+    def _loop(self) -> None:
+        cfg = self.config
+        self._identify()
+        last_flush = last_derive = time.monotonic()
+        self.state.started_unix_s = time.time()
+        if self.on_start is not None:
+            self.on_start(self)
+        # Everything built so far (imported modules, parsers, the store) lives as long as
+        # the session: moving it out of the collector's reach keeps each cyclic
+        # collection to what the ticks allocate (the collector was ~7 % of the loop).
+        gc.freeze()
+        for _k, _due in self.ticker:
+            t = time.time()
+            samples: list[Sample] = []
+            if self.gpus is not None:
+                samples.extend(self.gpus.sample(t))
+            for eng in self.engines:
+                was_up = eng.up
+                samples.extend(eng.sample(t))
+                self._tell_engine_state(eng, was_up)
+                page = eng.last_page
+                if page is not None:
+                    self.board.set_info(
+                        eng.source, {"kind": page.kind or "", "model": page.model_name or ""}
+                    )
+            self._record_history(samples)
+            now = time.monotonic()
+            if now - last_derive >= cfg.derive_every_s:
+                samples.extend(self.derived(t))
+                last_derive = now
+            self.board.update(samples)
+            self.last_samples = samples
+            self._pending.extend(samples)
+            self.state.ticks += 1
+            self.state.samples += len(samples)
+            if now - last_flush >= cfg.flush_s:
+                self._flush()
+                last_flush = now
+            if self.on_tick is not None:
+                self.on_tick(self)
+
+    def _tell_engine_state(self, eng: EngineScraper, was_up: bool | None) -> None:
+        # At once, not at the end: a watch of an engine that is not there must say so while
+        # the user can still fix the URL (it goes on trying, and the exit code tells too).
+        if self.on_warning is None or eng.up == was_up:
+            return
+        if eng.up is False:
+            self.on_warning(
+                f"engine {eng.display_url} is not answering ({eng.last_error}); still trying."
+            )
+        elif was_up is False:
+            self.on_warning(f"engine {eng.display_url} answers again.")
+
+    def _close(self) -> dict[str, Any]:
+        """Flush, commit, summarise, write the run directory; then release everything.
+
+        Every step runs even when an earlier one failed; the first failure is raised after.
+        """
+        cfg = self.config
+        gc.unfreeze()
+        failures: list[KvscopeError] = []
+        self._flush()
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            try:
+                writer.close()  # drains the queue: every batch is committed
+            except KvscopeError as err:
+                failures.append(err)
+        summary = self.summary()
+        if cfg.out_dir is not None:
+            try:
                 self.write_run_dir(cfg.out_dir, summary)
-            if self.exporter is not None:
-                self.exporter.stop()
-            if self.store is not None:
-                self.store.close()
+            except (OSError, KvscopeError) as err:
+                why = err.one_line() if isinstance(err, KvscopeError) else err.strerror or err
+                failures.append(KvscopeError(f"{cfg.out_dir}: cannot write the run ({why})."))
+        self._release()
+        if failures:
+            raise failures[0]
         return summary
 
     def _all_samples(self) -> list[Sample]:
@@ -263,10 +356,14 @@ class Watch:
         cfg = self.config
         waves = self.waveforms() if self.state.ticks else {}
         gpu_faults = dict(self.gpus.nvml.faults) if self.gpus is not None else {}
+        config = {
+            k: (redact_text(str(v)) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()
+        }
+        config["engines"] = [redact_url(u) for u in cfg.engines]  # never user:password@
         return {
             "kind": "watch",
             "kvscope_version": __version__,
-            "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+            "config": config,
             "duration_s": time.time() - self.state.started_unix_s,
             "ticks": self.state.ticks,
             "missed_ticks": self.ticker.missed,
@@ -275,64 +372,13 @@ class Watch:
             "gpus": self.gpus.nvml.device_count if self.gpus is not None else 0,
             "nvml_faults": gpu_faults,
             "engine_faults": {e.source: e.faults for e in self.engines},
+            "engine_errors": {e.source: e.last_error for e in self.engines if e.last_error},
+            # Engines that never answered: the watch exits 1 (it got none of what was asked).
+            "engines_never_up": [
+                e.display_url for e in self.engines if e.ok_scrapes == 0 and self.state.ticks
+            ],
             "waveforms": {k: asdict(w) for k, w in waves.items()},
         }
 
     def write_run_dir(self, out_dir: Path, summary: dict[str, Any]) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        out_dir.mkdir(parents=True, exist_ok=True)
-        t0 = self.state.started_unix_s
-        rows: dict[float, dict[str, float]] = {}
-        for s in self._all_samples():
-            col = f"{s.source}/{s.metric}" + (f"{{{s.labels}}}" if s.labels else "")
-            rows.setdefault(s.t_s, {})[col] = s.value
-        times = sorted(rows)
-        cols = sorted({c for r in rows.values() for c in r})
-        data: dict[str, Any] = {"t_s": pa.array([t - t0 for t in times], pa.float64())}
-        for c in cols:
-            data[c] = pa.array([rows[t].get(c) for t in times], pa.float64())
-        pq.write_table(pa.table(data), out_dir / "server.parquet")
-        (out_dir / "summary.json").write_text(json.dumps(_finite(summary), indent=2) + "\n")
-
-
-class _StoreWriter(threading.Thread):
-    """Commits batches off the sampling thread, in order, one transaction each.
-
-    A COMMIT waits for the write-ahead log to reach the disk (tens of ms on a busy VM);
-    doing it here keeps the sampling ticks on time.
-    """
-
-    def __init__(self, store: Store, committed: Callable[[int], None]) -> None:
-        super().__init__(name="kvscope-store-writer", daemon=True)
-        self.store = store
-        self.committed = committed
-        self.queue: queue.Queue[list[Sample] | None] = queue.Queue()
-        self.error: BaseException | None = None
-
-    def put(self, batch: list[Sample]) -> None:
-        self.queue.put(batch)
-
-    def run(self) -> None:
-        while (batch := self.queue.get()) is not None:
-            try:
-                self.committed(self.store.append(batch))
-            except Exception as err:  # reported by close(); sampling goes on meanwhile
-                self.error = err
-
-    def close(self) -> None:
-        self.queue.put(None)
-        self.join()
-        if self.error is not None:
-            raise KvscopeError(f"store write failed: {self.error}") from self.error
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
+        write_run_dir(out_dir, self._all_samples(), self.state.started_unix_s, summary)
