@@ -213,6 +213,24 @@ def writable_file(path: str | Path, what: str = "output file") -> Path:
     return p
 
 
+def write_text_atomic(path: str | Path, text: str, what: str = "output file") -> Path:
+    """Write ``text`` to ``path`` through a temporary file beside it and a rename, so a reader
+    (or a crash) never sees half a file; parents are created; failures are one line."""
+    import contextlib
+
+    p = writable_file(path, what)
+    tmp = p.with_name(p.name + ".tmp")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise KvscopeError(f"{p}: cannot write the {what} ({err.strerror}).") from None
+    return p
+
+
 def writable_dir(path: str | Path, what: str = "output directory") -> Path:
     """Check that ``path`` is, or can be created as, a writable directory."""
     p = Path(path)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from kvscope.memtrace.leaks import LeakCandidate
 from kvscope.memtrace.oom import OomEvent
 from kvscope.memtrace.sites import SiteStat
 from kvscope.memtrace.timeline import device_series, downsample
-from kvscope.validate import fresh_run_dir
+from kvscope.validate import fresh_run_dir, write_text_atomic
 
 
 def as_dict(obj: Any) -> Any:
@@ -106,9 +105,9 @@ def _write_summary(report: MemtraceReport, out: Path) -> None:
         **as_dict(report.headline()),
         "report": as_dict(report),
     }
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    os.replace(tmp, out / "summary.json")
+    write_text_atomic(
+        out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n", "summary"
+    )
 
 
 def _write_tables(

@@ -7,17 +7,15 @@ renamed, so a failed write never leaves half a report.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kvscope import __version__
-from kvscope.errors import KvscopeError
 from kvscope.report import sections
 from kvscope.report.loader import LoadedRun, load_run
-from kvscope.validate import writable_file
+from kvscope.validate import writable_file, write_text_atomic
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1320px;color:#222}
@@ -80,14 +78,4 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, title: str | N
 
 def save_report(page: str, out: str | Path) -> Path:
     """Write ``page`` to ``out`` through a temporary file; one error line if it cannot."""
-    out_path = writable_file(out, "report")
-    tmp = out_path.with_name(out_path.name + ".tmp")
-    try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(out_path)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise KvscopeError(f"{out_path}: cannot write the report ({err.strerror}).") from None
-    return out_path
+    return write_text_atomic(out, page, "report")

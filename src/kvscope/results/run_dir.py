@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from kvscope import __version__
 from kvscope.errors import KvscopeError
-from kvscope.validate import fresh_run_dir, load_json
+from kvscope.validate import fresh_run_dir, load_json, write_text_atomic
 
 RUN_KINDS = ("simulate", "bench", "watch", "memtrace", "comm", "plan")
 
@@ -129,11 +129,9 @@ class RunDir:
             **dict(figures),
             **extra,
         }
-        out = self.path / "summary.json"
-        tmp = out.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(_jsonable(doc), indent=2) + "\n")
-        os.replace(tmp, out)
-        return out
+        return write_text_atomic(
+            self.path / "summary.json", json.dumps(_jsonable(doc), indent=2) + "\n", "summary"
+        )
 
 
 def _jsonable(obj: Any) -> Any:

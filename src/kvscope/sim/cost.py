@@ -22,7 +22,6 @@ measured run. Everything is vectorised so a span of decode steps costs one numpy
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kvscope.errors import KvscopeError
-from kvscope.validate import load_json
+from kvscope.validate import load_json, write_text_atomic
 
 F64 = NDArray[np.float64]
 
@@ -60,17 +59,9 @@ class CostCoefficients:
 
     def save(self, path: str | Path) -> Path:
         """Write the coefficients as JSON (atomically: a reader never sees half a file)."""
-        p = Path(path)
-        tmp = p.with_name(p.name + ".tmp")
-        try:
-            tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
-            os.replace(tmp, p)
-        except OSError as err:
-            tmp.unlink(missing_ok=True)
-            raise KvscopeError(
-                f"{p}: cannot write the cost coefficients ({err.strerror})."
-            ) from None
-        return p
+        return write_text_atomic(
+            path, json.dumps(asdict(self), indent=2) + "\n", "cost coefficients"
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> CostCoefficients:
