@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.markup import escape
 
 from kvscope.cli.output import print_json, stderr, stdout
 
@@ -25,6 +24,13 @@ _FORCE = typer.Option(False, "--force", help="Replace --out when it already hold
 
 # Site names, file names and actions come from the snapshot (anyone's file): every such
 # string is escaped, so a name like "[/bold]" prints as it is instead of breaking the markup.
+
+
+def escape(text: str) -> str:
+    """Rich markup escaped (``[/x]`` in a frame name prints as is); rich is imported on use."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def _mib(n: float) -> str:
