@@ -78,3 +78,29 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needle: str) ->
     assert len(lines) == 1, out.stderr
     assert needle in lines[0]
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("plan", "--bogus"), "No such option: --bogus"),
+        (("plan", "--gpu", "H100"), "Missing option '--model'"),
+        (("plan", "--model", "m", "--max-model-len", "abc"), "'--max-model-len'"),
+        (("plan", "--model", "m", "--gpu-memory-utilization", "nan"), "not a finite number"),
+        (("simulate", "--cpu-offload-gib", "inf"), "not a finite number"),
+        (
+            ("workload", "generate", "--out", "x.jsonl", "--num-requests", "1" + "0" * 25),
+            "out of range",
+        ),
+        (("watch", "--interval"), "requires an argument"),
+    ],
+)
+def test_parser_errors_are_one_line_with_where_to_look(args: tuple[str, ...], needle: str) -> None:
+    out = run(*args)
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert out.returncode == 2, out.stderr
+    assert len(lines) == 1, out.stderr  # not rich's five-line box
+    assert lines[0].startswith("kvscope: error: ") and needle in lines[0], lines[0]
+    assert lines[0].endswith(
+        f"Try 'kvscope {args[0]}" + (" generate" if args[0] == "workload" else "") + " --help'."
+    ), lines[0]

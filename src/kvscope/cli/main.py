@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> None:
             typer.echo(err.ctx.get_help())
         sys.exit(2)
     except UsageError as err:
-        sys.stderr.write(f"kvscope: error: {redact_text(usage_line(err))}\n")
+        where = _command_path(command, sys.argv[1:] if argv is None else argv)
+        sys.stderr.write(f"kvscope: error: {redact_text(usage_line(err, where))}\n")
         sys.exit(2)
     except ClickException as err:
         sys.stderr.write(f"kvscope: error: {redact_text(err.format_message())}\n")
@@ -115,14 +116,25 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
 
-def usage_line(err: UsageError) -> str:
+def usage_line(err: UsageError, where: str = "kvscope") -> str:
     """An option-parser error as one line plus where to look, like other CLIs print it."""
     message = " ".join(err.format_message().split())
     if not message.endswith((".", "?", "!")):
         message += "."
-    if err.ctx is not None:
-        return f"{message} Try '{err.ctx.command_path} --help'."
-    return f"{message} Try 'kvscope --help'."
+    path = err.ctx.command_path if err.ctx is not None else where
+    return f"{message} Try '{path} --help'."
+
+
+def _command_path(command: object, args: list[str]) -> str:
+    """``kvscope workload generate`` for the sub-command the leading words name."""
+    words = ["kvscope"]
+    for arg in args:
+        subs = getattr(command, "commands", None)
+        if not subs or arg not in subs:
+            break
+        command = subs[arg]
+        words.append(arg)
+    return " ".join(words)
 
 
 if __name__ == "__main__":  # pragma: no cover
