@@ -78,10 +78,21 @@ def test_a_deployment_the_engine_would_refuse_is_not_simulated() -> None:
 def test_cost_file_numbers_are_finite(tmp_path: Path, doc: str) -> None:
     f = tmp_path / "cost.json"
     f.write_text(doc)
+    _one_line_load(f)
+
+
+def test_a_cost_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "cost.json"
+    f.write_bytes(b'{"overhead_s": 0.001, "source": "caf\xe9"}')
+    assert "not UTF-8" in _one_line_load(f)
+
+
+def _one_line_load(f: Path) -> str:
     with pytest.raises(KvscopeError) as info:
         CostCoefficients.load(f)
     line = info.value.one_line()
     assert line.startswith(str(f)) and "\n" not in line
+    return line
 
 
 def test_ctrl_c_inside_the_engine_keeps_what_was_served(tmp_path: Path) -> None:
