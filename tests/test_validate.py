@@ -113,3 +113,32 @@ def test_bounded_alloc() -> None:
         bounded_alloc(8 * 10**12, "the workload")
     with pytest.raises(KvscopeError, match="unbounded"):
         bounded_alloc(float("inf"), "the workload")
+
+
+def test_force_never_empties_the_current_home_or_a_foreign_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the CLI fuzzer: `--out '' --force` cleared the directory it ran in.
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "app.py").write_text("precious")
+    monkeypatch.chdir(work / "src")
+    for path in ("", " ", ".", "..", str(work)):
+        with pytest.raises(KvscopeError):
+            fresh_run_dir(path, force=True)
+    assert (work / "src" / "app.py").read_text() == "precious"
+    # a folder holding a file kvscope never writes is not replaced either
+    with pytest.raises(KvscopeError) as err:
+        fresh_run_dir(work, force=True)
+    assert "did not write" in err.value.one_line() or "current" in err.value.one_line()
+    other = tmp_path / "other"
+    (other / "point-1").mkdir(parents=True)
+    (other / "point-1" / "notes.docx").write_text("x")
+    with pytest.raises(KvscopeError, match=r"point-1/notes.docx, which kvscope did not write"):
+        fresh_run_dir(other, force=True)
+    # an earlier run, sweep points included, is replaced
+    run = tmp_path / "run"
+    (run / "max-num-seqs=8").mkdir(parents=True)
+    for name in ("summary.json", "requests.parquet", "steps.arrows", "max-num-seqs=8/x.json"):
+        (run / name).write_text("old")
+    assert fresh_run_dir(run, force=True) == run and list(run.iterdir()) == []

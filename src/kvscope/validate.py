@@ -282,8 +282,12 @@ def fresh_run_dir(path: str | Path, *, force: bool = False, what: str = "run dir
     """Check that ``path`` may hold a new run: absent or empty, or ``force`` to replace it.
 
     A run directory that already holds files is refused, so a new run never mixes with or
-    overwrites what an earlier one measured; ``force`` removes the earlier run's files first.
+    overwrites what an earlier one measured; ``force`` removes the earlier run's files first,
+    but only from a folder that holds nothing but what kvscope writes, and never the current
+    directory, one above it, or the home directory (``--out . --force`` must not empty them).
     """
+    if not str(path).strip():
+        raise KvscopeError(f"the {what} path is empty.", "Give --out a folder name.")
     p = writable_dir(path, what)
     if p.is_dir() and any(p.iterdir()):
         if not force:
@@ -291,8 +295,46 @@ def fresh_run_dir(path: str | Path, *, force: bool = False, what: str = "run dir
                 f"{p}: the {what} already exists and is not empty.",
                 "Pass --force to replace it, or choose another --out.",
             )
+        _check_replaceable(p, what)
         _clear(p)
     return p
+
+
+#: What kvscope writes into run directories; a folder holding anything else is not replaced.
+RUN_FILE_SUFFIXES = frozenset(
+    {".json", ".jsonl", ".parquet", ".arrows", ".tmp", ".html", ".csv", ".txt", ".log",
+     ".pickle", ".png", ".svg", ".yaml", ".yml"}
+)  # fmt: skip
+
+
+def _check_replaceable(p: Path, what: str) -> None:
+    here = p.resolve()
+    cwd = Path.cwd().resolve()
+    if here == cwd or here in cwd.parents or here == Path.home().resolve():
+        raise KvscopeError(
+            f"{p}: refusing to clear it with --force (it holds the current or home directory).",
+            "Choose a folder of its own for --out.",
+        )
+    foreign = _foreign_entry(p, depth=4)
+    if foreign is not None:
+        raise KvscopeError(
+            f"{p}: refusing to clear it with --force: it holds {foreign}, which kvscope did not "
+            "write.",
+            "Choose another --out.",
+        )
+
+
+def _foreign_entry(d: Path, depth: int) -> str | None:
+    for child in d.iterdir():
+        if child.is_symlink():
+            return child.name
+        if child.is_dir():
+            inner = _foreign_entry(child, depth - 1) if depth > 0 else child.name
+            if inner is not None:
+                return f"{child.name}/{inner}" if depth > 0 else inner
+        elif child.suffix.lower() not in RUN_FILE_SUFFIXES:
+            return child.name
+    return None
 
 
 def _clear(p: Path) -> None:

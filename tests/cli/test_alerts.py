@@ -10,23 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli_helpers import run_in_process
 from kvscope.alerts.export import rule_annotations
 from kvscope.alerts.loader import load_pack
 from kvscope.alerts.model import format_duration
 from kvscope.alerts.scenarios import combine, input_series, scenarios
-from kvscope.cli.main import main
 from kvscope.telemetry.series import Sample
 from kvscope.telemetry.store import Store
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +52,7 @@ def test_check_agrees_with_promtool(
     scn = synthetic[1]
     assert isinstance(scn, Scenario)
     store = _store(tmp_path, scn)
-    code, out, err = run(["alerts", "check", "--store", str(store), "--json"], capsys)
+    code, out, err = run_in_process(["alerts", "check", "--store", str(store), "--json"], capsys)
     assert code == 0, err
     result = json.loads(out)
     events = result["events"]
@@ -102,7 +92,7 @@ def test_check_agrees_with_promtool(
                 if n == name
             ]
             checks.append({"eval_time": format_duration(t), "alertname": name, "exp_alerts": exp})
-    (tmp_path / "rules.yml").write_text(run(["alerts", "export"], capsys)[1])
+    (tmp_path / "rules.yml").write_text(run_in_process(["alerts", "export"], capsys)[1])
     doc = {
         "rule_files": ["rules.yml"],
         "evaluation_interval": "1m",
@@ -123,9 +113,9 @@ def test_check_table_and_since(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], synthetic: tuple[Path, object]
 ) -> None:
     store = _store(tmp_path, synthetic[1])
-    code, out, _ = run(["alerts", "check", "--store", str(store)], capsys)
+    code, out, _ = run_in_process(["alerts", "check", "--store", str(store)], capsys)
     assert code == 0 and "23 alert state changes" in out and "69 evaluations" in out
-    code, out, _ = run(
+    code, out, _ = run_in_process(
         ["alerts", "check", "--store", str(store), "--since", "1800", "--json"], capsys
     )
     later = json.loads(out)
@@ -145,18 +135,20 @@ def test_malformed_rules_exit_2_with_one_line(
         ["alerts", "export", "--rules", str(bad)],
         ["alerts", "check", "--store", str(tmp_path / "x.duckdb"), "--rules", str(bad)],
     ):
-        code, out, err = run(argv, capsys)
+        code, out, err = run_in_process(argv, capsys)
         assert code == 2 and out == ""
         assert err.count("\n") == 1, err
         assert f"{bad}: rule 'KvFull': field 'threshold'" in err
 
 
 def test_bad_flags_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["alerts", "export", "--format", "nagios"], capsys)
+    code, _, err = run_in_process(["alerts", "export", "--format", "nagios"], capsys)
     assert code == 2 and "unknown export format 'nagios'" in err
-    code, _, err = run(["alerts", "export", "--tests"], capsys)
+    code, _, err = run_in_process(["alerts", "export", "--tests"], capsys)
     assert code == 2 and "--tests needs --out" in err
-    code, _, err = run(["alerts", "check", "--store", str(tmp_path / "none.duckdb")], capsys)
+    code, _, err = run_in_process(
+        ["alerts", "check", "--store", str(tmp_path / "none.duckdb")], capsys
+    )
     assert code == 2 and "does not exist" in err
 
 
@@ -169,7 +161,7 @@ def test_export_with_tests_passes_promtool(
         pytest.skip("promtool is not on PATH; install Debian's `prometheus` package")
     for fmt in ("prometheus", "k8s"):
         out_dir = tmp_path / fmt
-        code, out, err = run(
+        code, out, err = run_in_process(
             ["alerts", "export", "--format", fmt, "--out", str(out_dir), "--tests", "--json"],
             capsys,
         )
@@ -187,11 +179,11 @@ def test_export_with_tests_passes_promtool(
 
 
 def test_list_and_dashboards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["alerts", "list", "--json"], capsys)
+    code, out, _ = run_in_process(["alerts", "list", "--json"], capsys)
     rows = json.loads(out)
     assert code == 0 and len(rows) == 13 and all(r["why"] and r["promql"] for r in rows)
     f = tmp_path / "dash" / "kvscope.json"
-    code, out, _ = run(["dashboards", "export", "--out", str(f), "--json"], capsys)
+    code, out, _ = run_in_process(["dashboards", "export", "--out", str(f), "--json"], capsys)
     summary = json.loads(out)
     assert code == 0 and summary["panels"] == 13 and summary["queries"] >= 20
     assert json.loads(f.read_text())["panels"][0]["targets"][0]["expr"]
@@ -222,7 +214,7 @@ def test_watch_rules_live(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         str(rules),
         "--json",
     ]
-    code, out, err = run(argv, capsys)
+    code, out, err = run_in_process(argv, capsys)
     # Exit 1 (issue #21): the watch ran, but the one engine it was asked for never answered.
     assert code == 1, err
     assert json.loads(out)["alerts"]["firing"] == ["EngineDown"]

@@ -12,30 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kvscope.cli.main import main
+from cli_helpers import one_error_line, run_in_process
 
 pytest.importorskip("torch")
 
 FAST = ("--world-size", "2", "--iters", "2", "--warmup", "0", "--timeout", "60")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 0
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error_line(code: int, err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert code == 2, err
-    assert "Traceback" not in err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("kvscope: error: ")
-    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -48,44 +29,46 @@ def one_error_line(code: int, err: str) -> str:
     ],
 )
 def test_bad_sizes(sizes: str, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = cli(capsys, "comm", "bench", "--sizes", sizes, *FAST)
+    code, _, err = run_in_process(["comm", "bench", "--sizes", sizes, *FAST], capsys)
     assert needle in one_error_line(code, err)
 
 
 def test_buffers_beyond_host_memory_are_refused_before_launch(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, _, err = cli(capsys, "comm", "bench", "--sizes", "1024G", *FAST)
+    code, _, err = run_in_process(["comm", "bench", "--sizes", "1024G", *FAST], capsys)
     assert "memory" in one_error_line(code, err)
-    code, _, err = cli(
+    code, _, err = run_in_process(
+        [
+            "comm",
+            "moe",
+            "--hidden",
+            "99999999999",
+            "--tokens",
+            "99999999",
+            "--experts",
+            "2",
+            "--top-k",
+            "1",
+            *FAST,
+        ],
         capsys,
-        "comm",
-        "moe",
-        "--hidden",
-        "99999999999",
-        "--tokens",
-        "99999999",
-        "--experts",
-        "2",
-        "--top-k",
-        "1",
-        *FAST,
     )
     assert "memory" in one_error_line(code, err)
 
 
 @pytest.mark.parametrize("skew", ["nan", "inf", "0,-1"])
 def test_bad_skew(skew: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = cli(
-        capsys, "comm", "moe", "--skew", skew, "--experts", "2", "--top-k", "1", *FAST
+    code, _, err = run_in_process(
+        ["comm", "moe", "--skew", skew, "--experts", "2", "--top-k", "1", *FAST], capsys
     )
     one_error_line(code, err)
 
 
 def test_out_under_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "f").write_text("x")
-    code, _, err = cli(
-        capsys, "comm", "bench", "--sizes", "1K", "--out", str(tmp_path / "f" / "run"), *FAST
+    code, _, err = run_in_process(
+        ["comm", "bench", "--sizes", "1K", "--out", str(tmp_path / "f" / "run"), *FAST], capsys
     )
     assert "is a file" in one_error_line(code, err)
 
@@ -93,19 +76,9 @@ def test_out_under_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_out_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "f"
     f.write_text("x")
-    code, _, err = cli(
+    code, _, err = run_in_process(
+        ["comm", "moe", "--skew", "0", "--experts", "2", "--top-k", "1", "--out", str(f), *FAST],
         capsys,
-        "comm",
-        "moe",
-        "--skew",
-        "0",
-        "--experts",
-        "2",
-        "--top-k",
-        "1",
-        "--out",
-        str(f),
-        *FAST,
     )
     assert "is a file" in one_error_line(code, err)
     assert f.read_text() == "x"
@@ -116,11 +89,13 @@ def test_existing_run_needs_force(tmp_path: Path, capsys: pytest.CaptureFixture[
     out = tmp_path / "run"
     out.mkdir()
     (out / "summary.json").write_text('{"kind": "comm", "measured": "earlier"}')
-    code, _, err = cli(capsys, "comm", "bench", "--sizes", "1K", "--out", str(out), *FAST)
+    code, _, err = run_in_process(
+        ["comm", "bench", "--sizes", "1K", "--out", str(out), *FAST], capsys
+    )
     assert "--force" in one_error_line(code, err)
     assert json.loads((out / "summary.json").read_text())["measured"] == "earlier"
-    code, _, err = cli(
-        capsys, "comm", "bench", "--sizes", "1K", "--out", str(out), "--force", *FAST
+    code, _, err = run_in_process(
+        ["comm", "bench", "--sizes", "1K", "--out", str(out), "--force", *FAST], capsys
     )
     assert code == 0, err
     doc = json.loads((out / "summary.json").read_text())

@@ -5,23 +5,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_kvscope
+
 FIX = Path(__file__).parents[1] / "doctor" / "fixtures"
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvscope.cli.main", "doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    return run_kvscope("doctor", *args, env=env, timeout=120)
 
 
 def _no_nvidia_path() -> dict[str, str]:

@@ -323,7 +323,7 @@ PATHS = [
 READ_ONLY_PATHS = ["/dev/zero", "/dev/null", "/proc/version"]
 
 #: Options naming something the command writes (or may change, like a store it maintains).
-OUTPUT_OPTIONS = {"out", "store", "capture"}
+OUTPUT_OPTIONS = {"out", "store", "capture", "capture_dir"}
 
 
 # ---------------------------------------------------------------------------- the commands
@@ -606,45 +606,23 @@ def _check(forker: Forker, corpus: Path, command: Command, argv: list[str]) -> N
 
 # ---------------------------------------------------------------------------- the audit's cases
 
+PLAN_8B = ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100"]
+BENCH_DEAD = ["bench", "--url", "http://127.0.0.1:9", "--model", "m"]  # nothing on port 9
+REPLAY = ["watch", "--nvml-replay", "files/nvml_recording.json", "--duration", "1"]
+
 CORPUS: list[list[str]] = [
-    [
-        "plan",
-        "--model",
-        "meta-llama/Llama-3.1-8B",
-        "--gpu",
-        "H100",
-        "--pipeline-parallel-size",
-        "0",
-    ],
+    [*PLAN_8B, "--pipeline-parallel-size", "0"],
     ["plan", "--model", "files/huge_cfg", "--gpu", "H100"],
     ["plan", "--model", "files/latin1_cfg", "--gpu", "H100"],
     ["plan", "--model", "files/layers_cfg", "--gpu", "H100"],
     ["plan", "--model", "files/heads_cfg", "--gpu", "H100"],
     ["plan", "--model", "files/unknown_cfg", "--gpu", "H100"],
     ["plan", "--model", "files/truncated.json", "--gpu", "H100"],
-    [
-        "plan",
-        "--model",
-        "meta-llama/Llama-3.1-8B",
-        "--gpu",
-        "H100",
-        "--kv-cache-memory-bytes",
-        str(93 * 2**30),
-    ],
-    [
-        "plan",
-        "--model",
-        "meta-llama/Llama-3.1-8B",
-        "--gpu",
-        "H100",
-        "--engine",
-        "sglang",
-        "--gpu-memory-utilization",
-        "0.9",
-    ],
-    ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--mem-fraction-static", "0.8"],
-    ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--block-size", "7"],
-    ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--engine-version", "0.99.0"],
+    [*PLAN_8B, "--kv-cache-memory-bytes", str(93 * 2**30)],
+    [*PLAN_8B, "--engine", "sglang", "--gpu-memory-utilization", "0.9"],
+    [*PLAN_8B, "--mem-fraction-static", "0.8"],
+    [*PLAN_8B, "--block-size", "7"],
+    [*PLAN_8B, "--engine-version", "0.99.0"],
     [
         "simulate",
         "--max-model-len",
@@ -686,71 +664,17 @@ CORPUS: list[list[str]] = [
         "out/w.jsonl",
     ],
     ["workload", "convert", "files/latin1.txt", "--out", "out/c.jsonl"],
-    [
-        "bench",
-        "--url",
-        "http://127.0.0.1:9",
-        "--model",
-        "m",
-        "--out",
-        "out/b",
-        "--request-timeout",
-        "nan",
-    ],
+    [*BENCH_DEAD, "--out", "out/b", "--request-timeout", "nan"],
     ["bench", "--url", CRED_URL, "--model", "m", "--out", "out/b", "--num-requests", "2"],
-    [
-        "bench",
-        "--url",
-        "http://127.0.0.1:9",
-        "--model",
-        "m",
-        "--out",
-        "files/precious_run",
-        "--num-requests",
-        "2",
-    ],
-    [
-        "bench",
-        "--url",
-        "http://127.0.0.1:9",
-        "--model",
-        "m",
-        "--out",
-        "out/b",
-        "--slo",
-        "ttft_p101=1",
-    ],
+    [*BENCH_DEAD, "--out", "files/precious_run", "--num-requests", "2"],
+    [*BENCH_DEAD, "--out", "out/b", "--slo", "ttft_p101=1"],
     ["watch", "--exporter-port", "99999", "--duration", "1"],
     ["watch", "--duration", "nan"],
     ["watch", "--engine", "not-a-url", "--duration", "1"],
-    [
-        "watch",
-        "--nvml-replay",
-        "files/nvml_recording.json",
-        "--duration",
-        "1",
-        "--out",
-        "files/precious.txt",
-    ],
+    [*REPLAY, "--out", "files/precious.txt"],
     ["watch", "--nvml-replay", "files/nvml_latin1.json", "--duration", "1"],
-    [
-        "watch",
-        "--nvml-replay",
-        "files/nvml_recording.json",
-        "--duration",
-        "1",
-        "--store",
-        "files/foreign.duckdb",
-    ],
-    [
-        "watch",
-        "--nvml-replay",
-        "files/nvml_recording.json",
-        "--duration",
-        "1",
-        "--rules",
-        "files/rules_nan.yaml",
-    ],
+    [*REPLAY, "--store", "files/foreign.duckdb"],
+    [*REPLAY, "--rules", "files/rules_nan.yaml"],
     [
         "telemetry",
         "retain",
@@ -773,6 +697,33 @@ CORPUS: list[list[str]] = [
     ["report", "files/precious_run", "--out", "files/adir"],
     ["report", "files/precious_run", "--out", "missing/dir/report.html"],
     ["doctor", "--from", "files/manifest_bad"],
+    # Found by this fuzzer at KVSCOPE_FUZZ_SCALE=5, kept so they stay fixed.
+    [
+        "simulate",
+        "--step-resolution-s",
+        "1e-320",
+        "--arrival",
+        "poisson:rate=5",
+        "--num-requests",
+        "5",
+    ],
+    ["report", "files/precious_run", "--out", "out/r.html", "--title", CRED_URL],
+    ["memtrace", "analyze", "files/snap.pickle", "--until", "-1", "--since", "1e30"],
+    ["comm", "moe", "--world-size", "2", "--out", "", "--force"],
+    ["comm", "moe", "--world-size", "2", "--out", ".", "--force"],
+    [
+        "bench",
+        "--url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--out",
+        "files",
+        "--force",
+        "--num-requests",
+        "2",
+    ],
+    ["doctor", "--json", "--timeout", "3", "--capture", "ttft_p101=1"],
 ]
 
 

@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from cli_helpers import run_kvscope
 from kvscope import __version__
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvscope.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_version_matches_pyproject() -> None:
@@ -26,13 +16,13 @@ def test_version_matches_pyproject() -> None:
 
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     assert pyproject["project"]["version"] == __version__
-    out = run("--version")
+    out = run_kvscope("--version")
     assert out.returncode == 0
     assert out.stdout.strip() == f"kvscope {__version__}"
 
 
 def test_models_json_lists_every_preset() -> None:
-    out = run("models", "--json")
+    out = run_kvscope("models", "--json")
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     ids = {r["id"] for r in rows}
@@ -41,7 +31,7 @@ def test_models_json_lists_every_preset() -> None:
 
 
 def test_models_show_json_is_only_json() -> None:
-    out = run("models", "show", "deepseek-v2-lite", "--json")
+    out = run_kvscope("models", "show", "deepseek-v2-lite", "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["kv_bytes_per_token"] == 31104
@@ -49,14 +39,14 @@ def test_models_show_json_is_only_json() -> None:
 
 
 def test_models_show_human_output() -> None:
-    out = run("models", "show", "DeepSeek-V4-Flash", "--kv-cache-dtype", "fp8")
+    out = run_kvscope("models", "show", "DeepSeek-V4-Flash", "--kv-cache-dtype", "fp8")
     assert out.returncode == 0, out.stderr
     assert "dsv4_csa" in out.stdout
     assert "3,850.25" in out.stdout
 
 
 def test_gpus_json() -> None:
-    out = run("gpus", "h200", "--json")
+    out = run_kvscope("gpus", "h200", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["name"] == "H200-SXM-141GB"
 
@@ -71,7 +61,7 @@ def test_gpus_json() -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needle: str) -> None:
-    out = run(*args)
+    out = run_kvscope(*args)
     assert out.returncode == 2
     assert out.stdout == ""
     lines = out.stderr.strip().splitlines()
@@ -96,7 +86,7 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needle: str) ->
     ],
 )
 def test_parser_errors_are_one_line_with_where_to_look(args: tuple[str, ...], needle: str) -> None:
-    out = run(*args)
+    out = run_kvscope(*args)
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert out.returncode == 2, out.stderr
     assert len(lines) == 1, out.stderr  # not rich's five-line box

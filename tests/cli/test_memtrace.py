@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from kvscope.cli.main import main
+from cli_helpers import run_in_process, run_kvscope
 from kvscope.memtrace.generator import GeneratorConfig, write_snapshot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,18 +25,8 @@ def oom(tmp_path: Path) -> Path:
     return write_snapshot(GeneratorConfig(scenario="oom"), tmp_path / "oom.pickle")
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_analyze_json(oom: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["memtrace", "analyze", str(oom), "--json"], capsys)
+    code, out, _ = run_in_process(["memtrace", "analyze", str(oom), "--json"], capsys)
     assert code == 0
     data = json.loads(out)
     assert data["kind"] == "memtrace"
@@ -49,7 +37,9 @@ def test_analyze_json(oom: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_analyze_text_and_run_dir(
     oom: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(["memtrace", "analyze", str(oom), "--out", str(tmp_path / "r")], capsys)
+    code, out, _ = run_in_process(
+        ["memtrace", "analyze", str(oom), "--out", str(tmp_path / "r")], capsys
+    )
     assert code == 0
     assert "OOM at" in out and "fragmentation" in out
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["kind"] == "memtrace"
@@ -57,14 +47,16 @@ def test_analyze_text_and_run_dir(
 
 def test_compare_json(oom: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = write_snapshot(GeneratorConfig(scenario="fragmentation", devices=2), tmp_path / "b")
-    code, out, _ = run(["memtrace", "analyze", str(oom), "--compare", str(other), "--json"], capsys)
+    code, out, _ = run_in_process(
+        ["memtrace", "analyze", str(oom), "--compare", str(other), "--json"], capsys
+    )
     assert code == 0
     assert json.loads(out)["segments_only_in_b"] == 2
 
 
 def test_generate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "g.pickle"
-    code, out, _ = run(
+    code, out, _ = run_in_process(
         ["memtrace", "generate", "--scenario", "leak", "--steps", "20", "--out", str(p), "--json"],
         capsys,
     )
@@ -91,7 +83,7 @@ def test_malicious_pickle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     marker = tmp_path / "pwned"
     p = tmp_path / "evil.pickle"
     p.write_bytes(pickle.dumps({"segments": [_Evil(marker)], "device_traces": []}))
-    line = _one_line_exit_2(*run(["memtrace", "analyze", str(p)], capsys))
+    line = _one_line_exit_2(*run_in_process(["memtrace", "analyze", str(p)], capsys))
     assert "refused" in line
     assert not marker.exists()
 
@@ -99,18 +91,20 @@ def test_malicious_pickle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_truncated(oom: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "cut.pickle"
     p.write_bytes(oom.read_bytes()[:-40])
-    assert "truncated" in _one_line_exit_2(*run(["memtrace", "analyze", str(p)], capsys))
+    assert "truncated" in _one_line_exit_2(*run_in_process(["memtrace", "analyze", str(p)], capsys))
 
 
 def test_not_a_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "cfg.json"
     p.write_text('{"model": "x"}')
-    assert "not a pickle" in _one_line_exit_2(*run(["memtrace", "analyze", str(p)], capsys))
+    assert "not a pickle" in _one_line_exit_2(
+        *run_in_process(["memtrace", "analyze", str(p)], capsys)
+    )
 
 
 def test_bad_window(oom: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cmd = ["memtrace", "analyze", str(oom), "--since", "5", "--until", "1"]
-    assert "before --since" in _one_line_exit_2(*run(cmd, capsys))
+    assert "before --since" in _one_line_exit_2(*run_in_process(cmd, capsys))
 
 
 def test_record_without_cuda(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,7 +115,7 @@ def test_record_without_cuda(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     marker = tmp_path / "ran"
     script.write_text(f"open({str(marker)!r}, 'w').close()\n")
     cmd = ["memtrace", "record", "--out", str(tmp_path / "s.pickle"), "--", "python", str(script)]
-    assert "needs a CUDA device" in _one_line_exit_2(*run(cmd, capsys))
+    assert "needs a CUDA device" in _one_line_exit_2(*run_in_process(cmd, capsys))
     assert not marker.exists()
 
 
@@ -132,14 +126,7 @@ def test_real_process_refuses_evil_pickle(tmp_path: Path) -> None:
     p = tmp_path / "evil.pickle"
     p.write_bytes(pickle.dumps([_Evil(marker)]))
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "KVSCOPE_CACHE_DIR": str(tmp_path)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "kvscope.cli.main", "memtrace", "analyze", str(p)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    proc = run_kvscope("memtrace", "analyze", str(p), env=env)
     assert proc.returncode == 2
     assert proc.stdout == ""
     err = [ln for ln in proc.stderr.splitlines() if ln.strip()]

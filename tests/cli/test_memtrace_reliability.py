@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kvscope.cli.main import main
+from cli_helpers import one_error_line, run_in_process
 from kvscope.memtrace.generator import GeneratorConfig, write_snapshot
 
 
@@ -25,25 +25,6 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def snap(tmp_path: Path) -> Path:
     return write_snapshot(GeneratorConfig(scenario="oom"), tmp_path / "oom.pickle")
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error_line(code: int, err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert code == 2, err
-    assert "Traceback" not in err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("kvscope: error: ")
-    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -61,13 +42,13 @@ def test_analyze_bad_file(
 ) -> None:
     p = tmp_path / "bad.pickle"
     p.write_bytes(payload)
-    code, out, err = run(["memtrace", "analyze", str(p)], capsys)
+    code, out, err = run_in_process(["memtrace", "analyze", str(p)], capsys)
     assert needle in one_error_line(code, err)
     assert out == ""
 
 
 def test_analyze_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["memtrace", "analyze", str(tmp_path)], capsys)
+    code, _, err = run_in_process(["memtrace", "analyze", str(tmp_path)], capsys)
     assert "is a directory" in one_error_line(code, err)
 
 
@@ -75,12 +56,14 @@ def test_analyze_out_existing_run_needs_force(
     snap: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "run"
-    assert run(["memtrace", "analyze", str(snap), "--out", str(out)], capsys)[0] == 0
+    assert run_in_process(["memtrace", "analyze", str(snap), "--out", str(out)], capsys)[0] == 0
     (out / "notes.txt").write_text("an earlier run's file")
-    code, _, err = run(["memtrace", "analyze", str(snap), "--out", str(out)], capsys)
+    code, _, err = run_in_process(["memtrace", "analyze", str(snap), "--out", str(out)], capsys)
     assert "--force" in one_error_line(code, err)
     assert (out / "notes.txt").exists()
-    code, _, _ = run(["memtrace", "analyze", str(snap), "--out", str(out), "--force"], capsys)
+    code, _, _ = run_in_process(
+        ["memtrace", "analyze", str(snap), "--out", str(out), "--force"], capsys
+    )
     assert code == 0
     assert not (out / "notes.txt").exists()
     assert json.loads((out / "summary.json").read_text())["kind"] == "memtrace"
@@ -92,7 +75,7 @@ def test_analyze_out_under_a_file_before_reading(
     blocker = tmp_path / "file"
     blocker.write_text("x")
     # the snapshot does not even exist: the --out check comes first, before minutes of work
-    code, _, err = run(
+    code, _, err = run_in_process(
         ["memtrace", "analyze", str(tmp_path / "missing.pickle"), "--out", str(blocker / "r")],
         capsys,
     )
@@ -104,7 +87,7 @@ def test_analyze_out_is_a_file(
 ) -> None:
     target = tmp_path / "taken"
     target.write_text("x")
-    code, _, err = run(["memtrace", "analyze", str(snap), "--out", str(target)], capsys)
+    code, _, err = run_in_process(["memtrace", "analyze", str(snap), "--out", str(target)], capsys)
     one_error_line(code, err)
     assert target.read_text() == "x"
 
@@ -118,7 +101,7 @@ def test_generate_unwritable_out(
     else:
         (tmp_path / "f").write_text("x")
         out = tmp_path / "f" / "s.pickle"
-    code, _, err = run(["memtrace", "generate", "--out", str(out)], capsys)
+    code, _, err = run_in_process(["memtrace", "generate", "--out", str(out)], capsys)
     one_error_line(code, err)
 
 
@@ -128,7 +111,7 @@ def test_record_checks_out_before_anything(
     marker = tmp_path / "ran"
     script = tmp_path / "train.py"
     script.write_text(f"open({str(marker)!r}, 'w').close()\n")
-    code, _, err = run(
+    code, _, err = run_in_process(
         ["memtrace", "record", "--out", str(tmp_path), "--", sys.executable, str(script)], capsys
     )
     assert "is a directory" in one_error_line(code, err)
@@ -141,7 +124,7 @@ def test_record_keeps_an_existing_snapshot(
     script = tmp_path / "train.py"
     script.write_text("pass\n")
     before = snap.read_bytes()
-    code, _, err = run(
+    code, _, err = run_in_process(
         ["memtrace", "record", "--out", str(snap), "--", sys.executable, str(script)], capsys
     )
     assert "already exists" in one_error_line(code, err)
@@ -176,7 +159,7 @@ def test_markup_in_frame_names_prints_as_is(
     ]
     p = tmp_path / "markup.pickle"
     p.write_bytes(pickle.dumps({"segments": [seg], "device_traces": [trace]}))
-    code, out, err = run(["memtrace", "analyze", str(p)], capsys)
+    code, out, err = run_in_process(["memtrace", "analyze", str(p)], capsys)
     assert code == 0, err
     assert "[/bold]evil.py:1:[/x]f" in out
     assert "[/weird] x1" in out

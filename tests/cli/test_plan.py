@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from cli_helpers import run_kvscope
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 KEYS = (
@@ -28,14 +29,7 @@ KEYS = (
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvscope.cli.main", "plan", *args],
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": str(SRC)},
-        check=False,
-        timeout=60,
-    )
+    return run_kvscope("plan", *args, env={"PYTHONPATH": str(SRC)}, timeout=60)
 
 
 @pytest.mark.integration

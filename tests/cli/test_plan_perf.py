@@ -6,33 +6,26 @@ import json
 
 import pytest
 
-from kvscope.cli.main import main
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(["plan", *args])
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+from cli_helpers import run_in_process
 
 
 def test_json_has_roofline_comm_and_cost(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(
+    code, out, _ = run_in_process(
+        [
+            "plan",
+            "--model",
+            "llama-3.1-70b",
+            "--gpu",
+            "h100",
+            "--tp",
+            "4",
+            "--target-context",
+            "8192",
+            "--target-concurrency",
+            "32",
+            "--json",
+        ],
         capsys,
-        "--model",
-        "llama-3.1-70b",
-        "--gpu",
-        "h100",
-        "--tp",
-        "4",
-        "--target-context",
-        "8192",
-        "--target-concurrency",
-        "32",
-        "--json",
     )
     assert code == 0
     d = json.loads(out)
@@ -51,33 +44,36 @@ def test_json_has_roofline_comm_and_cost(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_price_flag_is_used(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["--model", "llama-3.1-8b", "--gpu", "l40s", "--target-context", "4096", "--json"]
-    _, out1, _ = _run(capsys, *base, "--gpu-hour-price", "1.0")
-    _, out2, _ = _run(capsys, *base, "--gpu-hour-price", "3.0")
+    _, out1, _ = run_in_process(["plan", *base, "--gpu-hour-price", "1.0"], capsys)
+    _, out2, _ = run_in_process(["plan", *base, "--gpu-hour-price", "3.0"], capsys)
     c1, c2 = json.loads(out1)["cost"], json.loads(out2)["cost"]
     assert c1["price_source"] == "--gpu-hour-price"
     assert c2["usd_per_million_tokens"] == pytest.approx(3 * c1["usd_per_million_tokens"])
 
 
 def test_table_output_shows_the_speed_section(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "--model", "llama-3.1-8b", "--gpu", "h100")
+    code, out, _ = run_in_process(["plan", "--model", "llama-3.1-8b", "--gpu", "h100"], capsys)
     assert code == 0
     assert "time per output token" in out and "KV reads overtake weights" in out
     assert "/ M tokens" in out and "kWh" in out
 
 
 def test_search_json_ranks_candidates(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(
+    code, out, _ = run_in_process(
+        [
+            "plan",
+            "--model",
+            "mixtral-8x7b",
+            "--search",
+            "--gpu",
+            "h100",
+            "--target-context",
+            "4096",
+            "--target-concurrency",
+            "64",
+            "--json",
+        ],
         capsys,
-        "--model",
-        "mixtral-8x7b",
-        "--search",
-        "--gpu",
-        "h100",
-        "--target-context",
-        "4096",
-        "--target-concurrency",
-        "64",
-        "--json",
     )
     assert code == 0
     d = json.loads(out)
@@ -88,15 +84,18 @@ def test_search_json_ranks_candidates(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_search_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(
+    code, out, _ = run_in_process(
+        [
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--search",
+            "--target-context",
+            "8192",
+            "--target-concurrency",
+            "16",
+        ],
         capsys,
-        "--model",
-        "llama-3.1-8b",
-        "--search",
-        "--target-context",
-        "8192",
-        "--target-concurrency",
-        "16",
     )
     assert code == 0 and "cheapest first" in out and "$/M tok" in out
 
@@ -129,7 +128,7 @@ def test_search_table(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_input_is_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], args: list[str], needle: str
 ) -> None:
-    code, out, err = _run(capsys, *args)
+    code, out, err = run_in_process(["plan", *args], capsys)
     assert code == 2 and out == ""
     assert needle in err and len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
@@ -137,8 +136,10 @@ def test_bad_input_is_one_line_and_exit_2(
 
 def test_efficiency_flags_reach_the_roofline(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["--model", "llama-3.1-8b", "--gpu", "h100", "--target-context", "1", "--json"]
-    _, out, _ = _run(capsys, *base, "--hbm-efficiency", "1.0", "--flops-efficiency", "1.0")
+    _, out, _ = run_in_process(
+        ["plan", *base, "--hbm-efficiency", "1.0", "--flops-efficiency", "1.0"], capsys
+    )
     b = json.loads(out)["roofline"]["decode_batch1"]
     assert b["step_s"] == pytest.approx(b["step_bound_s"])
-    code, out, err = _run(capsys, *base, "--hbm-efficiency", "1.5")
+    code, out, err = run_in_process(["plan", *base, "--hbm-efficiency", "1.5"], capsys)
     assert code == 2 and "efficiency" in err and out == ""

@@ -11,28 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from kvscope.cli.main import main
+from cli_helpers import one_error_line, run_in_process
 
 BASE = ("plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100")
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def assert_one_error(code: int, out: str, err: str, needle: str) -> None:
-    assert code == 2, err
+    one_error_line(code, err, needle)
     assert out == ""
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("kvscope: error: "), err
-    assert "Traceback" not in err
-    assert needle in lines[0], lines[0]
 
 
 @pytest.mark.parametrize(
@@ -72,7 +58,7 @@ def assert_one_error(code: int, out: str, err: str, needle: str) -> None:
 def test_bad_plan_flags_are_one_line(
     capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str
 ) -> None:
-    assert_one_error(*run(capsys, *BASE, *args), needle)
+    assert_one_error(*run_in_process([*BASE, *args], capsys), needle)
 
 
 @pytest.mark.parametrize(
@@ -103,7 +89,7 @@ def test_bad_plan_flags_are_one_line(
 def test_bad_search_flags_are_one_line(
     capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str
 ) -> None:
-    code, out, err = run(capsys, "plan", "--model", "llama-3.1-8b", "--search", *args)
+    code, out, err = run_in_process(["plan", "--model", "llama-3.1-8b", "--search", *args], capsys)
     assert_one_error(code, out, err, needle)
 
 
@@ -115,49 +101,46 @@ def test_a_future_release_warns_once_and_json_carries_it(
     capsys: pytest.CaptureFixture[str], engine: str, version: str, newest: str
 ) -> None:
     args = (*BASE, "--engine", engine, "--engine-version", version, "--max-model-len", "8192")
-    code, out, err = run(capsys, *args)
+    code, out, err = run_in_process(args, capsys)
     assert code == 0
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("kvscope: warning: ")
     assert f"rules of {newest} are used" in lines[0]
-    code, out, err = run(capsys, *args, "--json")
+    code, out, err = run_in_process([*args, "--json"], capsys)
     assert code == 0
     warnings = json.loads(out)["warnings"]
     assert len(warnings) == 1 and version in warnings[0] and newest in warnings[0]
 
 
 def test_search_json_carries_the_version_warning(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
+    code, out, _ = run_in_process(
+        [
+            *("plan", "--model", "llama-3.1-8b", "--search", "--gpu", "H100"),
+            *("--target-context", "4096", "--target-concurrency", "8"),
+            *("--engine-version", "9.9.9", "--json"),
+        ],
         capsys,
-        *("plan", "--model", "llama-3.1-8b", "--search", "--gpu", "H100"),
-        *("--target-context", "4096", "--target-concurrency", "8"),
-        *("--engine-version", "9.9.9", "--json"),
     )
     assert code == 0
     assert "0.33.0" in json.loads(out)["warnings"][0]
 
 
 def test_a_modelled_release_has_no_warning(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, *BASE, "--engine-version", "0.19.0", "--json")
+    code, out, err = run_in_process([*BASE, "--engine-version", "0.19.0", "--json"], capsys)
     assert code == 0 and err == "" and json.loads(out)["warnings"] == []
 
 
 def test_launch_lines_carry_only_block_sizes_the_engine_takes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out, _ = run(capsys, *BASE, "--block-size", "32", "--max-model-len", "8192", "--json")
+    code, out, _ = run_in_process(
+        [*BASE, "--block-size", "32", "--max-model-len", "8192", "--json"], capsys
+    )
     assert code == 0 and "--block-size 32" in json.loads(out)["advice"]["command"]
     # SGLang pages may hold any count; the planned page size is repeated in its launch line.
-    code, out, _ = run(
+    code, out, _ = run_in_process(
+        [*BASE, "--engine", "sglang", "--block-size", "7", "--max-model-len", "8192", "--json"],
         capsys,
-        *BASE,
-        "--engine",
-        "sglang",
-        "--block-size",
-        "7",
-        "--max-model-len",
-        "8192",
-        "--json",
     )
     assert code == 0 and "--page-size 7" in json.loads(out)["advice"]["command"]
 
@@ -166,9 +149,9 @@ def test_config_file_problems_are_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     (tmp_path / "config.json").write_bytes(b'{"hidden_size": "\xff\xfe"}')
-    code, out, err = run(capsys, "plan", "--model", str(tmp_path), "--gpu", "H100")
+    code, out, err = run_in_process(["plan", "--model", str(tmp_path), "--gpu", "H100"], capsys)
     assert_one_error(code, out, err, "not UTF-8")
-    code, out, err = run(capsys, "models", "show", str(tmp_path))
+    code, out, err = run_in_process(["models", "show", str(tmp_path)], capsys)
     assert_one_error(code, out, err, "not UTF-8")
 
 
@@ -176,18 +159,22 @@ def test_plan_out_refuses_an_earlier_run_unless_force(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    code, _, err = run(capsys, *BASE, "--max-model-len", "8192", "--out", str(run_dir))
+    code, _, err = run_in_process([*BASE, "--max-model-len", "8192", "--out", str(run_dir)], capsys)
     assert code == 0, err
     first = (run_dir / "summary.json").read_text()
-    code, out, err = run(capsys, *BASE, "--max-model-len", "4096", "--out", str(run_dir))
+    code, out, err = run_in_process(
+        [*BASE, "--max-model-len", "4096", "--out", str(run_dir)], capsys
+    )
     assert_one_error(code, out, err, "--force")
     assert (run_dir / "summary.json").read_text() == first
     # --force with a plan that fails leaves the earlier run in place ...
-    code, out, err = run(capsys, *BASE, "--tp", "3", "--out", str(run_dir), "--force")
+    code, out, err = run_in_process([*BASE, "--tp", "3", "--out", str(run_dir), "--force"], capsys)
     assert_one_error(code, out, err, "divide")
     assert (run_dir / "summary.json").read_text() == first
     # ... and one that succeeds replaces it.
-    code, _, err = run(capsys, *BASE, "--max-model-len", "4096", "--out", str(run_dir), "--force")
+    code, _, err = run_in_process(
+        [*BASE, "--max-model-len", "4096", "--out", str(run_dir), "--force"], capsys
+    )
     assert code == 0, err
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["kind"] == "plan" and summary["max_model_len"] == 4096
@@ -198,7 +185,7 @@ def test_plan_out_that_cannot_be_written_is_refused_first(
 ) -> None:
     blocker = tmp_path / "a_file"
     blocker.write_text("keep")
-    code, out, err = run(capsys, *BASE, "--out", str(blocker / "sub"))
+    code, out, err = run_in_process([*BASE, "--out", str(blocker / "sub")], capsys)
     assert_one_error(code, out, err, "is a file")
     assert blocker.read_text() == "keep"
 
@@ -218,7 +205,7 @@ def test_plan_out_that_cannot_be_written_is_refused_first(
 def test_names_are_one_line(
     capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], needle: str
 ) -> None:
-    assert_one_error(*run(capsys, *argv), needle)
+    assert_one_error(*run_in_process(argv, capsys), needle)
 
 
 @pytest.mark.parametrize(
@@ -235,5 +222,5 @@ def test_comm_run_summaries_are_checked(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, summary: bytes, needle: str
 ) -> None:
     (tmp_path / "summary.json").write_bytes(summary)
-    code, out, err = run(capsys, *BASE, "--tp", "2", "--comm-run", str(tmp_path))
+    code, out, err = run_in_process([*BASE, "--tp", "2", "--comm-run", str(tmp_path)], capsys)
     assert_one_error(code, out, err, needle)

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from cli_helpers import run_kvscope
 from kvscope.results import REQUEST_COLUMNS, read_summary
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvscope.cli.main", "simulate", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_kvscope("simulate", *args, timeout=120)
 
 
 WL = ("--arrival", "poisson:rate=20", "--num-requests", "200", "--seed", "3")

@@ -18,25 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cli_helpers import one_error_line_of, run_kvscope
 from kvscope.workload import build_workload
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvscope.cli.main", "simulate", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
-
-
-def one_error_line(out: subprocess.CompletedProcess[str]) -> str:
-    assert out.returncode == 2, out.stderr
-    assert "Traceback" not in out.stderr
-    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("kvscope: error: "), out.stderr
-    return lines[0]
+    return run_kvscope("simulate", *args, cwd=cwd, timeout=120)
 
 
 WL = ("--arrival", "poisson:rate=20", "--num-requests", "30", "--seed", "3")
@@ -66,7 +53,7 @@ def test_calibrate_on_a_corrupt_requests_table(tmp_path: Path, content: object) 
     else:
         assert isinstance(content, bytes)
         f.write_bytes(content)
-    line = one_error_line(run("--calibrate", str(run_dir)))
+    line = one_error_line_of(run("--calibrate", str(run_dir)))
     assert str(f) in line
     assert sorted(p.name for p in run_dir.iterdir()) == ["requests.parquet"]  # nothing written
 
@@ -75,7 +62,7 @@ def test_out_refuses_an_earlier_run_before_simulating(tmp_path: Path) -> None:
     d = tmp_path / "precious"
     before = _bench_like_run(d)
     start = time.monotonic()
-    line = one_error_line(
+    line = one_error_line_of(
         run("--arrival", "poisson:rate=50", "--num-requests", "2000000", "--out", str(d))
     )
     assert "already exists" in line and "--force" in line
@@ -96,7 +83,7 @@ def test_force_replaces_the_earlier_run(tmp_path: Path) -> None:
 def test_sweep_writes_points_under_a_fresh_out(tmp_path: Path) -> None:
     d = tmp_path / "sweep"
     _bench_like_run(d)
-    one_error_line(run(*WL, "--sweep", "block-size=16,32", "--out", str(d)))
+    one_error_line_of(run(*WL, "--sweep", "block-size=16,32", "--out", str(d)))
     out = run(*WL, "--sweep", "block-size=16,32", "--out", str(d), "--force", "--json")
     assert out.returncode == 0, out.stderr
     assert sorted(p.name for p in d.iterdir()) == ["block-size=16", "block-size=32"]
@@ -104,7 +91,7 @@ def test_sweep_writes_points_under_a_fresh_out(tmp_path: Path) -> None:
 
 def test_a_bad_sweep_point_fails_before_any_point_runs(tmp_path: Path) -> None:
     d = tmp_path / "sweep"
-    line = one_error_line(run(*WL, "--sweep", "gpu-memory-utilization=0.9,nan", "--out", str(d)))
+    line = one_error_line_of(run(*WL, "--sweep", "gpu-memory-utilization=0.9,nan", "--out", str(d)))
     assert "--gpu-memory-utilization" in line
     assert not d.exists()
 
@@ -123,11 +110,11 @@ def test_calibrate_out_is_checked_and_not_overwritten(tmp_path: Path) -> None:
     assert sorted(p.name for p in bench.iterdir()) == before
     cost = tmp_path / "cost.json"
     cost.write_text("{}")
-    assert "already exists" in one_error_line(run("--calibrate", str(bench), "--out", str(cost)))
+    assert "already exists" in one_error_line_of(run("--calibrate", str(bench), "--out", str(cost)))
     assert cost.read_text() == "{}"
     assert run("--calibrate", str(bench), "--out", str(cost), "--force").returncode == 0
     assert json.loads(cost.read_text())["source"].startswith("fitted")
-    one_error_line(run("--calibrate", str(bench), "--out", str(tmp_path)))  # a directory
+    one_error_line_of(run("--calibrate", str(bench), "--out", str(tmp_path)))  # a directory
 
 
 @pytest.mark.parametrize(
@@ -142,7 +129,7 @@ def test_calibrate_out_is_checked_and_not_overwritten(tmp_path: Path) -> None:
     ],
 )
 def test_bad_values_are_one_line(args: tuple[str, ...]) -> None:
-    one_error_line(run(*WL, *args))
+    one_error_line_of(run(*WL, *args))
 
 
 def test_ctrl_c_leaves_an_interrupted_run_directory(tmp_path: Path) -> None:
@@ -184,5 +171,5 @@ def test_a_uri_like_out_is_a_local_directory(tmp_path: Path) -> None:
 
 def test_a_name_too_long_is_one_line(tmp_path: Path) -> None:
     long = str(tmp_path / ("x" * 300))
-    one_error_line(run(*WL, "--out", long))
-    one_error_line(run("--calibrate", long))
+    one_error_line_of(run(*WL, "--out", long))
+    one_error_line_of(run("--calibrate", long))

@@ -16,19 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_kvscope
+
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "telemetry" / "fixtures"
 ENV = dict(os.environ, PYTHONPATH=str(REPO / "src"))
 
 
-def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kvscope.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=ENV,
-    )
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_kvscope(*args, env=ENV, timeout=60)
 
 
 @pytest.fixture

@@ -12,30 +12,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from kvscope.cli.main import main
+from cli_helpers import one_error_line, run_in_process
 from kvscope.telemetry.series import Sample
 from kvscope.telemetry.store import Store
 
 FIX = Path(__file__).resolve().parents[1] / "telemetry" / "fixtures"
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str, *words: str) -> None:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("kvscope: error: "), err
-    assert "Traceback" not in err
-    for w in words:
-        assert w in lines[0], lines[0]
 
 
 def _digest(p: Path) -> str:
@@ -75,14 +56,16 @@ def test_retain_with_bad_values_loses_nothing(
 ) -> None:
     # Old code: --bucket nan turned 135 rows into 11 with NaN times and exited 0.
     before = _rows(store)
-    code, _, err = run(["telemetry", "retain", "--store", str(store), *flags], capsys)
-    assert_one_line_error(code, err, words)
+    code, _, err = run_in_process(["telemetry", "retain", "--store", str(store), *flags], capsys)
+    one_error_line(code, err, words)
     assert _rows(store) == before
 
 
 def test_retain_does_not_create_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["telemetry", "retain", "--store", str(tmp_path / "none.duckdb")], capsys)
-    assert_one_line_error(code, err, "does not exist")
+    code, _, err = run_in_process(
+        ["telemetry", "retain", "--store", str(tmp_path / "none.duckdb")], capsys
+    )
+    one_error_line(code, err, "does not exist")
     assert os.listdir(tmp_path) == []
 
 
@@ -117,8 +100,8 @@ def test_foreign_store_is_one_line_and_untouched(
     p = _foreign(tmp_path, kind)
     before = _digest(p)
     argv = [a.replace("OUT", str(tmp_path / "out")) for a in command] + ["--store", str(p)]
-    code, _, err = run(argv, capsys)
-    assert_one_line_error(code, err, f"{p}: not a kvscope store (")
+    code, _, err = run_in_process(argv, capsys)
+    one_error_line(code, err, f"{p}: not a kvscope store (")
     assert _digest(p) == before
     assert os.listdir(tmp_path) == [p.name]  # no .wal, no export file
 
@@ -132,26 +115,28 @@ def test_export_out_checked_before_reading(
         (tmp_path / "adir", "is a directory"),
         (tmp_path / "afile" / "x.parquet", "afile"),
     ]:
-        code, _, err = run(
+        code, _, err = run_in_process(
             ["telemetry", "export", "--store", str(store), "--out", str(out)], capsys
         )
-        assert_one_line_error(code, err, words)
+        one_error_line(code, err, words)
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     try:
         if os.access(locked, os.W_OK):
             pytest.skip("running as a user who may write anywhere")
-        code, _, err = run(
+        code, _, err = run_in_process(
             ["telemetry", "export", "--store", str(store), "--out", str(locked / "t.csv")], capsys
         )
-        assert_one_line_error(code, err, "permission denied")
+        one_error_line(code, err, "permission denied")
     finally:
         locked.chmod(0o700)
 
 
 def test_since_nan_is_refused(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["alerts", "check", "--store", str(store), "--since", "nan"], capsys)
-    assert_one_line_error(code, err, "--since")
+    code, _, err = run_in_process(
+        ["alerts", "check", "--store", str(store), "--since", "nan"], capsys
+    )
+    one_error_line(code, err, "--since")
 
 
 BOMB = 'a: &a ["x","x","x","x","x","x","x","x","x"]\n' + "".join(
@@ -195,8 +180,8 @@ def test_bad_rule_files_are_one_line(
 ) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_bytes(content)
-    code, out, err = run([*command, "--rules", str(rules)], capsys)
-    assert_one_line_error(code, err, words)
+    code, out, err = run_in_process([*command, "--rules", str(rules)], capsys)
+    one_error_line(code, err, words)
     assert "nan" not in out and "inf" not in out  # never exported as '> nan'
 
 
@@ -204,13 +189,15 @@ def test_alerts_export_out_and_namespace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "afile").write_text("x")
-    code, _, err = run(["alerts", "export", "--out", str(tmp_path / "afile")], capsys)
-    assert_one_line_error(code, err, "is a file")
-    code, _, err = run(
+    code, _, err = run_in_process(["alerts", "export", "--out", str(tmp_path / "afile")], capsys)
+    one_error_line(code, err, "is a file")
+    code, _, err = run_in_process(
         ["alerts", "export", "--format", "k8s", "--namespace", "http://u:p@h:1/"], capsys
     )
-    assert_one_line_error(code, err, "--namespace")
-    code, _, err = run(["alerts", "export", "--out", str(tmp_path / "new" / "dir")], capsys)
+    one_error_line(code, err, "--namespace")
+    code, _, err = run_in_process(
+        ["alerts", "export", "--out", str(tmp_path / "new" / "dir")], capsys
+    )
     assert code == 0, err
     assert (tmp_path / "new" / "dir" / "kvscope-rules.yml").exists()
 
@@ -222,12 +209,12 @@ def test_dashboards_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         (tmp_path / "adir", "is a directory"),
         (tmp_path / "afile" / "d.json", "afile"),
     ]:
-        code, _, err = run(["dashboards", "export", "--out", str(out)], capsys)
-        assert_one_line_error(code, err, words)
+        code, _, err = run_in_process(["dashboards", "export", "--out", str(out)], capsys)
+        one_error_line(code, err, words)
     # A missing folder is made (as for every --out file), and a credential in the title is
     # not written into a file others import.
     out = tmp_path / "missing" / "folder" / "d.json"
-    code, _, err = run(
+    code, _, err = run_in_process(
         ["dashboards", "export", "--out", str(out), "--title", "x http://u:PW-4417@h:1/"], capsys
     )
     assert code == 0, err
@@ -252,8 +239,8 @@ def test_bad_dmon_logs_are_one_line(
 ) -> None:
     log = tmp_path / "log.txt"
     log.write_bytes(content)
-    code, _, err = run(["dmon", "parse", str(log)], capsys)
-    assert_one_line_error(code, err, words)
+    code, _, err = run_in_process(["dmon", "parse", str(log)], capsys)
+    one_error_line(code, err, words)
 
 
 def test_dmon_nan_cell_is_missing_not_a_value(
@@ -261,7 +248,7 @@ def test_dmon_nan_cell_is_missing_not_a_value(
 ) -> None:
     log = tmp_path / "log.txt"
     log.write_text("# gpu pwr\n# Idx W\n    0  nan\n    0  inf\n    0  70\n")
-    code, out, err = run(["dmon", "parse", str(log), "--json"], capsys)
+    code, out, err = run_in_process(["dmon", "parse", str(log), "--json"], capsys)
     assert code == 0, err
     doc = json.loads(out)
     assert [s["value"] for s in doc["samples"]] == [70.0] and doc["missing_values"] == 2
@@ -272,10 +259,10 @@ def test_dmon_out_is_checked_and_a_colon_is_a_file_name(
 ) -> None:
     (tmp_path / "adir").mkdir()
     src = str(FIX / "dmon_pucm.txt")
-    code, _, err = run(["dmon", "parse", src, "--out", str(tmp_path / "adir")], capsys)
-    assert_one_line_error(code, err, "is a directory")
+    code, _, err = run_in_process(["dmon", "parse", src, "--out", str(tmp_path / "adir")], capsys)
+    one_error_line(code, err, "is a directory")
     out = tmp_path / "lognormal:median=-1"  # pyarrow took 'lognormal:' for a URI scheme
-    code, _, err = run(["dmon", "parse", src, "--out", str(out)], capsys)
+    code, _, err = run_in_process(["dmon", "parse", src, "--out", str(out)], capsys)
     assert code == 0, err
     assert out.stat().st_size > 0
 
@@ -292,6 +279,6 @@ def test_output_paths_are_echoed_without_credentials(
         ["telemetry", "export", "--store", str(store), "--out", out],
         ["dashboards", "export", "--out", "http://u:PW-Echo-5521@h:2/d.json", "--json"],
     ):
-        code, stdout, err = run(argv, capsys)
+        code, stdout, err = run_in_process(argv, capsys)
         assert code == 0, err
         assert "PW-Echo-5521" not in stdout + err

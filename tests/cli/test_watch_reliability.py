@@ -17,31 +17,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from kvscope.cli.main import main
+from cli_helpers import one_error_line, run_in_process
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDING = REPO / "tests" / "telemetry" / "fixtures" / "nvml_recording.json"
 ENV = dict(os.environ, PYTHONPATH=str(REPO / "src"))
 PASSWORD = "PASS-watch-planted-9021"
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str, *words: str) -> None:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("kvscope: error: "), err
-    assert "Traceback" not in err
-    for w in words:
-        assert w in lines[0], lines[0]
 
 
 def _free_port() -> int:
@@ -67,8 +48,8 @@ def test_bad_settings_are_one_line_before_sampling(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], words: str
 ) -> None:
     start = time.monotonic()
-    code, _, err = run([*REPLAY, "--no-store", *extra], capsys)
-    assert_one_line_error(code, err, words)
+    code, _, err = run_in_process([*REPLAY, "--no-store", *extra], capsys)
+    one_error_line(code, err, words)
     assert time.monotonic() - start < 5.0
 
 
@@ -77,15 +58,17 @@ def test_exporter_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) ->
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = str(s.getsockname()[1])
-        code, _, err = run(
+        code, _, err = run_in_process(
             [*REPLAY, "--no-store", "--duration", "5", "--exporter-port", port], capsys
         )
-    assert_one_line_error(code, err, "cannot serve metrics", "in use")
+    one_error_line(code, err, "cannot serve metrics", "in use")
 
 
 def test_engine_that_is_not_a_url_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["watch", "--engine", "not-a-url", "--duration", "1", "--no-store"], capsys)
-    assert_one_line_error(code, err, "'not-a-url' is not an engine URL")
+    code, _, err = run_in_process(
+        ["watch", "--engine", "not-a-url", "--duration", "1", "--no-store"], capsys
+    )
+    one_error_line(code, err, "'not-a-url' is not an engine URL")
 
 
 def test_out_that_is_a_file_fails_at_the_start(
@@ -94,9 +77,11 @@ def test_out_that_is_a_file_fails_at_the_start(
     out = tmp_path / "precious.txt"
     out.write_text("a result someone measured\n")
     start = time.monotonic()
-    code, _, err = run([*REPLAY, "--no-store", "--duration", "30", "--out", str(out)], capsys)
+    code, _, err = run_in_process(
+        [*REPLAY, "--no-store", "--duration", "30", "--out", str(out)], capsys
+    )
     assert time.monotonic() - start < 5.0  # not after the 30 s watch, with its samples lost
-    assert_one_line_error(code, err, "is a file")
+    one_error_line(code, err, "is a file")
     assert out.read_text() == "a result someone measured\n"
 
 
@@ -105,10 +90,10 @@ def test_earlier_run_needs_force(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out.mkdir()
     (out / "summary.json").write_text('{"kind": "bench", "completed": 97}')
     argv = [*REPLAY, "--no-store", "--duration", "0.6", "--out", str(out), "--json"]
-    code, _, err = run(argv, capsys)
-    assert_one_line_error(code, err, "already exists", "--force")
+    code, _, err = run_in_process(argv, capsys)
+    one_error_line(code, err, "already exists", "--force")
     assert json.loads((out / "summary.json").read_text())["completed"] == 97
-    code, _, err = run([*argv, "--force"], capsys)
+    code, _, err = run_in_process([*argv, "--force"], capsys)
     assert code == 0, err
     assert json.loads((out / "summary.json").read_text())["kind"] == "watch"
 
@@ -125,8 +110,8 @@ def test_foreign_store_is_refused_and_untouched(
     else:
         store.write_text("" if kind == "empty-file" else "not a database\n")
     before = hashlib.sha256(store.read_bytes()).hexdigest()
-    code, _, err = run([*REPLAY, "--duration", "1", "--store", str(store)], capsys)
-    assert_one_line_error(code, err, f"{store}: not a kvscope store (")
+    code, _, err = run_in_process([*REPLAY, "--duration", "1", "--store", str(store)], capsys)
+    one_error_line(code, err, f"{store}: not a kvscope store (")
     assert hashlib.sha256(store.read_bytes()).hexdigest() == before
     assert os.listdir(tmp_path) == [store.name]
 
@@ -147,10 +132,10 @@ def test_bad_nvml_replay_is_one_line(
 ) -> None:
     rec = tmp_path / "rec.json"
     rec.write_bytes(content)
-    code, _, err = run(
+    code, _, err = run_in_process(
         ["watch", "--nvml-replay", str(rec), "--duration", "1", "--no-store"], capsys
     )
-    assert_one_line_error(code, err, words)
+    one_error_line(code, err, words)
 
 
 def test_rules_with_nan_threshold_stop_the_watch_before_it_starts(
@@ -161,8 +146,10 @@ def test_rules_with_nan_threshold_stop_the_watch_before_it_starts(
         "rules:\n  - {name: Bad, signal: kv_cache_usage_ratio, kind: threshold, op: '>',\n"
         "     threshold: .nan, for: 1m, tier: warning, why: w}\n"
     )
-    code, _, err = run([*REPLAY, "--no-store", "--duration", "1", "--rules", str(rules)], capsys)
-    assert_one_line_error(code, err, "rule 'Bad'", "field 'threshold'", "finite")
+    code, _, err = run_in_process(
+        [*REPLAY, "--no-store", "--duration", "1", "--rules", str(rules)], capsys
+    )
+    one_error_line(code, err, "rule 'Bad'", "field 'threshold'", "finite")
 
 
 @pytest.mark.integration

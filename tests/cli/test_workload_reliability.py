@@ -8,28 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from kvscope.cli.main import main
+from cli_helpers import one_error_line, run_in_process
 
 Capsys = pytest.CaptureFixture[str]
 
 
-def run(argv: list[str], capsys: Capsys) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error_line(argv: list[str], capsys: Capsys) -> str:
-    code, _, err = run(argv, capsys)
-    assert code == 2, err
-    assert "Traceback" not in err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("kvscope: error: "), err
-    return lines[0]
+def error_line(argv: list[str], capsys: Capsys) -> str:
+    """``kvscope ARGV`` in this process must end in one error line (exit 2): that line."""
+    code, _, err = run_in_process(argv, capsys)
+    return one_error_line(code, err)
 
 
 @pytest.fixture
@@ -60,15 +47,17 @@ def files(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("name", ["overflow.csv", "overflow.jsonl"])
 def test_stats_on_a_count_beyond_int64(files: Path, name: str, capsys: Capsys) -> None:
-    line = one_error_line(["workload", "stats", str(files / name)], capsys)
+    line = error_line(["workload", "stats", str(files / name)], capsys)
     assert f"{name}:" in line and "must be <=" in line
-    code, _, err = run(["workload", "stats", str(files / name), "--skip-bad", "--json"], capsys)
+    code, _, err = run_in_process(
+        ["workload", "stats", str(files / name), "--skip-bad", "--json"], capsys
+    )
     assert code == 0 and "skipped 1 malformed row" in err
 
 
 @pytest.mark.parametrize("block_size", ["-16", "0"])
 def test_stats_block_size_must_be_positive(files: Path, block_size: str, capsys: Capsys) -> None:
-    line = one_error_line(
+    line = error_line(
         ["workload", "stats", str(files / "ok.csv"), f"--block-size={block_size}"], capsys
     )
     assert "--block-size must be >= 1" in line
@@ -78,12 +67,12 @@ def test_a_spec_naming_a_private_file_does_not_read_it(files: Path, capsys: Caps
     spec = str(files / "shared" / "spec.yaml")
     for cmd in (["workload", "stats", spec], ["workload", "generate", "--workload", spec]):
         argv = cmd + (["--out", str(files / "w.jsonl")] if "generate" in cmd else [])
-        line = one_error_line(argv, capsys)
+        line = error_line(argv, capsys)
         assert "outside its own folder" in line and "SECRET" not in line
 
 
 def test_an_unrecognised_file_is_named_not_quoted(files: Path, capsys: Capsys) -> None:
-    line = one_error_line(["workload", "stats", str(files / "shadow")], capsys)
+    line = error_line(["workload", "stats", str(files / "shadow")], capsys)
     assert "not a recognised trace format" in line
     assert "SECRET" not in line and "$6$" not in line
 
@@ -109,7 +98,7 @@ def test_files_that_are_not_traces(
     argv = ["workload", command, str(files / name)]
     argv += ["--out", str(files / "c.jsonl")] if command == "convert" else []
     argv += ["--format", fmt] if fmt else []
-    assert message in one_error_line(argv, capsys)
+    assert message in error_line(argv, capsys)
     assert not (files / "c.jsonl").exists()
 
 
@@ -120,9 +109,7 @@ def test_generate_refuses_a_huge_stream_quickly(files: Path, capsys: Capsys) -> 
         ["--arrival", "poisson:rate=10", "--num-requests", str(10**15)],
         ["--arrival", "concurrency:n=4", "--num-requests", str(10**15)],
     ):
-        line = one_error_line(
-            ["workload", "generate", *extra, "--out", str(files / "w.jsonl")], capsys
-        )
+        line = error_line(["workload", "generate", *extra, "--out", str(files / "w.jsonl")], capsys)
         assert "limit of 100,000,000" in line
     assert time.monotonic() - start < 20
     assert not (files / "w.jsonl").exists()
@@ -140,7 +127,7 @@ def test_generate_refuses_a_huge_stream_quickly(files: Path, capsys: Capsys) -> 
 )
 def test_bad_arrival_strings(files: Path, arrival: str, capsys: Capsys) -> None:
     out = str(files / "w.jsonl")
-    one_error_line(
+    error_line(
         ["workload", "generate", "--arrival", arrival, "--num-requests", "5", "--out", out],
         capsys,
     )
@@ -159,7 +146,7 @@ def test_bad_arrival_strings(files: Path, arrival: str, capsys: Capsys) -> None:
     ],
 )
 def test_bad_length_and_flag_values(files: Path, extra: list[str], capsys: Capsys) -> None:
-    one_error_line(
+    error_line(
         [
             "workload",
             "generate",
@@ -184,10 +171,10 @@ def test_out_is_never_replaced_without_force(files: Path, command: str, capsys: 
         if command == "generate"
         else ["workload", "convert", str(files / "ok.csv")]
     ) + ["--out", str(out)]
-    line = one_error_line(argv, capsys)
+    line = error_line(argv, capsys)
     assert "already exists" in line and "--force" in line
     assert out.read_text() == "a result someone kept\n"
-    code, _, err = run([*argv, "--force"], capsys)
+    code, _, err = run_in_process([*argv, "--force"], capsys)
     assert code == 0, err
     assert out.read_text().startswith('{"request_id"')
     assert not list(files.glob("*.tmp"))
@@ -195,7 +182,7 @@ def test_out_is_never_replaced_without_force(files: Path, command: str, capsys: 
 
 @pytest.mark.parametrize("out", ["w.txt", "adir", "binary.bin/under-a-file.jsonl"])
 def test_out_is_checked_before_the_work(files: Path, out: str, capsys: Capsys) -> None:
-    line = one_error_line(
+    line = error_line(
         ["workload", "convert", str(files / "ok.csv"), "--out", str(files / out)], capsys
     )
     assert str(files / out) in line
@@ -208,16 +195,16 @@ def test_a_uri_like_out_is_a_local_path(
     name = f"kvscope-test-{tmp_path.name}.parquet"
     monkeypatch.chdir(tmp_path)
     gen = ["workload", "generate", "--arrival", "poisson:rate=5", "--num-requests", "5"]
-    code, _, err = run([*gen, "--out", f"file:/{name}"], capsys)
+    code, _, err = run_in_process([*gen, "--out", f"file:/{name}"], capsys)
     assert code == 0, err
     assert not Path(f"/{name}").exists() and not Path(f"/{name}.tmp").exists()
     assert (tmp_path / "file:" / name).is_file()
-    code, out, err = run(["workload", "stats", f"file:/{name}", "--json"], capsys)
+    code, out, err = run_in_process(["workload", "stats", f"file:/{name}", "--json"], capsys)
     assert code == 0 and '"requests": 5' in out, err
 
 
 def test_a_name_too_long_is_one_line(files: Path, capsys: Capsys) -> None:
     long = str(files / ("x" * 300))
-    one_error_line(["workload", "stats", long + ".csv"], capsys)
+    error_line(["workload", "stats", long + ".csv"], capsys)
     gen = ["workload", "generate", "--arrival", "poisson:rate=5", "--num-requests", "5"]
-    one_error_line([*gen, "--out", long + ".jsonl"], capsys)
+    error_line([*gen, "--out", long + ".jsonl"], capsys)

@@ -15,31 +15,12 @@ from typing import Any
 
 import pytest
 
-from kvscope.cli.main import main
+from cli_helpers import one_error_line, run_in_process
 from kvscope.doctor import Status, doctor_offline
 from kvscope.doctor.hostfacts import filter_env
 from kvscope.errors import KvscopeError
 
 FIX = Path(__file__).parent / "fixtures"
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error_line(code: int, err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert code == 2, err
-    assert "Traceback" not in err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("kvscope: error: ")
-    return lines[0]
 
 
 def bundle(tmp_path: Path, name: str = "healthy_h100") -> Path:
@@ -63,14 +44,14 @@ def test_corrupt_manifest_is_one_line(
 ) -> None:
     b = bundle(tmp_path)
     (b / "manifest.json").write_bytes(manifest)
-    code, out, err = run(["doctor", "--from", str(b)], capsys)
+    code, out, err = run_in_process(["doctor", "--from", str(b)], capsys)
     assert "not a valid doctor manifest" in one_error_line(code, err)
     assert out == ""
 
 
 def test_from_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     b = bundle(tmp_path)
-    code, _, err = run(["doctor", "--from", str(b / "manifest.json")], capsys)
+    code, _, err = run_in_process(["doctor", "--from", str(b / "manifest.json")], capsys)
     assert "is a file" in one_error_line(code, err)
 
 
@@ -78,7 +59,7 @@ def test_capture_under_a_file_is_one_line_before_probing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "f").write_text("x")
-    code, _, err = run(["doctor", "--capture", str(tmp_path / "f" / "b")], capsys)
+    code, _, err = run_in_process(["doctor", "--capture", str(tmp_path / "f" / "b")], capsys)
     assert "is a file" in one_error_line(code, err)  # was a NotADirectoryError traceback
 
 
@@ -165,6 +146,6 @@ def test_markup_in_the_bundle_path_prints_as_is(
 ) -> None:
     b = tmp_path / "a[" / "x]"  # the path reads "a[/x]": a closing tag to rich's markup
     shutil.copytree(FIX / "healthy_h100", b)
-    code, out, err = run(["doctor", "--from", str(b)], capsys)
+    code, out, err = run_in_process(["doctor", "--from", str(b)], capsys)
     assert code == 0, err
     assert "a[/x]" in out

@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 
+from cli_helpers import run_kvscope
 from kvscope.report import build_report
 from kvscope.results import RunDir
 
 
 def kvscope(*args: str) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "kvscope.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = run_kvscope(*args, timeout=300)
     assert out.returncode == 0, out.stderr
 
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cli_helpers import one_error_line
 from kvscope.bench.server_probe import SERVER_SCHEMA
 from kvscope.cli.main import main
 from kvscope.report import build_report
@@ -274,14 +275,6 @@ def test_comm_fit_of_the_wrong_types(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert 'aria-label="Collective latency vs size"' in html
 
 
-def one_error_line(code: int, err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert code == 2, err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("kvscope: error: ")
-    return lines[0]
-
-
 def test_out_onto_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = bench_run(tmp_path / "run", kv=True)
     (tmp_path / "taken").mkdir()
@@ -343,3 +336,11 @@ def test_credentials_in_a_run_config_are_masked(tmp_path: Path) -> None:
     assert "10.0.0.1:8000" in html  # the configuration is shown ...
     for secret in ("hunter2hunter2", "abcdefghijklmnop", "sk-abcdefghij"):
         assert secret not in html  # ... without its credentials
+
+
+def test_a_title_with_credentials_is_masked(tmp_path: Path) -> None:
+    # Found by the CLI fuzzer: --title went into the page verbatim.
+    from kvscope.report.page import render_report
+
+    page = render_report([], title="from http://ops:Hunter2-secret@10.0.0.5:8000/v1 run")
+    assert "Hunter2-secret" not in page and "http://10.0.0.5:8000/v1" in page

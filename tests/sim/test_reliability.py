@@ -177,3 +177,11 @@ def test_calibrating_from_a_corrupt_requests_table(tmp_path: Path, content: obje
         calibrate_run_dir(run, SimConfig())
     assert str(f) in info.value.one_line()
     assert "\n" not in info.value.one_line()
+
+
+@pytest.mark.parametrize("resolution", [1e-320, 1e-9])
+def test_a_sample_interval_below_a_microsecond_is_refused(resolution: float) -> None:
+    # Found by the CLI fuzzer: 1e-320 s overflowed the sample clock mid-run.
+    with pytest.raises(KvscopeError, match="0 \\(every step\\) or at least 1e-06 s"):
+        SimConfig(sample_interval_s=resolution)
+    assert SimConfig(sample_interval_s=0).sample_interval_s == 0

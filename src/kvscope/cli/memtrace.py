@@ -74,6 +74,9 @@ def analyze_cmd(
     from kvscope.memtrace.analysis import analyze
     from kvscope.validate import fresh_run_dir
 
+    if since is not None and until is not None and until < since:
+        # Before the snapshot is read, so this is the only line on stderr.
+        raise KvscopeError(f"--until ({until:g}) is before --since ({since:g}).")
     if out is not None:
         if compare_with is not None:
             raise KvscopeError("--out writes the run of one snapshot; it cannot go with --compare.")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kvscope import __version__
+from kvscope.redact import redact_text
 from kvscope.report import sections
 from kvscope.report.loader import LoadedRun, load_run
 from kvscope.validate import writable_file, write_text_atomic
@@ -42,6 +43,7 @@ def build_report(run_dirs: Sequence[str | Path], title: str | None = None) -> st
 
 def render_report(runs: Sequence[LoadedRun], title: str | None = None) -> str:
     """The HTML of a report over loaded runs."""
+    title = redact_text(title)  # a page is sent to others: no credential pasted into it
     from kvscope.report import kinds as kind_sections
 
     kind_sections.register()

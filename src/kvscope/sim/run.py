@@ -86,6 +86,13 @@ class SimConfig:
             count(self.block_size, "--block-size", low=1, high=MAX_TOKENS)
         finite(self.cpu_offload_gib, "--cpu-offload-gib", low=0, high=MAX_CPU_OFFLOAD_GIB)
         finite(self.sample_interval_s, "--step-resolution-s", low=0)
+        if 0 < self.sample_interval_s < MIN_SAMPLE_INTERVAL_S:
+            # 0 samples every step; a positive interval below a microsecond only divides the
+            # clock into more sample slots than a float can count (1e-320 overflows).
+            raise KvscopeError(
+                f"--step-resolution-s must be 0 (every step) or at least "
+                f"{MIN_SAMPLE_INTERVAL_S:g} s, not {self.sample_interval_s:g}."
+            )
         finite(self.compaction_interval_s, "compaction_interval_s", low=0, low_open=True)
         count(self.compaction_batch, "compaction_batch", low=1)
         for name, flag in (("slo_ttft_s", "--slo-ttft-s"), ("slo_tpot_s", "--slo-tpot-s")):
@@ -119,6 +126,8 @@ class SimConfig:
 MAX_TP = 4096
 #: Largest host KV tier (GiB): a pebibyte, past any host, so block counts stay finite.
 MAX_CPU_OFFLOAD_GIB = 2**20
+#: Smallest positive steps.parquet sample interval (s).
+MIN_SAMPLE_INTERVAL_S = 1e-6
 _CHOICES: dict[str, tuple[str, ...]] = {
     "engine": ("vllm", "sglang"),
     "scheduling_policy": ("fcfs", "priority"),
