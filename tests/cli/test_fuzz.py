@@ -724,6 +724,9 @@ CORPUS: list[list[str]] = [
         "2",
     ],
     ["doctor", "--json", "--timeout", "3", "--capture", "ttft_p101=1"],
+    ["doctor", "--json", "--timeout", "3", "--python", CRED_URL],
+    ["report", "files/precious_run", "--out", CRED_URL, "--json"],
+    ["report", "files/precious_run", "--out", CRED_URL],
 ]
 
 

@@ -69,12 +69,26 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
+def _redacted(obj: Any) -> Any:
+    from kvscope.redact import redact_text
+
+    if isinstance(obj, str):
+        return redact_text(obj)
+    if isinstance(obj, dict):
+        return {k: _redacted(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_redacted(v) for v in obj]
+    return obj
+
+
 def to_jsonable(obj: Any) -> Any:
     """Convert dataclasses, enums, paths and numpy scalars into JSON-ready values."""
     return _plain(obj)
 
 
 def print_json(obj: Any) -> None:
-    """Write ``obj`` as JSON to stdout and nothing else (the ``--json`` contract)."""
-    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
+    """Write ``obj`` as JSON to stdout and nothing else (the ``--json`` contract); every
+    string is redacted on the way (a URL's password or a key a user typed never prints)."""
+    doc = _redacted(to_jsonable(obj))
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
     sys.stdout.flush()

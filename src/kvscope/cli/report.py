@@ -16,6 +16,7 @@ def report(
     json_out: bool = typer.Option(False, "--json", help="Print {path, runs, problems} as JSON."),
 ) -> None:
     """Render run directories (simulate, bench, watch, memtrace, comm, plan) as one HTML page."""
+    from kvscope.redact import redact_text
     from kvscope.report.loader import load_run
     from kvscope.report.page import render_report, save_report
     from kvscope.validate import writable_file
@@ -45,4 +46,5 @@ def report(
     for r in runs:
         for p in r.problems:
             stderr.print(f"[yellow]{escape(r.label)}[/]: {escape(p)}", soft_wrap=True)
-    typer.echo(f"report written to {path} ({path.stat().st_size / 1024:.0f} KiB)")
+    shown = redact_text(str(path))
+    typer.echo(f"report written to {shown} ({path.stat().st_size / 1024:.0f} KiB)")
