@@ -22,6 +22,7 @@ from kvscope.cli import (
     doctor,
     gpus,
     memtrace,
+    mock_server,
     models,
     plan,
     report,
@@ -73,7 +74,7 @@ app.add_typer(workload.app, name="workload", rich_help_panel=PLAN)
 app.add_typer(models.app, name="models", rich_help_panel=PLAN)
 app.command("gpus", rich_help_panel=PLAN)(gpus.gpus)
 app.command("bench", rich_help_panel=LIVE)(bench.bench)
-app.command("mock-server", rich_help_panel=LIVE)(bench.mock_server)
+app.command("mock-server", rich_help_panel=LIVE)(mock_server.mock_server)
 app.command("watch", rich_help_panel=LIVE)(watch.watch)
 app.add_typer(alerts.app, name="alerts", rich_help_panel=LIVE)
 app.add_typer(dashboards.app, name="dashboards", rich_help_panel=LIVE)
