@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -73,8 +74,16 @@ def test_kvscope_demo_command(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
     )
     assert out.returncode == 0, out.stderr
     assert "report:" in out.stdout and "--no-enable-prefix-caching" in out.stdout
+    # The README prints this output: every figure there must be what the command prints now.
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme[readme.index("$ make run") : readme.index("report: runs/demo/report.html")]
+    printed = {" ".join(line.split()) for line in out.stdout.splitlines()}
+    for line in block.splitlines()[1:]:
+        if line.startswith(("Plan:", " vLLM defaults", " --max-num-seqs", " --no-enable")):
+            assert " ".join(line.split()) in printed, f"README is stale: {line.strip()}"
     assert (tmp_path / "report.html").stat().st_size > 50_000
     assert time.perf_counter() - start < 60
