@@ -15,8 +15,9 @@ reads them (``--api-key``, ``OPENAI_API_KEY``, a URL's password), so writers nee
 
 from __future__ import annotations
 
+import base64
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 MASK = "***"
 
@@ -51,6 +52,25 @@ def register_secret(secret: str | None) -> None:
     """Remember a secret this process holds, so :func:`redact_text` masks it everywhere."""
     if secret and len(secret) >= 4:
         _SECRETS.add(secret)
+
+
+def basic_auth(url: str) -> tuple[str, str | None]:
+    """``url`` without ``user:password@`` and the HTTP Basic ``Authorization`` value they
+    stand for (RFC 7617), or None when it carries none.
+
+    The credentials still reach the server, in the header, but never a stored row, a label or
+    a log line: the password and the header are registered as secrets to mask.
+    """
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    user, password = unquote(user), unquote(password)
+    register_secret(password)
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    register_secret(token)
+    return urlunsplit(parts._replace(netloc=hostport)), f"Basic {token}"
 
 
 def redact_url(url: str) -> str:

@@ -68,12 +68,12 @@ def payload(event: Event, pack: RulePack) -> dict[str, Any]:
 
 
 def _webhook(action: Action, body: dict[str, Any]) -> ActionResult:
-    from kvscope.telemetry.engine import split_credentials
+    from kvscope.redact import basic_auth
 
     data = json.dumps(body).encode()
     try:
         # user:password@ in the URL becomes HTTP Basic auth (urllib would read it as a port).
-        url, auth = split_credentials(action.url)
+        url, auth = basic_auth(action.url)
         headers = {"Content-Type": "application/json"} | ({"Authorization": auth} if auth else {})
         req = urllib.request.Request(url, data=data, method="POST", headers=headers)
         with urllib.request.urlopen(req, timeout=action.timeout_s) as resp:

@@ -14,15 +14,14 @@ from ``api_key_env`` at use, registered the same way, and sent as ``Authorizatio
 
 from __future__ import annotations
 
-import base64
 import enum
 import os
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from kvscope.errors import KvscopeError
-from kvscope.redact import redact_url, register_secret
+from kvscope.redact import basic_auth, redact_url, register_secret
 from kvscope.validate import count, finite
 
 #: Seconds a stream may stay silent (no byte from the server: before the headers, before the
@@ -66,21 +65,6 @@ def normalize_base_url(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
-def split_credentials(url: str) -> tuple[str, str | None, str | None]:
-    """``url`` without its userinfo, and the (decoded) user and password it carried."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None, None
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    bare = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    user = unquote(parts.username or "")
-    password = unquote(parts.password) if parts.password is not None else None
-    return bare, user, password
-
-
 @dataclass(frozen=True)
 class ClientConfig:
     """Where and how to send requests. The API key is read from ``api_key_env`` at use.
@@ -114,13 +98,12 @@ class ClientConfig:
         finite(self.request_timeout_s, "--request-timeout", low=0, low_open=True)
         finite(self.connect_timeout_s, "the connect timeout", low=0, low_open=True)
         finite(self.stream_timeout_s, "--stream-timeout", low=0, low_open=True)
-        _, _, password = split_credentials(self.base_url)
-        register_secret(password)
+        basic_auth(self.base_url)  # registers the URL's password for redaction
 
     @property
     def url(self) -> str:
         """The request URL (no userinfo: credentials travel in the Authorization header)."""
-        return split_credentials(self.base_url)[0] + self.endpoint.path
+        return basic_auth(self.base_url)[0] + self.endpoint.path
 
     @property
     def public_url(self) -> str:
@@ -137,8 +120,8 @@ class ClientConfig:
         """Request headers: JSON in, SSE out, and the one Authorization the server gets."""
         h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         key = self.api_key()
-        _, user, password = split_credentials(self.base_url)
-        if key and user is not None:
+        _, basic = basic_auth(self.base_url)
+        if key and basic is not None:
             # A request carries one Authorization header: guessing which one the server wants
             # would show up only as 401s in the results.
             raise KvscopeError(
@@ -148,11 +131,8 @@ class ClientConfig:
             )
         if key:
             h["Authorization"] = f"Bearer {key}"
-        elif user is not None:
-            pair = f"{user}:{password or ''}".encode()
-            token = base64.b64encode(pair).decode()
-            register_secret(token)  # a server echoing the header must not leak it either
-            h["Authorization"] = f"Basic {token}"
+        elif basic is not None:
+            h["Authorization"] = basic
         return h
 
     def public(self) -> dict[str, Any]:
@@ -163,7 +143,7 @@ class ClientConfig:
             "endpoint": str(self.endpoint),
             "api_key_env": self.api_key_env,
             "api_key_set": bool(self.api_key()),
-            "url_credentials": split_credentials(self.base_url)[1] is not None,
+            "url_credentials": basic_auth(self.base_url)[1] is not None,
             "request_timeout_s": self.request_timeout_s,
             "stream_timeout_s": self.stream_timeout_s,
             "ignore_eos": self.ignore_eos,

@@ -41,10 +41,10 @@ from typing import Any
 
 from kvscope.bench.client import ClientConfig, ErrorKind, Trace, make_session, stream_request
 from kvscope.bench.config import LoadConfig as LoadConfig
-from kvscope.bench.config import split_credentials
 from kvscope.bench.eager import start_eagerly
 from kvscope.bench.records import BENCH_REQUEST_SCHEMA, CHUNK_SCHEMA, request_row
 from kvscope.bench.server_probe import SERVER_SCHEMA, ServerProbe, metrics_url
+from kvscope.redact import basic_auth
 from kvscope.results import RunDir, Status
 
 #: Wake this long before a release and yield to the loop until it is due (s). A wider window
@@ -321,7 +321,7 @@ class BenchRun:
                 auth = self.client.headers().get("Authorization")
                 probe = ServerProbe(
                     self._session,
-                    metrics_url(split_credentials(self.client.base_url)[0]),
+                    metrics_url(basic_auth(self.client.base_url)[0]),
                     self.load.scrape_interval_s,
                     self.t0,
                     self._server_buf.append,

@@ -9,7 +9,6 @@ and block count, and the KV capacity in tokens.
 
 from __future__ import annotations
 
-import base64
 import math
 import re
 import time
@@ -20,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kvscope.errors import KvscopeError
-from kvscope.redact import redact_text, redact_url, register_secret
+from kvscope.redact import basic_auth, redact_text, redact_url
 from kvscope.telemetry.catalogue import BY_NAME, Kind
 from kvscope.telemetry.llamacpp import slots_usage
 from kvscope.telemetry.metrics_page import EnginePage, parse_page
@@ -89,29 +88,10 @@ def engine_url(url: str, flag: str = "--engine") -> str:
     return metrics_url(text)
 
 
-def split_credentials(url: str) -> tuple[str, str | None]:
-    """``url`` without ``user:password@`` and the ``Authorization`` value they stand for.
-
-    The credentials still reach the engine (HTTP Basic, RFC 7617), but never a stored row, a
-    label or a log line: the password and the header are registered as secrets to mask.
-    """
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url, None
-    userinfo, _, hostport = parts.netloc.rpartition("@")
-    user, _, password = userinfo.partition(":")
-    user, password = urllib.parse.unquote(user), urllib.parse.unquote(password)
-    register_secret(password)
-    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-    register_secret(token)
-    clean = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
-    return clean, f"Basic {token}"
-
-
 def fetch_text(url: str, timeout_s: float = 2.0) -> str:
     """GET ``url`` once and return the body as text (raises KvscopeError when unreachable)."""
     try:
-        clean, auth = split_credentials(url)
+        clean, auth = basic_auth(url)
         req = urllib.request.Request(clean, headers={"Authorization": auth} if auth else {})
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             body: bytes = resp.read(MAX_BODY + 1)
@@ -138,7 +118,7 @@ class KeepAliveFetcher:
 
     def _route(self, url: str, timeout_s: float) -> tuple[HttpGetter | None, str]:
         try:
-            clean, auth = split_credentials(url)
+            clean, auth = basic_auth(url)
             parts = urllib.parse.urlsplit(clean)
             port = parts.port or 80
         except ValueError as err:
