@@ -213,6 +213,18 @@ def writable_file(path: str | Path, what: str = "output file") -> Path:
     return p
 
 
+def fresh_file(path: str | Path, *, force: bool = False, what: str = "output file") -> Path:
+    """Check, before any work, that ``path`` can be written and holds no earlier result
+    unless ``force`` (a file kvscope wrote before is never silently replaced)."""
+    p = writable_file(path, what)
+    if p.exists() and not force:
+        raise KvscopeError(
+            f"{p}: the {what} already exists.",
+            "Pass --force to replace it, or choose another --out.",
+        )
+    return p
+
+
 def write_text_atomic(path: str | Path, text: str, what: str = "output file") -> Path:
     """Write ``text`` to ``path`` through a temporary file beside it and a rename, so a reader
     (or a crash) never sees half a file; parents are created; failures are one line."""
@@ -289,7 +301,11 @@ def fresh_run_dir(path: str | Path, *, force: bool = False, what: str = "run dir
     if not str(path).strip():
         raise KvscopeError(f"the {what} path is empty.", "Give --out a folder name.")
     p = writable_dir(path, what)
-    if p.is_dir() and any(p.iterdir()):
+    try:
+        occupied = p.is_dir() and any(p.iterdir())
+    except OSError as err:
+        raise KvscopeError(f"{p}: cannot use it for the {what} ({err.strerror}).") from None
+    if occupied:
         if not force:
             raise KvscopeError(
                 f"{p}: the {what} already exists and is not empty.",

@@ -27,7 +27,6 @@ from kvscope.cli.workload import (
     SeedOpt,
     SpeedupOpt,
     WorkloadOpt,
-    path_errors,
 )
 from kvscope.errors import KvscopeError
 
@@ -204,8 +203,7 @@ def simulate(
     if out is not None:
         # Before minutes of simulation: an earlier run there is refused (or, with --force,
         # cleared), never mixed with this one.
-        with path_errors(out, "run directory"):
-            fresh_run_dir(out, force=force)
+        fresh_run_dir(out, force=force)
     try:
         w = build_from_flags(
             workload,
@@ -317,17 +315,10 @@ def _calibrate(run_dir: Path, cfg: Any, out: Path | None, force: bool, json_out:
     without ``--out`` the fit is printed and nothing is saved.
     """
     from kvscope.sim.calibrate import calibrate_run_dir
-    from kvscope.validate import writable_file
+    from kvscope.validate import fresh_file
 
     if out is not None:
-        with path_errors(out, "cost coefficients file"):
-            writable_file(out, "cost coefficients file")
-            exists = out.exists()
-        if exists and not force:
-            raise KvscopeError(
-                f"{out}: the cost file already exists.",
-                "Pass --force to replace it, or choose another --out.",
-            )
+        fresh_file(out, force=force, what="cost coefficients file")
     fit = calibrate_run_dir(run_dir, cfg)
     path = None if out is None else fit.coefficients.save(out)
     result = {

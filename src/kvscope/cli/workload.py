@@ -8,8 +8,6 @@ and pass the values to :func:`kvscope.workload.spec.build_workload`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -113,32 +111,11 @@ def output_file(out: Path, force: bool) -> Path:
     """Check ``--out`` before any work: a workload suffix, writable, and not an existing file
     unless ``--force`` (an earlier result is never silently replaced)."""
     from kvscope.errors import KvscopeError
-    from kvscope.validate import writable_file
+    from kvscope.validate import fresh_file
 
     if out.suffix not in OUTPUT_SUFFIXES:
         raise KvscopeError(f"{out}: output must end in .parquet or .jsonl.")
-    with path_errors(out, "workload file"):
-        writable_file(out, "workload file")
-        exists = out.exists()
-    if exists and not force:
-        raise KvscopeError(
-            f"{out}: the output file already exists.",
-            "Pass --force to replace it, or choose another --out.",
-        )
-    return out
-
-
-@contextmanager
-def path_errors(path: Path, what: str) -> Iterator[None]:
-    """An OS refusal while a path is checked (a name too long, say) as one error line."""
-    from kvscope.errors import KvscopeError
-
-    try:
-        yield
-    except OSError as err:
-        raise KvscopeError(
-            f"{path}: cannot use it for the {what} ({err.strerror or err})."
-        ) from None
+    return fresh_file(out, force=force, what="workload file")
 
 
 def build_from_flags(
