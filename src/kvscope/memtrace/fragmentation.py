@@ -1,6 +1,6 @@
 """External fragmentation and internal waste, at the end and over time.
 
-Definitions (``observability_anchors.md`` section 5.1 and ``torch/cuda/_memory_viz.py``
+Definitions (LLNL Umpire ``relative_fragmentation`` and ``torch/cuda/_memory_viz.py``
 ``segsum``):
 
 - *external fragmentation* = ``1 - largest_free_block / total_free``, where the free blocks

@@ -234,7 +234,7 @@ def generate(cfg: GeneratorConfig) -> dict[str, Any] | list[dict[str, Any]]:
     segments = [s for r in runs for s in r.alloc.segment_dicts(legacy=legacy)]
     snap: dict[str, Any] = {"segments": segments, "device_traces": [r.trace for r in runs]}
     if not legacy:
-        # Keys of the allocator_settings dict: observability_anchors.md section 4.2.
+        # Keys of the allocator_settings dict: torch/csrc/cuda/memory_snapshot.cpp.
         snap["allocator_settings"] = {
             "PYTORCH_CUDA_ALLOC_CONF": "",
             "max_split_size": 2**64 - 1,  # SIZE_MAX: no limit (a 9-byte integer in pickle)

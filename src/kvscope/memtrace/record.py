@@ -4,7 +4,7 @@ Recording uses PyTorch's own switches (``torch/cuda/memory.py``):
 ``torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
 max_entries=N)`` turns on the allocator's trace ring buffer; ``_dump_snapshot(path)`` pickles
 ``_snapshot()``. ``stacks="python"`` is the default here because symbolizing C++ frames
-dominates dump time (observability_anchors.md 4.1: about 461 s versus 4 s per dump on a
+dominates dump time (pytorch/torchtitan PR #3628: about 461 s versus 4 s per dump on a
 DeepSeek-V3 16B run). The snapshot is dumped when the block exits, also when it exits with
 ``torch.OutOfMemoryError``, which is when it is wanted most.
 

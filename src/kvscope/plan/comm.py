@@ -5,7 +5,7 @@ parallelism (all-to-all dispatch and combine) and pipeline parallelism (send/rec
 time they take under an alpha-beta link model (:class:`LinkModel`, which ``kvscope comm``
 fits from measurements and hands back).
 
-Formulas (textbook collectives; shared/reference/sim_planning_anchors.md §5):
+Formulas (textbook collectives):
 
 - **TP all-reduce**: Megatron-style layers all-reduce twice per layer (after attention, after
   the FFN/MoE), each ``M = tokens x hidden x activation bytes``. A ring all-reduce sends
@@ -34,8 +34,8 @@ from kvscope.plan.step_costs import StepCosts, maximum, step_costs, where
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
-#: Default per-collective latency: AIConfigurator's 10 us P2P latency (systems/*.yaml,
-#: anchors §2.1). ``kvscope comm`` replaces it with a fitted value.
+#: Default per-collective latency: AIConfigurator's 10 us P2P latency
+#: (ai-dynamo/aiconfigurator systems/*.yaml). ``kvscope comm`` replaces it with a fitted value.
 DEFAULT_ALPHA_S = 10e-6
 #: GPUs per node in HGX/DGX servers; larger groups cross the scale-out network.
 GPUS_PER_NODE = 8

@@ -14,7 +14,8 @@ vLLM v1 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``):
 - DeepSeek V4 uses one pool of 256-token logical blocks whose stride is the width of the
   MLA group (C4 KV + C4 indexer + C128 KV pages of all layers) in the packed layout of
   vLLM >= 0.25, or 47,808 B x layer tuples in earlier builds
-  (shared/reference/deepseek_v4_memory.md §4.2-4.3). Pages are padded to 576 B.
+  (vLLM ``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``). Pages are
+  padded to 576 B.
 
 Units: bytes, tokens.
 """

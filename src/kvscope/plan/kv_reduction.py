@@ -4,9 +4,8 @@ Owns :func:`kv_reduction` and :func:`mha_counterfactual`. A KV-reduction percent
 nothing without its basis: DeepSeek-V2's "reduces the KV cache by 93.3 %" (arXiv 2405.04434,
 abstract) compares the served V2 (MLA latent, about 6 bits per element, §3.2.3) with
 DeepSeek LLM 67B at 16 bits; the same two models at bf16 differ by 82.2 %, and V2 against an
-MHA model of its own shape (the paper's Table 1 comparison) by 98.2 %
-(shared/reference/sim_planning_anchors.md §3.1). Units: elements and bits per token, all
-layers, one TP rank (TP 1).
+MHA model of its own shape (the paper's Table 1 comparison) by 98.2 %.
+Units: elements and bits per token, all layers, one TP rank (TP 1).
 """
 
 from __future__ import annotations

@@ -46,10 +46,10 @@ class Efficiency:
     Defaults and where they come from:
 
     - ``hbm`` 0.8: AIConfigurator's empirical memory-bandwidth factor in its system files
-      (ai-dynamo/aiconfigurator ``systems/*.yaml``; shared/reference/sim_planning_anchors.md
-      §2.1); llm-analysis suggests about 0.9 for inference (anchors §2.3).
-    - ``flops`` 0.45: BLIS's calibrated H100 prefill MFU (inference-sim ``hardware_config``;
-      anchors §2.7). llm-analysis advises at most 0.7 (anchors §2.3).
+      (ai-dynamo/aiconfigurator ``systems/*.yaml``); llm-analysis suggests about 0.9 for
+      inference (cli99/llm-analysis README).
+    - ``flops`` 0.45: BLIS's calibrated H100 prefill MFU (inference-sim/inference-sim
+      ``hardware_config``). llm-analysis advises at most 0.7 (cli99/llm-analysis README).
     """
 
     hbm: float = 0.8

@@ -60,8 +60,8 @@ F64 = NDArray[np.float64]
 
 #: Activation peak and runtime buffers kept out of the KV budget, per GPU. vLLM 0.19 logs
 #: show non-torch memory of about 0.25 GiB at TP 1 and 2.1 GiB at TP >= 2
-#: (shared/reference/vllm_kv_budget.md §1.2); the activation peak of a profile run at the
-#: default 8192 batched tokens is a GiB or two for 7-70B models.
+#: (``vllm/v1/worker/gpu_worker.py::Worker.determine_available_memory``); the activation
+#: peak of a profile run at the default 8192 batched tokens is a GiB or two for 7-70B models.
 RESERVE_GIB_TP1 = 1.5 + 0.25
 RESERVE_GIB_TP = 1.5 + 2.1
 

@@ -1,7 +1,7 @@
 """SGLang's KV pool size: ``mem_fraction_static`` and ``max_total_num_tokens``.
 
 Paraphrase of SGLang's ``ModelRunner.profile_max_num_token`` / ``init_memory_pool`` (0.5.23:
-``mem_cache/kv_cache_configurator.py``; shared/reference/vllm_kv_budget.md §6):
+``mem_cache/kv_cache_configurator.py::_profile_available_bytes``):
 
     M0   = free memory right after torch.distributed init (minimum over ranks)
     rest = free_after_weights - M0 x (1 - mem_fraction_static) = M0 x mfs - weights
@@ -10,7 +10,8 @@ Paraphrase of SGLang's ``ModelRunner.profile_max_num_token`` / ``init_memory_poo
 
 ``mem_fraction_static`` covers weights plus the KV pool; activations and CUDA graphs live in
 the remaining ``1 - mfs``, so they are not subtracted here. DeepSeek V4 uses its own
-"bytes per full token" (shared/reference/deepseek_v4_memory.md §5). Units: bytes.
+"bytes per full token" (SGLang ``model_executor/pool_configurator.py``,
+``DSV4PoolConfigurator._get_bytes_per_full_token``). Units: bytes.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ DIST_GIB = {"nvlink": 1.02, "nvlink_8plus": 1.9, "pcie": 0.13}
 #: on 4x L4; Qwen3-14B 7.08 vs 6.89 on 4x RTX 4090).
 LOAD_OVERHEAD_GIB = {"single": 0.1, "parallel": 0.22}
 #: Last SGLang release with the old V4 formula (MTP layer counted, C128 state scaled with the
-#: SWA pool, no PP slicing): deepseek_v4_memory.md §5 ("~v0.5.12, May 2026").
+#: SWA pool, no PP slicing): SGLang ~v0.5.12 (May 2026), ``DSV4PoolConfigurator``.
 DSV4_OLD_FORMULA_UNTIL = (0, 5, 12)
 #: C128 compressor-state row: 1024 fp32 values (kv + score over 2 x 512).
 DSV4_C128_ROW = 4096

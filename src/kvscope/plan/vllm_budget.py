@@ -2,7 +2,7 @@
 
 Paraphrase of ``vllm/v1/worker/gpu_worker.py::Worker.determine_available_memory``,
 ``vllm/utils/mem_utils.py::memory_profiling`` and ``vllm/v1/core/kv_cache_utils.py``
-(releases 0.11.0, 0.19.0, 0.33.0; V0 from 0.7.3; shared/reference/vllm_kv_budget.md):
+(PyPI source releases 0.11.0, 0.19.0, 0.33.0; V0 from 0.7.3):
 
     requested    = total_memory x gpu_memory_utilization   (ceil from 0.19 on)
     available_kv = requested - weights - activation peak - non-torch [- CUDA-graph estimate]
@@ -50,10 +50,10 @@ DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 #: Non-torch memory grown during start-up (NCCL, custom all-reduce, cuBLAS workspaces), GiB.
 #: Read from 0.19 H100 logs: ~0.25 at TP1, 2.06-2.21 at TP >= 2 over NVLink (custom
 #: all-reduce and symmetric-memory buffers), 0.07 for the first stage of PP2/PP4 with TP1
-#: (llm-d-planner results_raw.csv; vllm_kv_budget.md §1.2). Without NVLink custom
-#: all-reduce is off beyond two GPUs and only NCCL's buffers remain. Releases before 0.11
-#: logged ~0.2-0.25 GiB at TP >= 2 whatever the link: V0 on 2x RTX 4090 0.25 GiB
-#: (vllm#13061), 4x 24 GB cards 0.20 GiB (vllm PR #14447 logs).
+#: (llm-d-planner results_raw.csv; vLLM ``Worker.determine_available_memory``). Without
+#: NVLink custom all-reduce is off beyond two GPUs and only NCCL's buffers remain.
+#: Releases before 0.11 logged ~0.2-0.25 GiB at TP >= 2 whatever the link: V0 on
+#: 2x RTX 4090 0.25 GiB (vllm#13061), 4x 24 GB cards 0.20 GiB (vllm PR #14447 logs).
 NON_TORCH_GIB = {"tp1": 0.25, "tp_custom_ar": 2.1, "tp_old": 0.25, "tp_pcie": 0.25, "pp_only": 0.07}
 
 #: CUDA-graph memory estimate on one GPU, GiB = base + per_layer x layers (+ moe): a least-

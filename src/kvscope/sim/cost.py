@@ -14,7 +14,7 @@ The byte and FLOP terms and the default efficiencies are the planner's
 (:mod:`kvscope.plan.step_costs`, :class:`kvscope.plan.roofline.Efficiency`: HBM 0.8 after
 AIConfigurator, FLOPs 0.45 after BLIS), so ``kvscope plan`` and ``kvscope simulate`` agree
 on a step. The per-step overhead (scheduler, sampler, input preparation: Vidur's "CPU
-overheads", shared/reference/sim_planning_anchors.md §1.3) defaults to 3 ms, a kvscope
+overheads", microsoft/vidur and its MLSys'24 paper) defaults to 3 ms, a kvscope
 choice meant to be calibrated: ``kvscope simulate --calibrate`` fits all three from a
 measured run. Everything is vectorised so a span of decode steps costs one numpy call.
 """

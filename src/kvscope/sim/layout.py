@@ -10,7 +10,7 @@ allocator does (``vllm/v1/core/kv_cache_coordinator.py``).
 Window groups are held at their per-request bound once full: ``cdiv(window - 1, b) + 1``
 blocks of ``b`` tokens, the figure vLLM's startup sizer reserves
 (``SlidingWindowSpec.max_memory_usage_bytes``) and that live V4 snapshots show (26 blocks
-per request besides ``ceil(L/256)``: shared/reference/deepseek_v4_memory.md §4.4). vLLM's
+per request besides ``ceil(L/256)``: tant2tls/Deepseek-serving memory_tables.md). vLLM's
 own per-step count oscillates by one block below that bound while decoding.
 
 The pool's size (blocks, block size, bytes per block) comes from the planner,
@@ -26,7 +26,7 @@ from kvscope.errors import KvscopeError
 #: vLLM's default block size (``CacheConfig.DEFAULT_BLOCK_SIZE``, vllm/config/cache.py).
 DEFAULT_BLOCK_SIZE = 16
 #: DeepSeek V4 cache block size (the sparse-SWA backend's preferred block size, tokens):
-#: shared/reference/deepseek_v4_memory.md §4.1.
+#: vLLM ``vllm/v1/attention/backends/mla/sparse_swa.py``.
 V4_BLOCK_SIZE = 256
 
 
@@ -104,7 +104,7 @@ class KVLayout:
 def deepseek_v4_layout() -> KVLayout:
     """DeepSeek V4 in vLLM: one 256-token MLA group plus SWA and compressor-state groups.
 
-    From shared/reference/deepseek_v4_memory.md §4.1/§4.4: two SWA groups (window 128 over
+    From vLLM's ``sparse_swa.py`` and ``kv_cache_utils.py``: two SWA groups (window 128 over
     64-token blocks), C4 compressor state (window 8 over 4-row blocks) and C128 state
     (window 128 over 8-row blocks): 2x3 + 3 + 17 = 26 blocks per request.
     """

@@ -47,7 +47,7 @@ class SchedulerConfig:
 
     Defaults: ``max_num_seqs`` 256 and ``max_num_batched_tokens`` 8192 are what ``vllm
     serve`` uses on data-centre GPUs (vllm/engine/arg_utils.py, usage-context defaults;
-    shared/reference/deepseek_v4_memory.md §4.5); ``scheduler_reserve_full_isl`` and
+    ``vllm serve`` startup logs); ``scheduler_reserve_full_isl`` and
     ``watermark`` 0 are vllm/config/scheduler.py defaults in 0.33.0.
     """
 

@@ -14,10 +14,10 @@ Cache entry sizes (bytes) and their sources:
 - V3.2 ``fp8_ds_mla`` record: 656 B = 512 fp8 NoPE + 4 fp32 scales (16 B) + 64 bf16 RoPE
   (128 B) (vLLM ``vllm/v1/kv_cache_interface.py``, FlashMLA sparse layout).
 - V3.2/V4 indexer key: 128 fp8 + one fp32 scale = 132 B; V4 MXFP4 indexer: 64 + 4 = 68 B
-  (vLLM ``DeepseekV4IndexerCache``; shared/reference/deepseek_v4_memory.md §0).
+  (vLLM ``DeepseekV4IndexerCache``, ``vllm/v1/attention/backends/mla/indexer.py``).
 - V4 compressed/window entry: 584 B = 448 fp8 NoPE + 64 bf16 RoPE + 7 UE8M0 scales + 1 pad.
 - V4 compressor rings (fp32 kv+score): CSA 8 rows x 8192 B + indexer 8 rows x 2048 B, HCA
-  128 rows x 4096 B (same reference, §3).
+  128 rows x 4096 B (vLLM ``CompressorStateCache``, DeepSeek-V4 compressor).
 """
 
 from __future__ import annotations

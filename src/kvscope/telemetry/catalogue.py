@@ -4,7 +4,7 @@ Each :class:`CatalogueEntry` is a serving concept in base units (``kv_cache_usag
 ``preemptions``, ``ttft_seconds``...) and lists the exposition names that carry it in vLLM,
 SGLang and llama.cpp, old names included, so a renamed metric resolves to the same entry.
 
-Sources of the names (see ``shared/reference/observability_anchors.md`` §3 and §6):
+Sources of the names:
 - vLLM v1: ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``) and ``docs/usage/metrics.md``;
   ``vllm:gpu_cache_usage_perc`` was renamed ``vllm:kv_cache_usage_perc`` in 0.9;
   ``vllm:time_per_output_token_seconds`` became ``vllm:inter_token_latency_seconds``;

@@ -2,7 +2,7 @@
 
 Current llama.cpp builds export no KV-usage gauge on ``/metrics`` (``llamacpp:kv_cache_usage_ratio``
 and ``llamacpp:kv_cache_tokens`` were dropped when the KV cache was unified; see
-``tools/server/README.md`` and shared/reference/observability_anchors.md §3.3). ``/slots``
+ggml-org/llama.cpp ``tools/server/README.md``). ``/slots``
 (on by default) lists each slot's context size ``n_ctx`` and, for a slot that is processing,
 its prompt length ``n_prompt_tokens`` and ``next_token[0].n_decoded``.
 
