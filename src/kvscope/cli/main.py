@@ -108,13 +108,30 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except KvscopeError as err:
         sys.stderr.write(f"kvscope: error: {redact_text(err.one_line())}\n")
-        sys.exit(err.exit_code)
+        _exit_after_error(err.exit_code, console=argv is None)
     except KeyboardInterrupt:
         sys.stderr.write("kvscope: interrupted\n")
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
     sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+def _exit_after_error(code: int, console: bool) -> None:
+    """Exit with ``code`` after the one error line.
+
+    As the console script, leave at once (``os._exit``, streams flushed): every writer has
+    closed on the way out, and interpreter teardown with pyarrow's or DuckDB's worker threads
+    still alive can abort ("terminate called without an active exception", exit 134) after
+    the error was printed, turning exit 2 into a crash. Called in-process, exit normally.
+    """
+    if console:
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def usage_line(err: UsageError, where: str = "kvscope") -> str:
