@@ -66,3 +66,96 @@ def make_run_fixture() -> Any:
 @pytest.fixture
 def sim_run(tmp_path: Path) -> Path:
     return make_run(tmp_path / "sim-a")
+
+
+def kvscope_ok(*args: str, timeout: float = 300) -> None:
+    """Run ``kvscope ARGS`` in a subprocess; fail with its stderr when it exits non-zero."""
+    from cli_helpers import run_kvscope
+
+    out = run_kvscope(*args, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.fixture(scope="session")
+def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What ``kvscope simulate --sweep max-num-seqs=8,64,256 --out DIR`` writes."""
+    out = tmp_path_factory.mktemp("sweep") / "sweep"
+    kvscope_ok(
+        "simulate", "--model", "llama-3.1-8b", "--gpu", "h100",
+        "--arrival", "poisson:rate=20", "--duration", "20",
+        "--prompt-len", "512", "--output-len", "128", "--max-num-batched-tokens", "2048",
+        "--sweep", "max-num-seqs=8,64,256", "--out", str(out),
+    )  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="session")
+def served_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A bench run, a find-max-rate folder and a watch run, measured on a real
+    ``kvscope mock-server`` on 127.0.0.1."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+    from bench_helpers import start_mock, stop
+
+    base = tmp_path_factory.mktemp("served")
+    proc, url = start_mock("--ttft", "0.05", "--itl", "0.01", "--max-running", "16")
+    try:
+        kvscope_ok(
+            "bench", "--url", url, "--model", "mock", "--arrival", "poisson:rate=20",
+            "--duration", "4", "--prompt-len", "256", "--output-len", "32",
+            "--slo", "ttft_p99=0.2,tpot_p99=20ms", "--out", str(base / "bench"),
+        )  # fmt: skip
+        kvscope_ok(
+            "bench", "--url", url, "--model", "mock", "--find-max-rate", "--duration", "2",
+            "--start-rate", "4",
+            "--prompt-len", "128", "--output-len", "16", "--max-rate", "32",
+            "--slo", "ttft_p99=0.2,tpot_p99=20ms", "--out", str(base / "fmr"),
+        )  # fmt: skip
+        watch = subprocess.Popen(
+            [
+                sys.executable, "-m", "kvscope.cli.main", "watch", "--engine", url,
+                "--interval", "0.2", "--duration", "4", "--out", str(base / "watch"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        kvscope_ok(
+            "bench", "--url", url, "--model", "mock", "--arrival", "poisson:rate=30",
+            "--duration", "4", "--prompt-len", "128", "--output-len", "32",
+            "--out", str(base / "load"),
+        )  # fmt: skip
+        _, err = watch.communicate(timeout=60)
+        assert watch.returncode == 0, err
+    finally:
+        stop(proc)
+    return {"bench": base / "bench", "max-rate": base / "fmr", "watch": base / "watch"}
+
+
+@pytest.fixture(scope="session")
+def memtrace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("memtrace")
+    kvscope_ok(
+        "memtrace", "generate", "--scenario", "fragmentation", "--out", str(base / "f.pickle")
+    )
+    kvscope_ok(
+        "memtrace", "analyze", str(base / "f.pickle"), "--out", str(base / "m"), "--no-cache"
+    )
+    return base / "m"
+
+
+@pytest.fixture(scope="session")
+def plan_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("plan") / "p"
+    kvscope_ok("plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--out", str(out), "--json")
+    return out
+
+
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's run folders and page (``kvscope demo --out DIR``)."""
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    kvscope_ok("demo", "--out", str(out))
+    return out

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import re
+import json
 from pathlib import Path
 
 import pyarrow as pa
 
+from browser import report_specs
 from cli_helpers import run_kvscope
 from kvscope.report import build_report
 from kvscope.results import RunDir
@@ -22,20 +23,20 @@ def test_plan_run_renders_the_memory_breakdown(tmp_path: Path) -> None:
         "plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--out", str(tmp_path / "p"), "--json"
     )
     html = build_report([tmp_path / "p"])
-    assert "Memory per GPU as the engine budgets it" in html
-    bar = html[html.index("Memory per GPU as the engine") :]
-    assert len(re.findall(r"<rect [^>]*><title>(weights|KV cache)", bar)) == 2
-    assert "GPU memory (CUDA total)" in bar
+    bar = report_specs(html)["Memory per GPU as the engine budgets it"]
+    parts = {row["part"]: row["v"] for row in bar["data"]["values"]}
+    assert parts["KV cache"] > parts["weights"] > 10  # GiB: 8B weights in bf16 are ~15
+    assert "GPU memory (CUDA total)" in json.dumps(bar)
 
 
 def test_memtrace_run_renders_timeline_fragmentation_and_heatmap(tmp_path: Path) -> None:
     snap = tmp_path / "frag.pickle"
     kvscope("memtrace", "generate", "--scenario", "fragmentation", "--out", str(snap))
     kvscope("memtrace", "analyze", str(snap), "--out", str(tmp_path / "m"), "--no-cache")
-    html = build_report([tmp_path / "m"])
-    for title in ("Memory timeline", "External fragmentation", "Segment blocks"):
-        assert title in html
-    assert "allocated fraction" in html
+    specs = report_specs(build_report([tmp_path / "m"]))
+    for title in ("Memory timeline", "External fragmentation", "Segment blocks: m"):
+        assert title in specs
+    assert "allocated fraction" in json.dumps(specs["Segment blocks: m"])
 
 
 def test_comm_run_renders_latency_and_bandwidth_vs_size(tmp_path: Path) -> None:
@@ -69,5 +70,9 @@ def test_comm_run_renders_latency_and_bandwidth_vs_size(tmp_path: Path) -> None:
         )
     run.write_summary({"op": "all_reduce"}, {"fit": {"alpha_s": 5e-5, "beta_s_per_byte": 1e-9}})
     html = build_report([run.path])
-    assert "Collective latency vs size" in html and "Bus bandwidth vs size" in html
+    specs = report_specs(html)
+    assert "Collective latency vs size" in specs and "Bus bandwidth vs size" in specs
+    assert (
+        specs["Collective latency vs size"]["layer"][0]["encoding"]["x"]["scale"]["type"] == "log"
+    )
     assert "alpha = 50.0 µs per step, bandwidth = 1.00 GB/s" in html

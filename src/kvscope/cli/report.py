@@ -15,7 +15,11 @@ def report(
     title: str = typer.Option(None, "--title", help="Page title."),
     json_out: bool = typer.Option(False, "--json", help="Print {path, runs, problems} as JSON."),
 ) -> None:
-    """Render run directories (simulate, bench, watch, memtrace, comm, plan) as one HTML page."""
+    """Render run directories (simulate, bench, watch, memtrace, comm, plan) as one HTML page.
+
+    A folder of simulate --sweep renders as a comparison along the swept value, one
+    of bench --find-max-rate as a capacity curve.
+    """
     from kvscope.redact import redact_text
     from kvscope.report.loader import load_run
     from kvscope.report.page import render_report, save_report

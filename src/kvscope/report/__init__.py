@@ -1,4 +1,4 @@
-"""Self-contained HTML reports of run directories (works offline: inline SVG, no scripts)."""
+"""Self-contained HTML reports of run directories (works offline: Vega-Lite inlined)."""
 
 from kvscope.report.page import build_report, write_report
 

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kvscope.report.charts import Line, Palette, bar_chart, heatmap, line_chart
 from kvscope.report.loader import LoadedRun
 from kvscope.report.sections import col, esc, fmt_value
-from kvscope.report.svg import Chart, Series, render_heatmap, render_line, render_stacked_bar
+from kvscope.report.vega import chart_div
 
 GIB = float(1 << 30)
 #: Largest heatmap grid drawn (memtrace writes 64 x 128): a bigger one is not from memtrace.
@@ -39,9 +40,10 @@ def _heatmap_matrix(rows: np.ndarray, cols_: np.ndarray, vals: np.ndarray) -> np
     return m
 
 
-def memtrace_section(runs: Sequence[LoadedRun]) -> str:
+def memtrace_section(runs: Sequence[LoadedRun], palette: Palette) -> str:
     out = ["<h2>GPU memory (PyTorch snapshot)</h2>"]
-    series, frag = [], []
+    series: list[Line] = []
+    frag: list[Line] = []
     for r in runs:
         t = r.tables.get("timeline")
         if t is not None:
@@ -49,27 +51,29 @@ def memtrace_section(runs: Sequence[LoadedRun]) -> str:
             for name in ("allocated_bytes", "reserved_bytes"):
                 y = col(t, name)
                 if x is not None and y is not None:
-                    series.append(
-                        Series(f"{r.label}: {name.removesuffix('_bytes')}", x, y / GIB, step=True)
-                    )
+                    series.append(Line(f"{r.label}: {name.removesuffix('_bytes')}", x, y / GIB))
         f = r.tables.get("fragmentation")
         if f is not None:
             x, y = col(f, "t_s"), col(f, "external_frag")
             if x is not None and y is not None:
-                frag.append(Series(r.label, x, y, step=True))
+                frag.append(Line(r.label, x, y))
     if series:
-        out.append(render_line(Chart("Memory timeline", "time (s)", "memory (GiB)", tuple(series))))
-    if frag:
-        out.append(
-            render_line(
-                Chart(
-                    "External fragmentation",
-                    "time (s)",
-                    "1 − largest free / total free",
-                    tuple(frag),
-                )
-            )
+        pal = palette.extended([s.name for s in series])
+        spec = line_chart(
+            "Memory timeline", "time (s)", "memory (GiB)", series[:6], pal, step=True, y_log=False
         )
+        out.append(chart_div(spec, "Memory timeline"))
+    if frag:
+        spec = line_chart(
+            "External fragmentation",
+            "time (s)",
+            "1 − largest free / total free",
+            frag,
+            palette,
+            step=True,
+            y_log=False,
+        )
+        out.append(chart_div(spec, "External fragmentation"))
     for r in runs:
         h = r.tables.get("heatmap")
         if h is None:
@@ -84,17 +88,11 @@ def memtrace_section(runs: Sequence[LoadedRun]) -> str:
         span = float(m.shape[1])
         if cell is not None and cell.size and np.isfinite(cell[0]):
             span = float(cell[0]) * m.shape[1] / (1 << 20)
-        out.append(
-            render_heatmap(
-                f"Segment blocks: {r.label}",
-                "offset in row (MiB)",
-                "address-space row",
-                m,
-                (0.0, span),
-                (0.0, float(m.shape[0])),
-                "allocated fraction",
-            )
+        title = f"Segment blocks: {r.label}"
+        spec = heatmap(
+            title, "offset in row (MiB)", "address-space row", m, (0.0, span), "allocated fraction"
         )
+        out.append(chart_div(spec, title))
     rep = [r for r in runs if r.summary.get("ooms") or r.summary.get("leak_candidates")]
     for r in rep:
         out.append(
@@ -105,9 +103,10 @@ def memtrace_section(runs: Sequence[LoadedRun]) -> str:
     return "".join(out) if len(out) > 1 else ""
 
 
-def comm_section(runs: Sequence[LoadedRun]) -> str:
+def comm_section(runs: Sequence[LoadedRun], palette: Palette) -> str:
     out = ["<h2>Collectives</h2>"]
-    lat, bw = [], []
+    lat: list[Line] = []
+    bw: list[Line] = []
     for r in runs:
         t = r.tables.get("comm")
         if t is None:
@@ -118,34 +117,33 @@ def comm_section(runs: Sequence[LoadedRun]) -> str:
         for name, label in (("lat_p50_s", "P50"), ("lat_p99_s", "P99"), ("predicted_s", "model")):
             y = col(t, name)
             if y is not None:
-                lat.append(Series(f"{r.label}: {label}", size, y * 1e6))
+                lat.append(Line(f"{r.label}: {label}", size, y * 1e6))
         y = col(t, "busbw_gbps")
         if y is not None:
-            bw.append(Series(r.label, size, y))
+            bw.append(Line(r.label, size, y))
     if lat:
-        out.append(
-            render_line(
-                Chart(
-                    "Collective latency vs size",
-                    "message size (bytes)",
-                    "latency (µs)",
-                    tuple(lat),
-                    log_x=True,
-                )
-            )
+        pal = palette.extended([s.name for s in lat])
+        spec = line_chart(
+            "Collective latency vs size",
+            "message size (bytes)",
+            "latency (µs)",
+            lat[:6],
+            pal,
+            x_log=True,
+            points=True,
         )
+        out.append(chart_div(spec, "Collective latency vs size"))
     if bw:
-        out.append(
-            render_line(
-                Chart(
-                    "Bus bandwidth vs size",
-                    "message size (bytes)",
-                    "bus bandwidth (GB/s, nccl-tests definition)",
-                    tuple(bw),
-                    log_x=True,
-                )
-            )
+        spec = line_chart(
+            "Bus bandwidth vs size",
+            "message size (bytes)",
+            "bus bandwidth (GB/s, nccl-tests definition)",
+            bw,
+            palette,
+            x_log=True,
+            points=True,
         )
+        out.append(chart_div(spec, "Bus bandwidth vs size"))
     for r in runs:
         fit = r.summary.get("fit")
         if not isinstance(fit, dict):
@@ -169,7 +167,7 @@ PLAN_PARTS = (
 )
 
 
-def plan_section(runs: Sequence[LoadedRun]) -> str:
+def plan_section(runs: Sequence[LoadedRun], palette: Palette) -> str:
     bars = []
     total = None
     for r in runs:
@@ -181,9 +179,10 @@ def plan_section(runs: Sequence[LoadedRun]) -> str:
                 total = (float(s["gpu_memory_gib"]), "GPU memory (CUDA total)")
     if not bars:
         return ""
-    return "<h2>Memory per GPU (plan)</h2>" + render_stacked_bar(
-        "Memory per GPU as the engine budgets it", "GiB", bars, total
-    )
+    title = "Memory per GPU as the engine budgets it"
+    pal = Palette(tuple(label for _k, label in PLAN_PARTS))  # parts, not runs, are coloured
+    spec = bar_chart(title, "memory per GPU (GiB)", bars, pal, total)
+    return "<h2>Memory per GPU (plan)</h2>" + chart_div(spec, title)
 
 
 def register() -> None:

@@ -5,8 +5,15 @@ table): :class:`LoadedRun` keeps each table it could read and a list of problems
 run directory holds raises: a ``summary.json`` that is not UTF-8, not JSON or not an object,
 a Parquet file that is garbage, a table of the wrong types, a server that exported no
 KV-cache gauge (llama.cpp without ``--metrics``, TGI, a proxy: the columns are all null)
-each become one line in :attr:`LoadedRun.problems` and the rest still renders. Only a path
-that is not a directory at all is an error.
+each become one line in :attr:`LoadedRun.problems` and the rest still renders.
+
+Two folders hold runs rather than being one: ``kvscope simulate --sweep ... --out DIR``
+writes one run directory per point (``DIR/max-num-seqs=32/``, no ``DIR/summary.json``) and
+is loaded as kind ``sweep``; ``kvscope bench --find-max-rate --out DIR`` writes a
+``summary.json`` with ``"search": "max_rate"`` and one run per probe (``DIR/probe_00_1/``),
+loaded as kind ``max-rate``. Their runs are :attr:`LoadedRun.children`. A path that is not
+a directory, and a folder with nothing of kvscope's in it (no summary, no table, no run
+below it), are errors.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from kvscope.errors import KvscopeError
 from kvscope.results import read_table
 from kvscope.validate import read_text
 
-#: Tables each run kind is expected to have (SPEC.md "Run directory").
+#: Tables each run kind writes (see ``kvscope.results.run_dir``).
 EXPECTED: dict[str, tuple[str, ...]] = {
     "simulate": ("requests", "steps"),
     "bench": ("requests", "server"),
@@ -35,6 +42,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
 }
 KNOWN_TABLES = (
     "requests",
+    "chunks",
     "steps",
     "server",
     "samples",
@@ -64,6 +72,7 @@ class LoadedRun:
     summary: dict[str, Any]
     tables: dict[str, pa.Table] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    children: list[LoadedRun] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -71,12 +80,62 @@ class LoadedRun:
 
 
 def load_run(path: str | Path) -> LoadedRun:
-    """Load a run directory; raises only when the path is not a directory at all."""
+    """Load a run directory (or a sweep / find-max-rate folder of them).
+
+    Raises when the path is not a directory, or holds nothing kvscope wrote.
+    """
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise KvscopeError(f"{p}: not a run directory (a file, not a folder).")
     if not p.is_dir():
         raise KvscopeError(f"{p}: not a run directory (no such folder).")
+    if not (p / "summary.json").exists():
+        points = _sweep_points(p)
+        if points:
+            return LoadedRun(p, "sweep", {}, children=[_load_one(d) for d in points])
+    run = _load_one(p)
+    if run.summary.get("search") == "max_rate":
+        run.kind = "max-rate"
+        run.problems = [x for x in run.problems if not x.endswith(".parquet is missing")]
+        probes = sorted(d for d in p.glob("probe_*") if (d / "summary.json").is_file())
+        run.children = [_load_one(d) for d in probes]
+    elif run.kind == "unknown" and not run.tables and run.problems == ["summary.json is missing"]:
+        raise KvscopeError(
+            f"{p}: holds no kvscope run (no summary.json, no tables, no run folders in it)."
+        )
+    return run
+
+
+def _sweep_points(p: Path) -> list[Path]:
+    """Sub-folders of ``p`` that are simulate runs (the points of a ``--sweep``)."""
+    out = []
+    try:
+        subs = sorted(d for d in p.iterdir() if d.is_dir())
+    except OSError:
+        return []
+    for d in subs:
+        try:
+            head = (d / "summary.json").read_text(encoding="utf-8", errors="replace")[:4096]
+        except OSError:
+            continue
+        if '"kind": "simulate"' in head or '"kind":"simulate"' in head:
+            out.append(d)
+    return sorted(out, key=_point_order)
+
+
+def _point_order(d: Path) -> list[tuple[float, str]]:
+    """Order ``block-size=8`` before ``block-size=16``: by each value, numeric if it is."""
+    key = []
+    for part in d.name.split(","):
+        value = part.partition("=")[2]
+        try:
+            key.append((float(value), ""))
+        except ValueError:
+            key.append((math.inf, value))
+    return key
+
+
+def _load_one(p: Path) -> LoadedRun:
     problems: list[str] = []
     summary = _read_summary(p, problems)
     kind = summary.get("kind")

@@ -14,26 +14,33 @@ from pathlib import Path
 
 from kvscope import __version__
 from kvscope.redact import redact_text
-from kvscope.report import sections
+from kvscope.report import headline, sections, sweeps
+from kvscope.report.charts import Palette
 from kvscope.report.loader import LoadedRun, load_run
+from kvscope.report.vega import page_script
 from kvscope.validate import writable_file, write_text_atomic
 
 CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1320px;color:#222}
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1360px;color:#222;
+padding:0 12px}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
-figure.plot{display:inline-block;margin:8px;vertical-align:top;width:640px}
-svg.chart{width:640px;height:290px;background:#fff;border:1px solid #eee}
-svg text{font-size:11px;fill:#333}svg text.title{font-size:13px;font-weight:600}
-.grid{stroke:#eee}.axis{stroke:#888}.ref{stroke:#c33;stroke-dasharray:4 3;fill:#c33}
-.mark{fill:#c33}.note{font-size:12px;color:#666;margin:2px 4px}
+figure.plot{display:inline-block;margin:8px 6px;vertical-align:top;min-width:640px}
+.note{font-size:12px;color:#666;margin:2px 4px}.lead{font-size:15px}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;
 text-align:right}td:first-child,th:first-child{text-align:left}
+section.headlines{display:flex;flex-wrap:wrap;gap:16px}
+table.headline caption{font-weight:600;text-align:left;padding:2px 0}
+table.headline th.fig{text-align:left;white-space:nowrap}
+table.headline td{font-variant-numeric:tabular-nums;white-space:nowrap}
+table.headline td.mean{text-align:left;color:#666;white-space:normal;font-size:12px}
 .problems{background:#fff6e5;border:1px solid #f0c36d;padding:4px 12px}
 pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:400px}
 """
 
 #: Extra sections by run kind; packages register theirs here (memtrace, comm, plan, ...).
-KIND_SECTIONS: dict[str, Callable[[Sequence[LoadedRun]], str]] = {}
+KIND_SECTIONS: dict[str, Callable[[Sequence[LoadedRun], Palette], str]] = {}
+#: Sweeps with more points than this show the comparison only (not every point's charts).
+MAX_SWEEP_RUNS = 5
 
 
 def build_report(run_dirs: Sequence[str | Path], title: str | None = None) -> str:
@@ -47,28 +54,48 @@ def render_report(runs: Sequence[LoadedRun], title: str | None = None) -> str:
     from kvscope.report import kinds as kind_sections
 
     kind_sections.register()
-    kinds = sorted({r.kind for r in runs})
+    shown: list[LoadedRun] = []  # runs whose own tables are drawn
+    points: set[int] = set()  # sweep points: their figures are in the sweep's table
+    folders: list[str] = []
+    for r in runs:
+        if r.kind == "sweep":
+            folders.append(sweeps.sweep_section(r, Palette(tuple(c.label for c in r.children))))
+            if len(r.children) <= MAX_SWEEP_RUNS:
+                shown.extend(r.children)
+                points.update(id(c) for c in r.children)
+        elif r.kind == "max-rate":
+            folders.append(sweeps.max_rate_section(r, Palette(())))
+        else:
+            shown.append(r)
+    drawn = sorted(shown, key=lambda r: r.kind in ("plan", "comm"))  # runs with lines first
+    palette = Palette(tuple(dict.fromkeys(r.label for r in drawn)))
+    kinds = list(dict.fromkeys(r.kind for r in shown))
     body = [
         f"<h1>{html.escape(title or 'kvscope report')}</h1>",
         f'<p class="note">{len(runs)} run(s): '
         + ", ".join(f"{html.escape(r.label)} ({html.escape(r.kind)})" for r in runs)
         + f"; kvscope {__version__}; generated {time.strftime('%Y-%m-%d %H:%M:%S')}</p>",
-        sections.problems_section(runs),
-        sections.summary_table(runs),
-        sections.latency_section(runs),
-        sections.timeseries_section(runs, "steps"),
-        sections.timeseries_section(runs, "server"),
+        sections.problems_section([*runs, *(c for r in runs for c in r.children)]),
+        headline.headline_section([r for r in shown if id(r) not in points]),
+        *folders,
+        sections.latency_section(shown, palette),
+        sections.timeseries_section(shown, "steps", palette),
+        sections.timeseries_section(shown, "server", palette),
     ]
     for kind in kinds:
         fn = KIND_SECTIONS.get(kind)
         if fn:
-            body.append(fn([r for r in runs if r.kind == kind]))
-    body.append(sections.config_section(runs))
+            body.append(fn([r for r in shown if r.kind == kind], palette))
+    body.append(headline.summary_details(shown))
+    body.append(sections.config_section(shown))
+    page = "".join(b for b in body if b)
+    if 'class="vl-chart' in page:
+        page += page_script()
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>"
         + html.escape(title or "kvscope report")
         + f"</title><style>{CSS}</style></head>"
-        "<body>" + "".join(b for b in body if b) + "</body></html>"
+        "<body>" + page + "</body></html>"
     )
 
 
