@@ -1,6 +1,13 @@
-"""``kvscope gpus``: the hardware catalogue."""
+"""``kvscope gpus``: the hardware catalogue and the price per GPU-hour each GPU is costed at.
+
+The price and its source come from :func:`kvscope.plan.prices.resolve_prices` with the same
+inputs as ``kvscope plan`` (``--gpu-hour-price``, ``--prices``, ``--provider`` and the
+per-user prices file), so what this lists is what a plan would use.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 
@@ -8,25 +15,55 @@ from kvscope.cli.output import print_json, stdout
 
 
 def gpus(
-    name: str = typer.Argument(None, help="Show one GPU (any common spelling)."),
+    name: str = typer.Argument(None, help="Show one GPU (any common spelling) [default: all]."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    gpu_hour_price: str | None = typer.Option(
+        None,
+        "--gpu-hour-price",
+        help="USD per GPU-hour: one number, or GPU=PRICE,GPU=PRICE [default: the prices file, "
+        "else kvscope's estimate].",
+    ),
+    prices_file: str | None = typer.Option(
+        None,
+        "--prices",
+        help="Prices file (YAML or .json; see `kvscope plan --help`) "
+        "[default: ~/.config/kvscope/prices.yaml if it exists].",
+    ),
+    provider: str | None = typer.Option(
+        None, "--provider", help="That provider's column of the prices file [default: none]."
+    ),
 ) -> None:
-    """List the GPUs kvscope knows: memory as the driver reports it, bandwidth, compute."""
+    """List the GPUs kvscope knows: memory as the driver reports it, bandwidth, compute, and
+    the USD per GPU-hour `kvscope plan` costs them at, with where that price comes from
+    (--gpu-hour-price > prices file > kvscope's default estimate)."""
     from rich.table import Table
 
+    from kvscope.plan.prices import resolve_prices
     from kvscope.specs.describe import describe_gpu
     from kvscope.specs.hardware import get_gpu, list_gpus
 
+    prices = resolve_prices(gpu_hour_price, prices_file, provider)
     # An empty name is looked up (and refused) rather than read as "list them all".
     one = name is not None
-    rows = [describe_gpu(get_gpu(name))] if one else [describe_gpu(g) for g in list_gpus()]
+    specs = [get_gpu(name)] if one else list(list_gpus())
+    rows: list[dict[str, Any]] = []
+    for g in specs:
+        row = describe_gpu(g)
+        p = prices.price(g)
+        row["gpu_hour_usd"] = None if p is None else p.usd_per_gpu_hour
+        row["gpu_hour_price_source"] = None if p is None else p.source
+        rows.append(row)
     if json_out:
         print_json(rows[0] if one else rows)
         return
     t = Table(title="GPU catalogue (dense tensor TFLOPS; memory as CUDA reports it)")
-    for col in ("name", "memory GiB", "HBM GB/s", "BF16", "FP8", "FP4", "NVLink GB/s/dir", "TDP W"):
+    cols = ("name", "memory GiB", "HBM GB/s", "BF16", "FP8", "FP4", "NVLink GB/s/dir", "TDP W")
+    for col in (*cols, "$/GPU-h"):
         t.add_column(col, justify="left" if col == "name" else "right")
+    # Each price cell carries the number of its source, listed under the table.
+    sources = list(dict.fromkeys(r["gpu_hour_price_source"] for r in rows))
     for r in rows:
+        usd, source = r["gpu_hour_usd"], r["gpu_hour_price_source"]
         t.add_row(
             r["name"],
             f"{r['memory_gib']:.2f}",
@@ -36,9 +73,18 @@ def gpus(
             _opt(r["fp4_dense_tflops"]),
             f"{r['nvlink_gbps_per_direction']:,.0f}",
             f"{r['tdp_w']:,.0f}",
+            "-" if usd is None else f"{usd:.2f} {_mark(sources.index(source))}",
         )
     stdout.print(t)
+    for i, source in enumerate(sources, 1):
+        text = source or "no price: pass --gpu-hour-price or --prices"
+        stdout.print(f"{_mark(i - 1)} USD per GPU-hour: {text}", markup=False)
 
 
 def _opt(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
+
+
+def _mark(i: int) -> str:
+    """A one-letter mark tying a price to its source line: a, b, c, ..."""
+    return chr(ord("a") + i) if i < 26 else str(i + 1)

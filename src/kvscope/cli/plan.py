@@ -13,35 +13,104 @@ import typer
 
 from kvscope.errors import KvscopeError
 
+#: Defaults the help states where the option itself defaults to "not given" (None); tests
+#: check them against kvscope.plan.config.DEFAULT_ENGINE_VERSION and
+#: kvscope.plan.performance.TYPICAL_CONTEXT_TOKENS (not imported here: start-up time).
+_VERSIONS = "vLLM 0.33.0, SGLang 0.5.23"
+_TYPICAL = "8,192"
+
 
 def plan(
-    model: str = typer.Option(..., "--model", help="Preset id/alias, config.json or folder."),
+    model: str = typer.Option(
+        ..., "--model", help="Model preset id or alias, a config.json, or a model folder."
+    ),
     gpu: str | None = typer.Option(
-        None, "--gpu", help="GPU name (see `kvscope gpus`); with --search, limits the search."
+        None,
+        "--gpu",
+        help="GPU name, any spelling `kvscope gpus` takes; required unless --search, where "
+        "it limits the search [default: every GPU].",
     ),
-    num_gpus: int | None = typer.Option(None, "--num-gpus", help="GPUs in all."),
-    tensor_parallel_size: int | None = typer.Option(None, "--tensor-parallel-size", "--tp"),
-    pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "--pp"),
-    data_parallel_size: int = typer.Option(1, "--data-parallel-size", "--dp"),
-    enable_expert_parallel: bool = typer.Option(False, "--enable-expert-parallel"),
+    num_gpus: int | None = typer.Option(
+        None,
+        "--num-gpus",
+        help="GPUs in all [default: TP x PP x DP]; with --search the only count tried "
+        "[default: 1, 2, 4, 8, 16].",
+    ),
+    tensor_parallel_size: int | None = typer.Option(
+        None,
+        "--tensor-parallel-size",
+        "--tp",
+        help="Tensor-parallel size [default: --num-gpus / (PP x DP), else 1].",
+    ),
+    pipeline_parallel_size: int = typer.Option(
+        1, "--pipeline-parallel-size", "--pp", help="Pipeline-parallel stages."
+    ),
+    data_parallel_size: int = typer.Option(
+        1, "--data-parallel-size", "--dp", help="Data-parallel replicas."
+    ),
+    enable_expert_parallel: bool = typer.Option(
+        False,
+        "--enable-expert-parallel",
+        help="MoE: split experts over TP x DP ranks [default: off].",
+    ),
     enable_dp_attention: bool = typer.Option(
-        False, "--enable-dp-attention", help="SGLang: attention data-parallel over --dp ranks."
+        False,
+        "--enable-dp-attention",
+        help="SGLang: attention data-parallel over --dp ranks [default: off].",
     ),
-    dtype: str | None = typer.Option(None, "--dtype", help="Model dtype (auto = config)."),
-    quantization: str | None = typer.Option(None, "--quantization"),
-    kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype"),
-    gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization"),
-    mem_fraction_static: float | None = typer.Option(None, "--mem-fraction-static"),
-    max_model_len: int | None = typer.Option(None, "--max-model-len"),
-    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs"),
-    max_num_batched_tokens: int | None = typer.Option(None, "--max-num-batched-tokens"),
-    block_size: int | None = typer.Option(None, "--block-size"),
+    dtype: str | None = typer.Option(
+        None, "--dtype", help="Model dtype [default: auto, the config's torch_dtype]."
+    ),
+    quantization: str | None = typer.Option(
+        None,
+        "--quantization",
+        help="Weight quantization, e.g. fp8 or awq [default: the config's, else none].",
+    ),
+    kv_cache_dtype: str | None = typer.Option(
+        None, "--kv-cache-dtype", help="KV cache dtype, e.g. fp8 [default: auto, the model's]."
+    ),
+    gpu_memory_utilization: float | None = typer.Option(
+        None,
+        "--gpu-memory-utilization",
+        help="vLLM: fraction of GPU memory the engine may use [default: 0.9].",
+    ),
+    mem_fraction_static: float | None = typer.Option(
+        None,
+        "--mem-fraction-static",
+        help="SGLang: fraction for weights and KV pool [default: SGLang's rule by GPU and TP].",
+    ),
+    max_model_len: int | None = typer.Option(
+        None,
+        "--max-model-len",
+        help="Longest request in tokens [default: the model's max_position_embeddings].",
+    ),
+    max_num_seqs: int | None = typer.Option(
+        None,
+        "--max-num-seqs",
+        help="Most requests running at once [default: the engine release's].",
+    ),
+    max_num_batched_tokens: int | None = typer.Option(
+        None,
+        "--max-num-batched-tokens",
+        help="Tokens per engine step, the prefill chunk [default: the engine release's].",
+    ),
+    block_size: int | None = typer.Option(
+        None, "--block-size", help="KV block (page) size in tokens [default: the engine's]."
+    ),
     kv_cache_memory_bytes: int | None = typer.Option(
-        None, "--kv-cache-memory-bytes", help="vLLM: KV budget in bytes (skips the profile)."
+        None,
+        "--kv-cache-memory-bytes",
+        help="vLLM: KV budget in bytes, skips the profile [default: from the memory fraction].",
     ),
-    engine: str = typer.Option("vllm", "--engine", help="vllm or sglang."),
-    engine_version: str | None = typer.Option(None, "--engine-version"),
-    enforce_eager: bool = typer.Option(False, "--enforce-eager", help="No CUDA graphs."),
+    engine: str = typer.Option("vllm", "--engine", help="Engine: vllm or sglang."),
+    engine_version: str | None = typer.Option(
+        None,
+        "--engine-version",
+        help=f"Engine release whose memory rules apply [default: {_VERSIONS}].",
+    ),
+    enforce_eager: bool = typer.Option(
+        False, "--enforce-eager", help="No CUDA graphs, so no CUDA-graph memory [default: off]."
+    ),
     cudagraph_memory: bool | None = typer.Option(
         None,
         "--cudagraph-memory/--no-cudagraph-memory",
@@ -53,19 +122,44 @@ def plan(
         help="vLLM samples with FlashInfer (VLLM_USE_FLASHINFER_SAMPLER; default by release).",
     ),
     context: int | None = typer.Option(
-        None, "--context", help="Context length for the max-num-seqs advice (kvscope option)."
+        None,
+        "--context",
+        help="Tokens per request for the --max-num-seqs advice [default: --max-model-len].",
     ),
     search: bool = typer.Option(
-        False, "--search", help="Rank (GPU, count, TP/PP/DP/EP, KV dtype) by $/M output tokens."
+        False,
+        "--search",
+        help="Rank (GPU, count, TP/PP/DP/EP, KV dtype) by $/M output tokens [default: off].",
     ),
     target_context: int | None = typer.Option(
-        None, "--target-context", help="Tokens per request for --search and the throughput figures."
+        None,
+        "--target-context",
+        help="Prompt + output tokens per request that the speed and $/M-token figures assume, "
+        "and --search ranks at [default: --context, else --max-model-len capped at "
+        f"{_TYPICAL}; --search: {_TYPICAL}].",
     ),
     target_concurrency: int | None = typer.Option(
-        None, "--target-concurrency", help="Requests served at once (all replicas)."
+        None,
+        "--target-concurrency",
+        help="Requests served at once, all replicas; required by --search [default: as many "
+        "as the KV cache holds, capped by --max-num-seqs].",
     ),
-    gpu_hour_price: float | None = typer.Option(
-        None, "--gpu-hour-price", help="USD per GPU-hour (default: indicative list price)."
+    gpu_hour_price: str | None = typer.Option(
+        None,
+        "--gpu-hour-price",
+        help="USD per GPU-hour: one number for every GPU, or GPU=PRICE,GPU=PRICE; beats "
+        "--prices [default: the prices file, else kvscope's estimate in `kvscope gpus`].",
+    ),
+    prices_file: str | None = typer.Option(
+        None,
+        "--prices",
+        help="Prices file (YAML or .json): 'gpus: {H100: 2.49}' and optional 'providers: "
+        "{NAME: {H100: 2.1}}' [default: ~/.config/kvscope/prices.yaml if it exists].",
+    ),
+    provider: str | None = typer.Option(
+        None,
+        "--provider",
+        help="Take this provider's column of the prices file first [default: the file's gpus].",
     ),
     hbm_efficiency: float = typer.Option(
         0.8, "--hbm-efficiency", help="Achievable fraction of HBM bandwidth (kvscope option)."
@@ -76,22 +170,35 @@ def plan(
     comm_run: str | None = typer.Option(
         None,
         "--comm-run",
-        help="A `kvscope comm bench` run directory: use its fitted link for TP all-reduces.",
+        help="A `kvscope comm bench` run directory: its fitted link for TP all-reduces "
+        "(warns when it is not the GPU's link) [default: the catalogue's NVLink/PCIe].",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object [default: off]."),
     out: str | None = typer.Option(
-        None, "--out", help="Also write a run directory (summary.json, kind plan)."
+        None, "--out", help="Also write a run directory (summary.json, kind plan) [default: none]."
     ),
-    force: bool = typer.Option(False, "--force", help="Replace --out when it already holds a run."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace --out when it already holds a run [default: off]."
+    ),
 ) -> None:
-    """Predict the weights, KV cache and concurrency vLLM/SGLang will report, per GPU."""
+    """Predict the weights, KV cache and concurrency vLLM/SGLang will report, per GPU.
+
+    Speed and cost figures assume --target-context tokens per request (default: the
+    max-model-len capped at 8,192) and say so next to each figure. The price per GPU-hour
+    of each GPU is the first that names it: --gpu-hour-price, then the prices file
+    (--prices, else $XDG_CONFIG_HOME/kvscope/prices.yaml or ~/.config/kvscope/prices.yaml
+    when it exists), then kvscope's default estimate (`kvscope gpus` lists each price with
+    its source). The output says which price it used and where it came from.
+    """
     from kvscope.plan.advice import advise
     from kvscope.plan.config import EngineConfig, Parallelism, resolve_parallel
     from kvscope.plan.memory import plan_memory
+    from kvscope.plan.prices import resolve_prices
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
 
     _check_request_flags(context, target_context, target_concurrency)
+    prices = resolve_prices(gpu_hour_price, prices_file, provider)
     if search and out is not None:
         raise KvscopeError(
             "--out writes the run of one plan; --search ranks many and writes none.",
@@ -133,7 +240,7 @@ def plan(
             eng,
             target_context,
             target_concurrency,
-            gpu_hour_price,
+            prices,
             eff,
             as_json,
         )
@@ -177,18 +284,21 @@ def plan(
         gpu_spec,
         par,
         memory,
-        target_context or context,
+        target_context,
         target_concurrency,
-        gpu_hour_price,
+        prices,
         eff,
         comm_run,
+        context,
     )
+    _warn(perf.warnings)
     if as_json or out:
         from kvscope.cli.output import print_json, to_jsonable
 
         doc: dict[str, Any] = to_jsonable(memory)
         doc["advice"] = to_jsonable(advice)
         doc.update(plan_perf.performance_json(perf))
+        doc["warnings"] = [*doc.get("warnings", ()), *perf.warnings]
         if out:
             from kvscope.results import RunDir
 
@@ -202,7 +312,9 @@ def plan(
         if as_json:
             print_json(doc)
             return
-    _print_table(memory, advice)
+    from kvscope.cli.plan_table import print_memory_table
+
+    print_memory_table(memory, advice)
     from kvscope.cli.output import stdout
 
     stdout.print(plan_perf.performance_table(perf))
@@ -254,23 +366,36 @@ def _search(
     eng: Any,
     target_context: int | None,
     target_concurrency: int | None,
-    gpu_hour_price: float | None,
+    prices: Any,
     eff: Any,
     as_json: bool,
 ) -> None:
     from kvscope.cli import plan_perf
     from kvscope.cli.output import print_json, stdout
+    from kvscope.plan.performance import TYPICAL_CONTEXT_TOKENS
     from kvscope.specs.hardware import get_gpu
 
-    if target_context is None or target_concurrency is None:
+    if target_concurrency is None:
         raise KvscopeError(
-            "--search needs --target-context and --target-concurrency.",
+            "--search needs --target-concurrency.",
             "For example: --search --target-context 8192 --target-concurrency 64.",
         )
+    source = "--target-context"
+    if target_context is None:
+        target_context = TYPICAL_CONTEXT_TOKENS
+        source = f"default: typical context {TYPICAL_CONTEXT_TOKENS:,}"
     gpus = [get_gpu(gpu)] if gpu is not None else None
     counts = (num_gpus,) if num_gpus else (1, 2, 4, 8, 16)
     res = plan_perf.run_search(
-        spec, gpus, target_context, target_concurrency, gpu_hour_price, eng, eff, counts=counts
+        spec,
+        gpus,
+        target_context,
+        target_concurrency,
+        prices,
+        eng,
+        eff,
+        counts=counts,
+        context_source=source,
     )
     warnings = eng.version_warnings()
     if as_json:
@@ -285,65 +410,3 @@ def _search(
         )
     _warn(warnings)
     stdout.print(plan_perf.search_table(res))
-
-
-def _print_table(memory: Any, advice: Any) -> None:
-    from rich.table import Table
-
-    from kvscope.cli.output import stdout
-
-    title = (
-        f"{memory.model} on {memory.gpu}, {memory.engine} {memory.engine_version}, "
-        f"TP{memory.tp} PP{memory.pp} DP{memory.dp}{' EP' if memory.ep else ''}"
-    )
-    t = Table(title=title, show_header=True)
-    t.add_column("per GPU (rank 0)")
-    t.add_column("value", justify="right")
-    frac = "gpu_memory_utilization" if memory.engine == "vllm" else "mem_fraction_static"
-    rows = [
-        ("GPU memory (CUDA total)", f"{memory.gpu_memory_gib:.2f} GiB"),
-        (
-            f"budget ({frac} {memory.budget_fraction}; {memory.budget_source})",
-            f"{memory.budget_gib:.2f} GiB",
-        ),
-        ("weights", f"{memory.weights_gib:.2f} GiB"),
-        ("activation peak (profiling pass)", f"{memory.activation_peak_gib:.2f} GiB"),
-        ("non-torch (CUDA context, NCCL)", f"{memory.non_torch_gib:.2f} GiB"),
-        (
-            "CUDA graphs"
-            + (" (subtracted)" if memory.cudagraph_subtracted else " (not subtracted)"),
-            f"{memory.cudagraph_gib:.2f} GiB",
-        ),
-        ("KV cache", f"{memory.kv_cache_gib:.2f} GiB"),
-        ("KV bytes per token", f"{memory.kv_bytes_per_token:,.0f} B"),
-        ("block size / KV groups", f"{memory.block_size} tokens / {memory.num_kv_groups}"),
-        ("GPU blocks (min over ranks)", f"{memory.num_gpu_blocks:,}"),
-        ("KV cache size (as logged)", f"{memory.kv_tokens:,} tokens"),
-        (f"max concurrency at {memory.max_model_len:,} tokens", f"{memory.max_concurrency:.2f}x"),
-        ("largest --max-model-len that fits", f"{advice.largest_max_model_len:,} tokens"),
-        (
-            f"--max-num-seqs sustained at {advice.context_tokens:,} tokens",
-            f"{advice.max_num_seqs_at_context:,}",
-        ),
-    ]
-    if advice.fp8_kv_gain:
-        rows.append(
-            (
-                "with --kv-cache-dtype fp8",
-                f"{advice.fp8_kv_tokens:,} tokens ({advice.fp8_kv_gain:.2f}x)",
-            )
-        )
-    if advice.dp_attention_gain:
-        rows.append(
-            (
-                "with data-parallel attention (per replica)",
-                f"{advice.dp_attention_tokens_per_replica:,} tokens "
-                f"({advice.dp_attention_gain:.2f}x)",
-            )
-        )
-    for name, value in rows:
-        t.add_row(name, value)
-    stdout.print(t)
-    for w in advice.warnings:
-        stdout.print(f"[yellow]warning:[/] {w}")
-    stdout.print(f"command: {advice.command}")

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from kvscope.plan.config import EngineConfig, Parallelism
     from kvscope.plan.memory import MemoryPlan
     from kvscope.plan.performance import Performance
+    from kvscope.plan.prices import Prices
     from kvscope.plan.roofline import Efficiency
     from kvscope.plan.search import SearchResult
     from kvscope.specs.hardware import GPUSpec
@@ -41,35 +42,44 @@ def plan_performance(
     mem: MemoryPlan,
     target_context: int | None = None,
     target_concurrency: int | None = None,
-    gpu_hour_price: float | None = None,
+    gpu_hour_price: float | Prices | None = None,
     eff: Efficiency | None = None,
     comm_run: str | None = None,
+    context: int | None = None,
 ) -> Performance:
     """Roofline, communication and cost for a planned deployment.
 
     ``comm_run``: a ``kvscope comm bench`` run directory whose fitted alpha-beta link
-    replaces the catalogue's tensor-parallel link.
+    replaces the catalogue's tensor-parallel link (with a warning in the result when it is
+    not the planned GPU's interconnect).
 
-    The context is ``--target-context`` or, failing that, ``--max-model-len``; the prefill
-    chunk is ``--max-num-batched-tokens`` (the engine's chunked-prefill size).
+    The context per request is ``--target-context``, else ``--context``, else
+    ``--max-model-len`` capped at a typical 8,192 tokens
+    (:func:`kvscope.plan.performance.figure_context`); the prefill chunk is
+    ``--max-num-batched-tokens`` (the engine's chunked-prefill size).
     """
-    from kvscope.plan.performance import performance
+    import dataclasses
 
-    context = target_context or mem.max_model_len
-    batch = serving_batch(mem, context, target_concurrency, par.dp)
-    chunk = max(1, min(mem.max_num_batched_tokens, context))
-    return performance(
+    from kvscope.plan.performance import figure_context, performance
+
+    ctx, ctx_source = figure_context(target_context, context, mem.max_model_len)
+    batch = serving_batch(mem, ctx, target_concurrency, par.dp)
+    chunk = max(1, min(mem.max_num_batched_tokens, ctx))
+    link, warning = measured_link(comm_run, par.tp, gpu) if comm_run else (None, None)
+    perf = performance(
         model,
         gpu,
         par,
         batch,
-        context,
+        ctx,
         kv_dtype=mem.kv_cache_dtype,
         prefill_chunk=chunk,
         gpu_hour_price=gpu_hour_price,
         eff=eff,
-        link=measured_link(comm_run, par.tp) if comm_run else None,
+        link=link,
+        context_source=ctx_source,
     )
+    return dataclasses.replace(perf, warnings=(warning,)) if warning else perf
 
 
 def performance_json(perf: Performance) -> dict[str, Any]:
@@ -143,17 +153,19 @@ def performance_table(perf: Performance) -> Table:
         f"{_ms(cd.total_s)} over {perf.link.name or 'no link'}",
     )
     usd = c.usd_per_million_tokens
+    at = f"at {c.context_tokens:,} tokens/request" if c.context_tokens else ""
     tab.add_row(
         "cost",
         f"${usd:,.3f} / M tokens" if usd is not None else "n/a",
-        f"{c.num_gpus} x ${c.gpu_hour_usd:.2f}/h = ${c.usd_per_hour:,.2f}/h"
-        + (" (your price)" if c.price_source.startswith("--") else " (default price)"),
+        f"{at} ({c.context_source}); {c.num_gpus} x ${c.gpu_hour_usd:.2f}/h = "
+        f"${c.usd_per_hour:,.2f}/h",
     )
+    tab.add_row("price per GPU-hour", f"${c.gpu_hour_usd:.2f}", c.price_source)
     kwh = c.kwh_per_million_tokens
     tab.add_row(
         "energy",
         f"{kwh:,.3f} kWh / M tokens" if kwh is not None else "n/a",
-        f"{c.power_w:,.0f} W at TDP, GPUs only",
+        f"{at}; {c.power_w:,.0f} W at TDP, GPUs only",
     )
     eff = r.efficiency
     tab.caption = (
@@ -168,13 +180,15 @@ def run_search(
     gpus: list[GPUSpec] | None,
     target_context: int,
     target_concurrency: int,
-    gpu_hour_price: float | None,
+    gpu_hour_price: float | Prices | None,
     engine: EngineConfig,
     eff: Efficiency | None = None,
     counts: tuple[int, ...] = (1, 2, 4, 8, 16),
     top: int = 20,
+    context_source: str = "--target-context",
 ) -> SearchResult:
-    """``kvscope plan --search``: rank deployments by $/M output tokens."""
+    """``kvscope plan --search``: rank deployments by $/M output tokens at
+    ``target_context`` tokens per request."""
     from kvscope.plan.search import search
 
     return search(
@@ -188,6 +202,7 @@ def run_search(
         eff=eff,
         engine=engine,
         top=top,
+        context_source=context_source,
     )
 
 
@@ -224,12 +239,14 @@ def search_table(res: SearchResult) -> Table:
             f"{c.comm_share:.0%}",
             f"{c.usd_per_million_tokens:.3f}",
         )
-    price = "--gpu-hour-price" if res.candidates and res.price_overridden else "default prices"
+    used = {c.gpu: (c.gpu_hour_usd, c.price_source) for c in res.candidates}
+    prices = "; ".join(f"{g} ${usd:.2f}/h ({src})" for g, (usd, src) in used.items())
     tab.caption = (
         f"{res.evaluated:,} configurations costed in {res.seconds * 1e3:.1f} ms; "
         f"{res.feasible:,} fit the quick memory check; {res.engine_checked} checked against "
         f"the engine budget ({res.engine_rejected} rejected). KV GiB is the engine's whole KV "
-        f"budget. Cost at {price}."
+        f"budget. Ranked and costed at {res.target_context:,} tokens per request "
+        f"({res.context_source or '--target-context'}). Prices per GPU-hour: {prices or 'none'}."
     )
     return tab
 
@@ -242,11 +259,13 @@ def search_json(res: SearchResult) -> dict[str, Any]:
     return out
 
 
-def measured_link(run_dir: str, tp: int) -> Any:
-    """The tensor-parallel all-reduce link fitted by a ``kvscope comm bench`` run.
+def measured_link(run_dir: str, tp: int, gpu: GPUSpec | None = None) -> tuple[Any, str | None]:
+    """The tensor-parallel all-reduce link fitted by a ``kvscope comm bench`` run, and a
+    warning when it is not ``gpu``'s interconnect (:func:`kvscope.plan.comm.link_mismatch`).
 
     The run's ``summary.json`` is read as UTF-8 JSON and its fitted ``alpha_s`` and
     ``beta_s_per_byte`` must be finite and non-negative: anything else is one error line.
+    The backend is the run's ``config.backend`` (else ``environment.backend``).
     """
     from pathlib import Path
 
@@ -264,4 +283,18 @@ def measured_link(run_dir: str, tp: int) -> Any:
         raise KvscopeError(not_comm, "Pass the --out directory of `kvscope comm bench`.")
     alpha = finite(fit.get("alpha_s"), f"{path}: fit.alpha_s", low=0.0)
     beta = finite(fit.get("beta_s_per_byte"), f"{path}: fit.beta_s_per_byte", low=0.0)
-    return to_link_model(AlphaBeta(alpha, beta), "all_reduce", tp, f"measured ({run_dir})")
+    link = to_link_model(AlphaBeta(alpha, beta), "all_reduce", tp, f"measured ({run_dir})")
+    if gpu is None:
+        return link, None
+    from kvscope.plan.comm import link_mismatch
+
+    def section(key: str) -> dict[str, Any]:
+        value = summary.get(key)
+        return value if isinstance(value, dict) else {}
+
+    env = section("environment")
+    backend = section("config").get("backend") or env.get("backend") or "an unknown backend"
+    cuda = env.get("cuda_available")
+    return link, link_mismatch(
+        gpu, tp, str(backend), cuda if isinstance(cuda, bool) else None, link.bandwidth
+    )

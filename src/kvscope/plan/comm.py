@@ -81,6 +81,33 @@ class LinkModel:
         return cls(alpha_s, 1.0 / gpu.pcie_bandwidth, f"PCIe Gen{gpu.pcie_gen}")
 
 
+#: A measured link below this fraction of the planned GPU's catalogue link is "far below" it.
+LINK_MISMATCH_FRACTION = 0.5
+
+
+def link_mismatch(
+    gpu: GPUSpec, group: int, backend: str, cuda: bool | None, measured_bytes_per_s: float
+) -> str | None:
+    """A warning when a measured link (``kvscope comm bench``) is not the planned GPU's.
+
+    It is: the ``gloo`` backend or ranks without CUDA (CPU memory over sockets), or a
+    bandwidth under :data:`LINK_MISMATCH_FRACTION` of the link :meth:`LinkModel.for_gpu`
+    gives a group of ``group`` GPUs. Bandwidths are per direction, bytes per second.
+    """
+    planned = LinkModel.for_gpu(gpu, group)
+    on_cpu = backend.lower() == "gloo" or cuda is False
+    slow = measured_bytes_per_s < LINK_MISMATCH_FRACTION * planned.bandwidth
+    if not (on_cpu or slow):
+        return None
+    where = f"{backend} on CPU" if on_cpu else backend
+    return (
+        f"the --comm-run link was measured with {where} at {measured_bytes_per_s / 1e9:,.2f} "
+        f"GB/s; the plan is for {gpu.name} {planned.name} at {planned.bandwidth / 1e9:,.0f} "
+        "GB/s per direction. The measured link is used as given; measure on the planned GPUs "
+        "(`kvscope comm bench --backend nccl`) for a like-for-like figure."
+    )
+
+
 def ring_allreduce_bytes(message_bytes: float, n: int) -> float:
     """Bytes one rank sends in a ring all-reduce of ``message_bytes`` over ``n`` ranks."""
     return 2.0 * (n - 1) / n * message_bytes if n > 1 else 0.0

@@ -20,9 +20,32 @@ from kvscope.errors import KvscopeError
 from kvscope.plan.comm import DEFAULT_ALPHA_S, CommStep, LinkModel, comm_volume
 from kvscope.plan.config import Parallelism
 from kvscope.plan.cost import Cost, cost
+from kvscope.plan.prices import Prices
 from kvscope.plan.roofline import Efficiency, Roofline, StepBound, decode_bound, roofline
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
+
+#: The context per request (prompt + output tokens) speed and cost figures assume when none
+#: is given: chat and RAG requests mostly hold a few thousand tokens, so 8,192 covers them
+#: with headroom, where the model's maximum (128K and more) would price a rare worst case.
+TYPICAL_CONTEXT_TOKENS = 8192
+
+
+def figure_context(
+    target_context: int | None, context: int | None, max_model_len: int
+) -> tuple[int, str]:
+    """(tokens per request, where that comes from) for the throughput and cost figures:
+    ``--target-context``, else ``--context``, else ``max_model_len`` capped at
+    :data:`TYPICAL_CONTEXT_TOKENS` (never silently the maximum)."""
+    if target_context is not None:
+        return target_context, "--target-context"
+    if context is not None:
+        return context, "--context"
+    if max_model_len <= TYPICAL_CONTEXT_TOKENS:
+        return max_model_len, f"default: --max-model-len {max_model_len:,}"
+    return TYPICAL_CONTEXT_TOKENS, (
+        f"default: typical {TYPICAL_CONTEXT_TOKENS:,}, not the max-model-len {max_model_len:,}"
+    )
 
 
 @dataclass(frozen=True)
@@ -49,6 +72,8 @@ class Performance:
     comm_prefill: CommStep
     link: LinkModel
     cost: Cost
+    #: Caveats about the inputs (e.g. a measured link that is not the planned GPU's).
+    warnings: tuple[str, ...] = ()
 
 
 def performance(
@@ -59,14 +84,16 @@ def performance(
     context: int,
     kv_dtype: str | None = None,
     prefill_chunk: int = 2048,
-    gpu_hour_price: float | None = None,
+    gpu_hour_price: float | Prices | None = None,
     eff: Efficiency | None = None,
     alpha_s: float = DEFAULT_ALPHA_S,
     link: LinkModel | None = None,
+    context_source: str = "",
 ) -> Performance:
     """Roofline, communication and cost of ``par`` serving ``batch`` sequences per replica
     at ``context`` tokens each. ``link`` overrides the catalogue's tensor-parallel link
-    (e.g. one fitted by ``kvscope comm bench``)."""
+    (e.g. one fitted by ``kvscope comm bench``); ``context_source`` says where ``context``
+    comes from, for the cost section."""
     if batch < 1:
         raise KvscopeError(
             f"serving batch must be at least 1, got {batch}.",
@@ -106,7 +133,14 @@ def performance(
         comm_decode=comm_d,
         comm_prefill=comm_p,
         link=link,
-        cost=cost(gpu, par.world_size, total, gpu_hour_price),
+        cost=cost(
+            gpu,
+            par.world_size,
+            total,
+            gpu_hour_price,
+            context_tokens=context,
+            context_source=context_source,
+        ),
     )
 
 
@@ -196,5 +230,7 @@ def sections(perf: Performance) -> dict[str, dict[str, Any]]:
             "usd_per_million_tokens": c.usd_per_million_tokens,
             "power_w": c.power_w,
             "kwh_per_million_tokens": c.kwh_per_million_tokens,
+            "context_tokens": c.context_tokens,
+            "context_source": c.context_source,
         },
     }

@@ -41,8 +41,8 @@ from kvscope.plan.comm import (
     step_comm_seconds,
 )
 from kvscope.plan.config import MAX_GPUS, MAX_TOKENS, EngineConfig, Parallelism
-from kvscope.plan.cost import DEFAULT_GPU_HOUR_USD, check_price
 from kvscope.plan.memory import plan_memory
+from kvscope.plan.prices import Prices, check_price
 from kvscope.plan.roofline import Efficiency
 from kvscope.plan.step_costs import (
     attention_flops,
@@ -88,6 +88,9 @@ class Candidate:
     comm_share: float
     usd_per_hour: float
     usd_per_million_tokens: float
+    #: The price per GPU-hour used and where it comes from (:mod:`kvscope.plan.prices`).
+    gpu_hour_usd: float = 0.0
+    price_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,8 @@ class SearchResult:
     check_seconds: float
     price_overridden: bool
     candidates: tuple[Candidate, ...]
+    #: Where ``target_context`` (the context every candidate is ranked at) comes from.
+    context_source: str = "--target-context"
 
 
 @dataclass(frozen=True)
@@ -256,7 +261,7 @@ def search(
     gpus: Sequence[GPUSpec] | None = None,
     counts: Sequence[int] = (1, 2, 4, 8, 16),
     kv_dtypes: Sequence[str] | None = None,
-    gpu_hour_price: float | None = None,
+    gpu_hour_price: float | Prices | None = None,
     mem_utilization: float = 0.9,
     eff: Efficiency | None = None,
     alpha_s: float = DEFAULT_ALPHA_S,
@@ -264,11 +269,14 @@ def search(
     engine: EngineConfig | None = None,
     check: EngineCheck | None = None,
     max_checks: int = 2000,
+    context_source: str = "--target-context",
 ) -> SearchResult:
     """Rank feasible deployments of ``model`` by USD per million output tokens.
 
-    ``gpu_hour_price`` overrides the per-GPU default table for every GPU (useful with one
-    ``gpus`` entry). GPUs with no default price are skipped unless a price is given.
+    ``gpu_hour_price``: one price for every GPU, or the resolved
+    :class:`~kvscope.plan.prices.Prices` (per GPU: flag > prices file > kvscope's default
+    estimate). GPUs with no price are skipped. Every candidate is ranked, and its
+    $/M tokens stated, at ``target_context`` tokens per request.
     ``engine`` (default vLLM, its default version) decides the exact memory budget the
     cheapest candidates are checked against; ``check`` replaces that check altogether.
     """
@@ -278,13 +286,17 @@ def search(
         count(n, "--num-gpus", low=1, high=MAX_GPUS)
     if not 0.0 < mem_utilization <= 1.0:
         raise KvscopeError(f"memory utilization must be in (0, 1], got {mem_utilization}.")
-    if gpu_hour_price is not None:
-        gpu_hour_price = check_price(gpu_hour_price)
+    if isinstance(gpu_hour_price, Prices):
+        prices = gpu_hour_price
+    elif gpu_hour_price is not None:
+        prices = Prices(every_gpu=check_price(gpu_hour_price))
+    else:
+        prices = Prices()
     e = eff or Efficiency()
     start = time.perf_counter()
     pool = list(gpus) if gpus is not None else list(list_gpus())
-    if gpu_hour_price is None:
-        pool = [g for g in pool if g.name in DEFAULT_GPU_HOUR_USD]
+    priced = {g.name: p for g in pool if (p := prices.price(g)) is not None}
+    pool = [g for g in pool if g.name in priced]
     if not pool:
         raise KvscopeError("no GPU to search.", "Name a catalogue GPU (see `kvscope gpus`).")
     kvs = sorted({resolve_kv_dtype(k, model.dtype) for k in (kv_dtypes or (model.dtype, "fp8"))})
@@ -298,12 +310,7 @@ def search(
     mem = np.array([x.memory_bytes for x in pool], dtype=float)[g.gpu_idx]
     bw = np.array([x.hbm_bandwidth for x in pool], dtype=float)[g.gpu_idx]
     peak = np.array([x.flops("fp8") if c.fp8_compute else x.bf16_flops for x in pool])[g.gpu_idx]
-    price = np.array(
-        [
-            gpu_hour_price if gpu_hour_price is not None else DEFAULT_GPU_HOUR_USD[x.name]
-            for x in pool
-        ]
-    )[g.gpu_idx]
+    price = np.array([priced[x.name].usd_per_gpu_hour for x in pool])[g.gpu_idx]
 
     # Per-(KV dtype, TP) KV bytes at the target context, gathered by index.
     tps = sorted({s[0] for s in shapes})
@@ -382,6 +389,8 @@ def search(
                 comm_share=float(comm_s[j] / stage[j]),
                 usd_per_hour=float(usd_h[j]),
                 usd_per_million_tokens=float(usd_m[j]),
+                gpu_hour_usd=priced[gpu.name].usd_per_gpu_hour,
+                price_source=priced[gpu.name].source,
             )
         )
     check_s = time.perf_counter() - start - elapsed
@@ -396,6 +405,7 @@ def search(
         engine_checked=checked,
         engine_rejected=checked - len(cands),
         check_seconds=check_s,
-        price_overridden=gpu_hour_price is not None,
+        price_overridden=prices.overridden,
         candidates=tuple(cands),
+        context_source=context_source,
     )
