@@ -2,23 +2,38 @@
 #   make run   - create .venv, install kvscope, run the main job on built-in defaults
 #   make test  - create .venv, install with test extras and system test tools,
 #                run ruff, mypy and pytest
+# and one for the torch-backed commands (comm, memtrace record) on a box without a GPU:
+#   make install-torch-cpu - a CPU-only torch (scripts/install_torch_cpu.sh: it refuses the
+#                CUDA build pip's default index serves on Linux x86_64; pass PyTorch's
+#                CPU-only wheel index as TORCH_INDEX_URL=... where pip is not set up with it)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TESTSTAMP := $(VENV)/.installed-test
 SYSSTAMP  := $(VENV)/.installed-system
+TORCHSTAMP := $(VENV)/.installed-torch-cpu
+# The torch the tests run on (comm, memtrace): its CPU build, installed first, so that the
+# [torch] extra below finds it there and pip never reaches for the CUDA build.
+TORCH_VERSION   ?= 2.13.0
+TORCH_INDEX_URL ?=
 
-.PHONY: install install-test system-deps run test lint typecheck pytest clean
+.PHONY: install install-test install-torch-cpu system-deps run test lint typecheck pytest clean
 
+# [nvml]: nvidia-ml-py, pure Python and small, so `kvscope watch --nvml` works after
+# `make run` (on a GPU-less box it says "NVML not available: ..." and goes on).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[nvml]'
 	touch $(STAMP)
 
-# torch 2.13.0 is pinned so pip takes the CPU wheel (comm and memtrace tests run on CPU).
-$(TESTSTAMP): $(STAMP) pyproject.toml
-	$(PY) -m pip install -q -e '.[test]' 'torch==2.13.0'
+$(TORCHSTAMP): $(STAMP) scripts/install_torch_cpu.sh
+	PY="$(PY)" TORCH_VERSION="$(TORCH_VERSION)" TORCH_INDEX_URL="$(TORCH_INDEX_URL)" \
+		bash scripts/install_torch_cpu.sh
+	touch $(TORCHSTAMP)
+
+$(TESTSTAMP): $(STAMP) $(TORCHSTAMP) pyproject.toml
+	$(PY) -m pip install -q -e '.[test,torch]'
 	touch $(TESTSTAMP)
 
 $(SYSSTAMP): $(STAMP) scripts/install_system_deps.sh scripts/build_llama_server.sh
@@ -27,13 +42,14 @@ $(SYSSTAMP): $(STAMP) scripts/install_system_deps.sh scripts/build_llama_server.
 
 install: $(STAMP)
 install-test: $(TESTSTAMP) $(SYSSTAMP)
+install-torch-cpu: $(TORCHSTAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/kvscope demo
 
 lint: $(TESTSTAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/ruff format --check src tests benchmarks scripts
 
 typecheck: $(TESTSTAMP)
 	$(VENV)/bin/mypy

@@ -72,7 +72,9 @@ def test_watch_nvml_without_driver_prints_one_line_and_still_samples_engines(
     )
     assert out.returncode == 0, out.stderr
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("kvscope watch: NVML sampling is off:")
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("kvscope watch: warning: NVML not available: ")
+    assert lines[1].startswith("kvscope watch: warning: finished with faults: NVML not available")
     summary = json.loads(out.stdout)
     assert summary["gpus"] == 0 and summary["samples"] > 0
     assert any(k.endswith("/kv_cache_usage_ratio") for k in summary["waveforms"])

@@ -17,8 +17,15 @@ if TYPE_CHECKING:
 
     from kvscope.telemetry.watch import Watch
 
-#: Highest sampling rate: 10 Hz (the SPEC asks for 100 ms sampling when diagnosing).
+#: Highest sampling rate: 10 Hz (100 ms sampling is what diagnosing a KV-cache spike needs).
 MIN_INTERVAL_S = 0.1
+
+
+class WatchFailed(KvscopeError):
+    """The watch could not get (or keep) what it was asked for: exit 1, not a usage error."""
+
+    exit_code = 1
+
 
 _SHOWN = (
     ("gpu_memory_used_bytes", "mem used GiB", 2**-30),
@@ -120,13 +127,31 @@ def watch(
 
         pack = load_pack(None if str(rules) == "default" else rules)
     gpus: GpuSampler | None = None
+    nvml_problem: NvmlUnavailable | None = None
     if nvml_replay is not None:
-        gpus = GpuSampler(open_replay(nvml_replay))
+        try:
+            gpus = GpuSampler(open_replay(nvml_replay))
+        except NvmlUnavailable as err:  # a recording of a host without driver or GPU
+            nvml_problem = err
     elif nvml:
         try:
             gpus = GpuSampler(Nvml.open())
         except NvmlUnavailable as err:
-            sys.stderr.write(f"kvscope watch: {err.one_line()}\n")
+            nvml_problem = err
+    if gpus is not None and gpus.nvml.device_count == 0:
+        nvml_problem, gpus = NvmlUnavailable("NVML sees no GPU on this machine"), None
+    if nvml_problem is not None:
+        # Told at once, before the first sample: a GPU watch without GPUs is not a success.
+        if not engine:
+            raise WatchFailed(
+                f"{nvml_problem.message}; nothing else to watch.",
+                nvml_problem.hint or "Watch an engine too: --engine URL.",
+            )
+        hint = f" ({nvml_problem.hint})" if nvml_problem.hint else ""
+        sys.stderr.write(
+            f"kvscope watch: warning: {nvml_problem.message}; GPU metrics will be missing{hint}.\n"
+        )
+        sys.stderr.flush()
     if gpus is None and not engine:
         raise KvscopeError("nothing to watch.", "Pass --nvml and/or --engine URL.")
     live: Any = None
@@ -192,14 +217,44 @@ def watch(
         print_json(summary)
     else:
         _print_summary(summary)
-    never = summary["engines_never_up"]
+    code, line = verdict(summary, None if nvml_problem is None else nvml_problem.why)
+    if line:
+        sys.stderr.write(f"kvscope watch: {line}\n")
+    if code:
+        raise typer.Exit(code)
+
+
+def verdict(summary: dict[str, Any], nvml_problem: str | None = None) -> tuple[int, str]:
+    """Exit code and closing stderr line ("" if none) of a finished watch.
+
+    Exit 1 when the store stopped taking writes, or when no source asked for produced a
+    sample: the run completed (what was sampled is kept) but a script must not read it as a
+    success. Exit 0 with a warning line when some sources answered and others did not.
+    """
+    never = list(summary["engines_never_up"])
+    engines = summary["config"]["engines"]
+    errors: dict[str, str] = summary["engine_errors"]
+    faults: list[str] = []
+    if nvml_problem:
+        faults.append(f"NVML not available: {nvml_problem}")
+    never_sources = {"engine:" + u.partition("://")[2].partition("/")[0] for u in never}
     if never:
-        # Exit 1: the run completed (what was sampled is kept) but one engine asked for
-        # never answered, so a script must not read the result as a success.
-        errors = summary["engine_errors"]
-        why = "; ".join(errors.values()) if errors else "no answer"
-        sys.stderr.write(f"kvscope watch: error: no sample from {', '.join(never)} ({why}).\n")
-        raise typer.Exit(1)
+        whys = [e for src, e in errors.items() if src in never_sources]
+        faults.append(f"no sample from {', '.join(never)} ({'; '.join(whys) or 'no answer'})")
+    for source, n in summary["engine_faults"].items():
+        if n and source not in never_sources:
+            faults.append(f"{source} failed {n} scrape(s) (last: {errors.get(source, '?')})")
+    store_error = summary.get("store_error")
+    if store_error:
+        out = summary["config"].get("out_dir")
+        kept = f"every sample is in {out}" if out else "samples after it were lost (no --out)"
+        return 1, f"error: {store_error}; {kept}."
+    produced = len(engines) - len(never) + (1 if summary["gpus"] else 0)
+    if produced <= 0 and summary["ticks"]:
+        return 1, "error: " + "; ".join(faults) + "."
+    if faults:
+        return 0, "warning: finished with faults: " + "; ".join(faults) + "."
+    return 0, ""
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

@@ -29,6 +29,41 @@ from kvscope.telemetry.windows import CounterWindow, HistogramWindow
 
 #: Percentiles reported for every histogram (as ``<name>_p50`` ...).
 QUANTILES = (0.5, 0.9, 0.99)
+#: Timeout of the first scrape of an engine (s). A user who typed a wrong URL (a port that
+#: accepts and never answers) must hear of it within 2 s of starting the command, start-up
+#: included, not after the 2 s steady-state timeout. A /metrics page renders in tens of ms;
+#: later scrapes wait the full ``timeout_s``, so a merely slow engine is told once ("timed
+#: out", then "answers again") and read from then on.
+FIRST_CONTACT_TIMEOUT_S = 0.5
+_HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
+
+
+def fault_cause(message: str) -> str:
+    """The short cause of a failed scrape, from its one-line message.
+
+    ``connection refused``, ``timed out``, ``HTTP 404``, ``not a metrics page``, ``host not
+    found``, ``connection closed``, ``not an HTTP server``; else the message itself (without
+    its ``cannot scrape URL:`` prefix). Warnings are told once per cause, not per scrape.
+    """
+    low = message.lower()
+    status = _HTTP_STATUS.search(message)
+    if "refused" in low:
+        return "connection refused"
+    if "timed out" in low or "timeout" in low:
+        return "timed out"
+    if status is not None:
+        return f"HTTP {status.group(1)}"
+    if "not a metrics page" in low or "no engine series" in low:
+        return "not a metrics page"
+    if "name or service not known" in low or "nodename nor servname" in low:
+        return "host not found"
+    if "getaddrinfo" in low or "name resolution" in low:
+        return "host not found"
+    if "bad status line" in low or "malformed prometheus" in low:
+        return "not an HTTP metrics server"
+    if "closed" in low or "reset" in low:
+        return "connection closed"
+    return message.partition(": ")[2] or message
 
 
 def gauge_url(url: str, names: Iterable[str]) -> str:
@@ -181,6 +216,8 @@ class EngineScraper:
     ok_scrapes: int = 0
     up: bool | None = None
     last_error: str = ""
+    #: :func:`fault_cause` of ``last_error`` ("" while the engine answers).
+    last_cause: str = ""
     last_page: EnginePage | None = None
     _counters: dict[str, CounterWindow] = field(default_factory=dict)
     _hists: dict[str, HistogramWindow] = field(default_factory=dict)
@@ -202,9 +239,14 @@ class EngineScraper:
         t = time.time() if t_s is None else t_s
         start = time.perf_counter()
         full = t - self._last_full >= self.cumulative_every_s
+        timeout = self.timeout_s
+        if self.ok_scrapes == 0 and self.faults == 0:
+            timeout = min(timeout, FIRST_CONTACT_TIMEOUT_S)
         try:
             url = self.url if full else self._gauge_url
-            page = parse_page(self.fetch(url, self.timeout_s), full=full)
+            page = parse_page(self.fetch(url, timeout), full=full)
+            if full:
+                _check_engine_page(page)
             if not full and not self._gauges <= page.values.keys():
                 # A gauge went missing: read the whole page now. If it is there, the server
                 # cannot filter (vLLM with several API servers renders a multiprocess
@@ -218,8 +260,10 @@ class EngineScraper:
             self.faults += 1
             self.up = False
             self.last_error = redact_text(err.one_line()) or ""
+            self.last_cause = fault_cause(self.last_error)
             return [Sample(t, self.source, "engine_up", 0.0)]
         self.up = True
+        self.last_cause = ""
         self.ok_scrapes += 1
         if full:
             self._last_full = t
@@ -234,6 +278,22 @@ class EngineScraper:
         dur = time.perf_counter() - start
         out.append(Sample(t, self.source, "engine_scrape_duration_seconds", dur))
         return out
+
+    def news(self, was_up: bool | None, was_cause: str) -> str | None:
+        """The line to tell after a scrape, given the state before it; None if nothing new.
+
+        Once per outage and cause: a dead URL scraped at 10 Hz is one line, not ten a second;
+        a new cause within an outage is a new line, and so is the answer that ends it.
+        """
+        if self.up is False and (was_up is not False or self.last_cause != was_cause):
+            detail = self.last_error.partition(": ")[2] or self.last_error
+            cause = self.last_cause
+            why = detail if cause.lower() in detail.lower() else f"{cause}: {detail}"
+            again = "still " if was_up is False else ""
+            return f"engine {self.display_url} is {again}not answering ({why}); still trying."
+        if self.up is True and was_up is False:
+            return f"engine {self.display_url} answers again."
+        return None
 
     def _slots(self, t: float) -> list[Sample]:
         # llama.cpp exports no KV gauge: derive it from /slots (see telemetry.llamacpp).
@@ -289,3 +349,11 @@ class EngineScraper:
             yield Sample(t, src, "prefix_cache_hit_ratio", hits.increase() / queries.increase())
         if page.unmapped:
             yield Sample(t, src, "engine_unmapped_families", float(len(page.unmapped)))
+
+
+def _check_engine_page(page: EnginePage) -> None:
+    """Refuse a page that answers 200 but holds no engine series (an HTML page, a 200 from a
+    proxy, another exporter): a watch of it would store nothing and look healthy."""
+    if page.values or page.histograms or page.cache_config is not None or page.kind:
+        return
+    raise KvscopeError("not a metrics page of vLLM, SGLang or llama.cpp (no engine series on it)")

@@ -49,7 +49,15 @@ _TIMEOUT = "NVMLError_Timeout"
 
 
 class NvmlUnavailable(KvscopeError):
-    """NVML cannot be used on this machine (no package, no driver, no GPU)."""
+    """NVML cannot be used on this machine (no package, no driver, no GPU).
+
+    ``why`` is the reason alone ("no NVIDIA driver (libnvidia-ml.so.1 not found)"); the
+    message is ``NVML not available: <why>``.
+    """
+
+    def __init__(self, why: str, hint: str | None = None) -> None:
+        super().__init__(f"NVML not available: {why}", hint)
+        self.why = why
 
 
 def pynvml_call(name: str, *args: Any, **kwargs: Any) -> Any:
@@ -152,8 +160,7 @@ class Nvml:
         """Initialise NVML and enumerate devices; NvmlUnavailable (one clear line) if it can't."""
         if raw is None and importlib.util.find_spec("pynvml") is None:
             raise NvmlUnavailable(
-                "NVML sampling is off: nvidia-ml-py is not installed.",
-                "Install it with: pip install 'kvscope[nvml]'",
+                "nvidia-ml-py is not installed", "Install it with: pip install 'kvscope[nvml]'"
             )
         nv = cls(raw=raw or pynvml_call, slow_period_s=slow_period_s)
         nv.call("nvmlInit")
@@ -163,7 +170,7 @@ class Nvml:
                 "NVMLError_DriverNotLoaded": "the NVIDIA driver is not loaded",
                 "NVMLError_NoPermission": "no permission to open the NVIDIA device",
             }.get(nv._last_error, nv._last_error)
-            raise NvmlUnavailable(f"NVML sampling is off: {why}.")
+            raise NvmlUnavailable(why)
         count = nv.call("nvmlDeviceGetCount")
         for i in range(int(count or 0)):
             handle = nv.call("nvmlDeviceGetHandleByIndex", i)

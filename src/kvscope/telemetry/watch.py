@@ -13,6 +13,13 @@ Everything that can fail for a reason the user can fix fails before the first sa
 line: the configuration (:class:`WatchConfig` checks itself), the store (refused if it is not
 kvscope's), the exporter's port and the run directory (refused when it holds a run, unless
 ``force``). URLs are stored, served and shown without their credentials.
+
+Nothing fails silently once sampling runs: an engine that does not answer is told through
+``on_warning`` on the tick it fails, by cause (connection refused, timed out, HTTP 404, not a
+metrics page), once per outage and cause, and again when it answers; a store that stops
+taking writes (disk full) is told at once, and the samples it did not take are kept for the
+run directory. The summary says what was missing (``engines_never_up``, ``engine_errors``,
+``store_error``) so the caller can exit non-zero.
 """
 
 from __future__ import annotations
@@ -153,6 +160,10 @@ class Watch:
         self.exporter: Exporter | None = None
         self.store: Store | None = None
         self._writer: StoreWriter | None = None
+        #: Why the store stopped taking writes mid-run (None: it took every batch). The
+        #: batches it did not take are kept in ``_unwritten`` for the run directory.
+        self.store_error: str | None = None
+        self._unwritten: list[Sample] = []
 
     def latest(self) -> dict[tuple[str, str, str], float]:
         """Newest value per ``(source, metric, labels)`` (what the live table shows)."""
@@ -199,6 +210,13 @@ class Watch:
         if self.on_flush is not None:
             self.on_flush(self.state.batches, self.state.rows_flushed)
 
+    def _store_failed(self, line: str) -> None:
+        # Called by the writer thread, at once: a watch whose store has stopped must say so.
+        self.store_error = line
+        if self.on_warning is not None:
+            keep = "the run directory" if self.config.out_dir is not None else "memory only"
+            self.on_warning(f"{line}; sampling goes on, the samples kept in {keep}.")
+
     def _identify(self) -> None:
         if self.gpus is not None:
             for i in range(self.gpus.nvml.device_count):
@@ -221,7 +239,7 @@ class Watch:
         try:
             if cfg.store_path is not None:
                 self.store = Store(cfg.store_path)
-                self._writer = StoreWriter(self.store, self._committed)
+                self._writer = StoreWriter(self.store, self._committed, self._store_failed)
                 self._writer.start()
             if cfg.exporter_port is not None:
                 self.exporter = Exporter.start(self.board, cfg.exporter_port, cfg.listen)
@@ -240,7 +258,11 @@ class Watch:
         if self.exporter is not None:
             self.exporter.stop()
         if self.store is not None:
-            self.store.close()
+            try:
+                self.store.close()
+            except Exception:  # a store that failed to write may fail its last checkpoint
+                if self.store_error is None:
+                    raise
 
     def _loop(self) -> None:
         cfg = self.config
@@ -258,10 +280,13 @@ class Watch:
             samples: list[Sample] = []
             if self.gpus is not None:
                 samples.extend(self.gpus.sample(t))
+            news: list[str] = []
             for eng in self.engines:
-                was_up = eng.up
+                was_up, was_cause = eng.up, eng.last_cause
                 samples.extend(eng.sample(t))
-                self._tell_engine_state(eng, was_up)
+                line = eng.news(was_up, was_cause)
+                if line is not None:
+                    news.append(line)
                 page = eng.last_page
                 if page is not None:
                     self.board.set_info(
@@ -273,6 +298,12 @@ class Watch:
                 samples.extend(self.derived(t))
                 last_derive = now
             self.board.update(samples)
+            # At once, not at the end: a watch of an engine that is not there must say so
+            # while the user can still fix the URL (it goes on trying; the exit code tells
+            # too). After the board's update, so the exporter already shows engine_up 0.
+            if self.on_warning is not None:
+                for line in news:
+                    self.on_warning(line)
             self.last_samples = samples
             self._pending.extend(samples)
             self.state.ticks += 1
@@ -282,18 +313,6 @@ class Watch:
                 last_flush = now
             if self.on_tick is not None:
                 self.on_tick(self)
-
-    def _tell_engine_state(self, eng: EngineScraper, was_up: bool | None) -> None:
-        # At once, not at the end: a watch of an engine that is not there must say so while
-        # the user can still fix the URL (it goes on trying, and the exit code tells too).
-        if self.on_warning is None or eng.up == was_up:
-            return
-        if eng.up is False:
-            self.on_warning(
-                f"engine {eng.display_url} is not answering ({eng.last_error}); still trying."
-            )
-        elif was_up is False:
-            self.on_warning(f"engine {eng.display_url} answers again.")
 
     def _close(self) -> dict[str, Any]:
         """Flush, commit, summarise, write the run directory; then release everything.
@@ -306,10 +325,9 @@ class Watch:
         self._flush()
         if self._writer is not None:
             writer, self._writer = self._writer, None
-            try:
-                writer.close()  # drains the queue: every batch is committed
-            except KvscopeError as err:
-                failures.append(err)
+            writer.close()  # drains the queue: every batch committed or kept unwritten
+            self._unwritten = writer.unwritten
+            self.store_error = writer.error
         summary = self.summary()
         if cfg.out_dir is not None:
             try:
@@ -325,11 +343,18 @@ class Watch:
     def _all_samples(self) -> list[Sample]:
         if self.store is None:
             return self._memory
-        rows = self.store.query(
-            "SELECT t_s, source, metric, labels, value FROM samples WHERE t_s >= ? AND res_s = 0",
-            [self.state.started_unix_s - 1.0],
-        )
-        return [Sample(r[0], r[1], r[2], math.nan if r[4] is None else r[4], r[3]) for r in rows]
+        try:
+            rows = self.store.query(
+                "SELECT t_s, source, metric, labels, value FROM samples "
+                "WHERE t_s >= ? AND res_s = 0",
+                [self.state.started_unix_s - 1.0],
+            )
+        except Exception:
+            if self.store_error is None:
+                raise
+            rows = []  # the failed store cannot even be read: what it did not take is kept
+        stored = [Sample(r[0], r[1], r[2], math.nan if r[4] is None else r[4], r[3]) for r in rows]
+        return stored + self._unwritten
 
     def waveforms(self) -> dict[str, Waveform]:
         """Waveform of the watched series of every source, over the whole session."""
@@ -369,6 +394,7 @@ class Watch:
             "missed_ticks": self.ticker.missed,
             "samples": self.state.samples,
             "store_rows": self.state.rows_flushed,
+            "store_error": self.store_error,
             "gpus": self.gpus.nvml.device_count if self.gpus is not None else 0,
             "nvml_faults": gpu_faults,
             "engine_faults": {e.source: e.faults for e in self.engines},

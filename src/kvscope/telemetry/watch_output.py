@@ -44,30 +44,49 @@ class StoreWriter(threading.Thread):
 
     A COMMIT waits for the write-ahead log to reach the disk (tens of ms on a busy VM);
     doing it here keeps the sampling ticks on time.
+
+    When a write fails (disk full, file size limit, the file's disk gone) the writer stops
+    writing: ``failed`` is told at once, in one line, and that batch and every later one are
+    kept in ``unwritten`` (memory), so the run directory still gets every sample. The
+    watch's exit code reports it (:attr:`error`).
     """
 
-    def __init__(self, store: Store, committed: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        committed: Callable[[int], None],
+        failed: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__(name="kvscope-store-writer", daemon=True)
         self.store = store
         self.committed = committed
+        self.failed = failed
         self.queue: queue.Queue[list[Sample] | None] = queue.Queue()
-        self.error: BaseException | None = None
+        #: One line: why the store stopped taking writes (None while it takes them).
+        self.error: str | None = None
+        self.unwritten: list[Sample] = []
 
     def put(self, batch: list[Sample]) -> None:
         self.queue.put(batch)
 
     def run(self) -> None:
         while (batch := self.queue.get()) is not None:
+            if self.error is not None:
+                self.unwritten.extend(batch)
+                continue
             try:
                 self.committed(self.store.append(batch))
-            except Exception as err:  # reported by close(); sampling goes on meanwhile
-                self.error = err
+            except Exception as err:  # told at once; sampling goes on, into memory
+                self.unwritten.extend(batch)
+                why = err.one_line() if isinstance(err, KvscopeError) else _first_line(err)
+                self.error = f"{self.store.path}: store write failed ({why})"
+                if self.failed is not None:
+                    self.failed(self.error)
 
     def close(self) -> None:
+        """Drain the queue (every batch committed or kept in ``unwritten``) and stop."""
         self.queue.put(None)
         self.join()
-        if self.error is not None:
-            raise KvscopeError(f"store write failed: {self.error}") from self.error
 
 
 def make_dir(path: Path) -> None:
@@ -85,3 +104,8 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
