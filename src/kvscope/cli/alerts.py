@@ -26,7 +26,12 @@ def check(
     store: Path = typer.Option(..., "--store", help="Telemetry store (DuckDB) to replay."),
     rules: Path | None = typer.Option(None, "--rules", help=_RULES_HELP),
     since: str = typer.Option("0", "--since", help="Evaluate from: 15m, 2h, 7d ago or Unix time."),
-    until: float | None = typer.Option(None, "--until", help="Evaluate up to this Unix time."),
+    until: float | None = typer.Option(
+        None,
+        "--until",
+        help="Evaluate up to this Unix time.",
+        show_default="the newest sample in the store",
+    ),
     run_actions: bool = typer.Option(
         False, "--run-actions", help="Also run each tier's actions (log, webhook, command)."
     ),

@@ -31,6 +31,7 @@ from kvscope.cli import (
     watch,
     workload,
 )
+from kvscope.cli.help_format import CONTEXT_SETTINGS, PanelGroup
 from kvscope.cli.params import Abort, ClickException, NoArgsIsHelpError, UsageError, harden
 from kvscope.errors import KvscopeError
 from kvscope.redact import redact_text
@@ -41,6 +42,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help for every command: flag names in full at any width (help_format.py).
+    rich_markup_mode=None,
+    cls=PanelGroup,
+    context_settings=CONTEXT_SETTINGS,
 )
 
 
@@ -70,25 +75,32 @@ START, PLAN, LIVE, DIAGNOSE, SHOW = (
 app.command("demo", rich_help_panel=START)(demo.demo)
 app.command("plan", rich_help_panel=PLAN)(plan.plan)
 app.command("simulate", rich_help_panel=PLAN)(simulate.simulate)
-app.add_typer(workload.app, name="workload", rich_help_panel=PLAN)
-app.add_typer(models.app, name="models", rich_help_panel=PLAN)
+app.add_typer(workload.app, name="workload", rich_help_panel=PLAN, cls=PanelGroup)
+app.add_typer(models.app, name="models", rich_help_panel=PLAN, cls=PanelGroup)
 app.command("gpus", rich_help_panel=PLAN)(gpus.gpus)
 app.command("bench", rich_help_panel=LIVE)(bench.bench)
 app.command("mock-server", rich_help_panel=LIVE)(mock_server.mock_server)
 app.command("watch", rich_help_panel=LIVE)(watch.watch)
-app.add_typer(alerts.app, name="alerts", rich_help_panel=LIVE)
-app.add_typer(dashboards.app, name="dashboards", rich_help_panel=LIVE)
-app.add_typer(telemetry.app, name="telemetry", rich_help_panel=LIVE)
-app.add_typer(dmon.app, name="dmon", rich_help_panel=LIVE)
-app.add_typer(memtrace.app, name="memtrace", rich_help_panel=DIAGNOSE)
-app.add_typer(comm.app, name="comm", rich_help_panel=DIAGNOSE)
+app.add_typer(alerts.app, name="alerts", rich_help_panel=LIVE, cls=PanelGroup)
+app.add_typer(dashboards.app, name="dashboards", rich_help_panel=LIVE, cls=PanelGroup)
+app.add_typer(telemetry.app, name="telemetry", rich_help_panel=LIVE, cls=PanelGroup)
+app.add_typer(dmon.app, name="dmon", rich_help_panel=LIVE, cls=PanelGroup)
+app.add_typer(memtrace.app, name="memtrace", rich_help_panel=DIAGNOSE, cls=PanelGroup)
+app.add_typer(comm.app, name="comm", rich_help_panel=DIAGNOSE, cls=PanelGroup)
 app.command("doctor", rich_help_panel=DIAGNOSE)(doctor.doctor)
 app.command("report", rich_help_panel=SHOW)(report.report)
 
 
+def build_command() -> typer.core.TyperGroup:
+    """The click command tree ``kvscope`` runs, numeric flags checked (see params.py)."""
+    command = harden(typer.main.get_command(app))
+    assert isinstance(command, typer.core.TyperGroup)
+    return command
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the app, mapping user errors to one stderr line."""
-    command = harden(typer.main.get_command(app))
+    command = build_command()
     try:
         rv = command.main(args=argv, prog_name="kvscope", standalone_mode=False)
     except NoArgsIsHelpError as err:

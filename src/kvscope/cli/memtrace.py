@@ -59,8 +59,11 @@ def analyze_cmd(
         "--since",
         help="Window start, s from the first trace entry (entry number if the "
         "snapshot has no time_us).",
+        show_default="the first entry",
     ),
-    until: float | None = typer.Option(None, "--until", help="Window end, same unit as --since."),
+    until: float | None = typer.Option(
+        None, "--until", help="Window end, same unit as --since.", show_default="the last entry"
+    ),
     compare_with: Path | None = typer.Option(
         None, "--compare", help="A second snapshot: report what changed from FILE to it."
     ),
@@ -112,8 +115,8 @@ def generate_cmd(
     out: Path = typer.Option(..., "--out", help="Snapshot pickle to write."),
     scenario: str = typer.Option("steady", "--scenario", help="steady, leak, fragmentation, oom."),
     steps: int = typer.Option(500, "--steps", min=1, help="Decode steps (steady, leak)."),
-    seed: int = typer.Option(0, "--seed"),
-    devices: int = typer.Option(1, "--devices", min=1),
+    seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same snapshot)."),
+    devices: int = typer.Option(1, "--devices", min=1, help="CUDA devices in the snapshot."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Write a synthetic snapshot in PyTorch's format (see kvscope.memtrace.generator)."""
