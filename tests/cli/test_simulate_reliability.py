@@ -108,13 +108,27 @@ def test_calibrate_out_is_checked_and_not_overwritten(tmp_path: Path) -> None:
     assert fit.returncode == 0, fit.stderr
     assert json.loads(fit.stdout)["out"] is None
     assert sorted(p.name for p in bench.iterdir()) == before
-    cost = tmp_path / "cost.json"
-    cost.write_text("{}")
-    assert "already exists" in one_error_line_of(run("--calibrate", str(bench), "--out", str(cost)))
-    assert cost.read_text() == "{}"
-    assert run("--calibrate", str(bench), "--out", str(cost), "--force").returncode == 0
+    # --out is a run directory, as for every command: the fit goes to OUT/cost.json
+    calib = tmp_path / "calib"
+    done = run("--calibrate", str(bench), "--out", str(calib))
+    assert done.returncode == 0, done.stderr
+    cost = calib / "cost.json"
+    assert f"wrote {cost}" in " ".join(done.stdout.split())
     assert json.loads(cost.read_text())["source"].startswith("fitted")
-    one_error_line_of(run("--calibrate", str(bench), "--out", str(tmp_path)))  # a directory
+    cost.write_text("{}")
+    assert "already exists" in one_error_line_of(
+        run("--calibrate", str(bench), "--out", str(calib))
+    )
+    assert cost.read_text() == "{}"
+    assert run("--calibrate", str(bench), "--out", str(calib), "--force").returncode == 0
+    assert json.loads(cost.read_text())["source"].startswith("fitted")
+    used = run(*WL, "--cost", str(cost), "--json")
+    assert used.returncode == 0, used.stderr
+    one_error_line_of(run("--calibrate", str(bench), "--out", str(tmp_path)))  # holds other runs
+    # the old spelling, --out FILE.json, is told where the file goes now, and nothing is written
+    line = one_error_line_of(run("--calibrate", str(bench), "--out", str(tmp_path / "c.json")))
+    assert "--out is a run directory" in line and "cost.json" in line
+    assert not (tmp_path / "c.json").exists()
 
 
 @pytest.mark.parametrize(

@@ -275,8 +275,8 @@ def test_output_paths_are_echoed_without_credentials(
     monkeypatch.chdir(tmp_path)
     out = "http://u:PW-Echo-5521@h:1"
     for argv in (
-        ["telemetry", "export", "--store", str(store), "--out", out, "--json"],
-        ["telemetry", "export", "--store", str(store), "--out", out],
+        ["telemetry", "export", "--store", str(store), "--out", out, "--format", "csv", "--json"],
+        ["telemetry", "export", "--store", str(store), "--out", out + ".csv"],
         ["dashboards", "export", "--out", "http://u:PW-Echo-5521@h:2/d.json", "--json"],
     ):
         code, stdout, err = run_in_process(argv, capsys)

@@ -161,6 +161,10 @@ class LoadConfig:
     cooldown_s: float = 0.0
     scrape_interval_s: float | None = 0.25
     drain_timeout_s: float = 60.0
+    #: Closed loop only: stop issuing new requests this many seconds after the start (those in
+    #: flight then finish, as an open-loop run drains after its last release); None: run
+    #: until every prepared request was sent.
+    duration_s: float | None = None
 
     def __post_init__(self) -> None:
         # checked here, not only at the flags, so the Python API cannot start a run that
@@ -175,6 +179,8 @@ class LoadConfig:
         if self.scrape_interval_s is not None:
             finite(self.scrape_interval_s, "--scrape-interval", low=0.05, high=60)
         finite(self.drain_timeout_s, "the drain timeout", low=0, low_open=True)
+        if self.duration_s is not None:
+            finite(self.duration_s, "--duration", low=0, low_open=True)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -186,4 +192,5 @@ class LoadConfig:
             "cooldown_s": self.cooldown_s,
             "scrape_interval_s": self.scrape_interval_s,
             "drain_timeout_s": self.drain_timeout_s,
+            "duration_s": self.duration_s,
         }

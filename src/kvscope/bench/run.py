@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kvscope.bench.client import ClientConfig, make_body
-from kvscope.bench.metrics import summarize
+from kvscope.bench.metrics import asked_rate_of, summarize
 from kvscope.bench.preflight import check_and_calibrate
 from kvscope.bench.prompts import PromptBuilder, TokenizerBackend, describe
 from kvscope.bench.records import BENCH_REQUEST_SCHEMA
@@ -26,6 +26,23 @@ from kvscope.workload.stream import Workload
 
 #: Refuse to pre-render more request bodies than this (bytes, estimated at 8 per token).
 MAX_PREPARED_BYTES = 4 * 1024**3
+#: Requests prepared for a closed loop (``--arrival concurrency:n=N``) given ``--duration``
+#: and no ``--num-requests``: the loop stops issuing when the duration is over, and warns if
+#: it sent them all before (about 80 MiB of prompts at 1024 tokens).
+CLOSED_LOOP_REQUESTS = 10_000
+
+
+def closed_loop_requests(
+    arrival: str | None, num_requests: int | None, duration_s: float | None
+) -> int | None:
+    """``--num-requests`` for the workload: :data:`CLOSED_LOOP_REQUESTS` for a closed loop
+    bounded by ``--duration`` alone, else ``num_requests`` as given."""
+    from kvscope.workload.arrivals import Concurrency
+    from kvscope.workload.spec import parse_arrival
+
+    if num_requests is not None or duration_s is None or arrival is None:
+        return num_requests
+    return CLOSED_LOOP_REQUESTS if isinstance(parse_arrival(arrival), Concurrency) else None
 
 
 @dataclass(frozen=True)
@@ -123,9 +140,11 @@ def load_for(workload: Workload, max_concurrency: int | None, **kw: Any) -> Load
             "concurrency:n=N requests in flight."
         )
     if closed:
+        duration = workload.spec.get("duration_s")
         return LoadConfig(
             closed_loop=int(closed["concurrency"]),
             think_s=float(closed.get("think_s") or 0.0),
+            duration_s=float(duration) if isinstance(duration, int | float) else None,
             **kw,
         )
     return LoadConfig(max_concurrency=max_concurrency, **kw)
@@ -165,7 +184,11 @@ def run_bench(
         capped=load.max_concurrency is not None,
         slo=opts.slo,
         max_error_rate=opts.max_error_rate,
+        asked_rate=asked_rate_of(workload.spec) if hasattr(workload.spec, "get") else None,
     )
+    short = _closed_loop_ran_short(load, state.released, len(prepared), state.wall_s)
+    if short:
+        figures["warnings"] = [*figures.get("warnings", []), short]
     config = {
         "server": client.public(),
         "load": load.describe(),
@@ -188,3 +211,17 @@ def run_bench(
     summary = read_summary(run_dir.path)
     assert summary is not None
     return summary
+
+
+def _closed_loop_ran_short(load: LoadConfig, released: int, prepared: int, wall_s: float) -> str:
+    """A warning when a closed loop with ``--duration`` sent every prepared request before the
+    duration was over (the run measured less than was asked), else ''."""
+    if load.closed_loop is None or load.duration_s is None or released < prepared:
+        return ""
+    if wall_s >= load.duration_s:
+        return ""
+    return (
+        f"the closed loop sent all {prepared:,} requests in {wall_s:.1f} s, before --duration "
+        f"{load.duration_s:g} s was over (it stops at whichever comes first; a larger "
+        "--num-requests runs longer)"
+    )

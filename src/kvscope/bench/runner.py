@@ -225,7 +225,10 @@ class BenchRun:
 
     async def _worker(self, headers: dict[str, str]) -> None:
         clock = time.perf_counter
+        until = math.inf if self.load.duration_s is None else self.load.duration_s
         while not self._stop.is_set() and self._next < len(self.prep):
+            if clock() - self.t0 >= until:
+                break  # --duration is over: no new request; the one in flight has finished
             i = self._next
             self._next += 1
             now = clock() - self.t0

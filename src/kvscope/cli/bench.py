@@ -18,7 +18,6 @@ import typer
 
 from kvscope.cli.workload import (
     ArrivalOpt,
-    DurationOpt,
     FormatOpt,
     JsonOpt,
     MaxModelLenOpt,
@@ -43,7 +42,14 @@ def bench(
     arrival: ArrivalOpt = None,
     prompt_len: PromptLenOpt = None,
     output_len: OutputLenOpt = None,
-    duration: DurationOpt = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            "--duration",
+            help="Seconds of arrivals to generate (or of a trace to replay); a closed loop "
+            "(concurrency:n=N) stops issuing new requests after it.",
+        ),
+    ] = None,
     num_requests: NumRequestsOpt = None,
     speedup: SpeedupOpt = None,
     seed: SeedOpt = None,
@@ -175,6 +181,10 @@ def bench(
         "scrape_interval_s": scrape_interval or None,
         "drain_timeout_s": request_timeout,
     }
+    from kvscope.bench.run import closed_loop_requests
+
+    # A closed loop with --duration stops issuing when it is over (kvscope.bench.runner).
+    num_requests = closed_loop_requests(arrival, num_requests, duration)
     build_args = (workload, arrival, prompt_len, output_len, duration, num_requests, speedup, seed)
     if find_max_rate:
         from kvscope.bench.search import find_max_rate as search
@@ -274,6 +284,45 @@ def _ms(v: Any) -> str:
     return "-" if v is None else f"{v * 1e3:,.1f}"
 
 
+def slo_text(slo: Any) -> str:
+    """``{"ttft_p99_s": 0.5, "tpot_s": 0.05}`` as people write it: ``TTFT p99 <= 500 ms,
+    TPOT <= 50 ms`` (never a Python dict)."""
+    if not isinstance(slo, Mapping) or not slo:
+        return "no SLO"
+    parts = []
+    for key, limit in slo.items():
+        metric, _, rest = str(key).removesuffix("_s").partition("_")
+        name = metric.upper() + (f" {rest}" if rest else "")
+        if isinstance(limit, int | float):
+            value = f"{limit * 1e3:g} ms" if limit < 1 else f"{limit:g} s"
+        else:
+            value = str(limit)
+        parts.append(f"{name} <= {value}")
+    return ", ".join(parts)
+
+
+def _finite(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and v == v and abs(v) != float("inf") else None
+
+
+def rate_line(s: Mapping[str, Any]) -> str:
+    """Requested (as asked), scheduled (the drawn arrival times) and achieved request rates.
+
+    A Poisson schedule at 20/s of a few dozen requests spans a rate of its own (18.5/s, say):
+    that is shown apart, so the rate asked for is never printed as something else.
+    """
+    req = _finite(s.get("requested_request_rate_per_s"))
+    sched = _finite(s.get("scheduled_request_rate_per_s"))
+    ach = _finite(s.get("achieved_request_rate_per_s")) or 0.0
+    parts = []
+    if req is not None:
+        parts.append(f"requested {req:,.2f}/s")
+        if sched is not None and abs(sched - req) > 0.005 * req:
+            parts.append(f"scheduled {sched:,.2f}/s (the drawn arrival times)")
+    parts.append(f"achieved {ach:,.2f}/s")
+    return ", ".join(parts)
+
+
 def print_summary(s: Mapping[str, Any], out: Path) -> None:
     """Human summary of one bench run (rich tables on stdout)."""
     from rich.table import Table
@@ -290,11 +339,7 @@ def print_summary(s: Mapping[str, Any], out: Path) -> None:
         head.add_row(
             "errors by kind", ", ".join(f"{k} {v}" for k, v in s["errors_by_kind"].items())
         )
-    req, ach = s.get("requested_request_rate_per_s"), s.get("achieved_request_rate_per_s")
-    head.add_row(
-        "request rate",
-        f"achieved {ach or 0:,.2f}/s" + (f" of {req:,.2f}/s requested" if req else ""),
-    )
+    head.add_row("request rate", rate_line(s))
     head.add_row(
         "dispatch lag",
         f"P50 {_ms(s.get('dispatch_lag_p50_s'))} ms, P99 {_ms(s.get('dispatch_lag_p99_s'))} ms, "
@@ -308,7 +353,7 @@ def print_summary(s: Mapping[str, Any], out: Path) -> None:
             f"{s['total_token_throughput_per_s']:,.0f} total tok/s",
         )
     if "goodput_per_s" in s:
-        head.add_row("goodput", f"{s['goodput_per_s']:,.2f} req/s meeting {s['slo']}")
+        head.add_row("goodput", f"{s['goodput_per_s']:,.2f} req/s meeting {slo_text(s['slo'])}")
     pe = s.get("prompt_tokens_error", {})
     if pe.get("requests_with_usage"):
         head.add_row(
@@ -338,7 +383,9 @@ def _print_search(r: Mapping[str, Any]) -> None:
 
     from kvscope.cli.output import stdout
 
-    t = Table(title=f"max rate meeting {r['slo']}: {r.get('max_rate_per_s') or 'none found'}")
+    best = r.get("max_rate_per_s")
+    found = f"{best:,.2f}/s" if isinstance(best, int | float) else "none found"
+    t = Table(title=f"max rate meeting {slo_text(r['slo'])}: {found}")
     for c in ("rate /s", "achieved /s", "TTFT p99 ms", "TPOT p99 ms", "errors", "verdict"):
         t.add_column(c, justify="right")
     for p in r["probes"]:

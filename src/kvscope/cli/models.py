@@ -19,8 +19,18 @@ def models(
     """List the bundled model presets (``kvscope models show ID`` for one)."""
     if ctx.invoked_subcommand is not None:
         return
-    from rich.table import Table
+    _list(json_out)
 
+
+@app.command("list")
+def list_cmd(
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """List the bundled model presets: ids in full, layers, parameters, KV bytes per token."""
+    _list(json_out)
+
+
+def _rows() -> list[dict[str, Any]]:
     from kvscope.specs.registry import list_presets, load_model
 
     rows: list[dict[str, Any]] = []
@@ -39,30 +49,72 @@ def models(
                 "quantization": m.quantization.method,
             }
         )
+    return rows
+
+
+#: The weight dtypes as the table shows them (the usual short names).
+_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+#: Terminal width from which the attention column is shown too.
+WIDE = 110
+
+
+def _list(json_out: bool) -> None:
+    """The preset table: ids never cut (the id is what ``--model`` takes); the attention
+    layout joins as a column on wide terminals (``--json`` and ``models show`` always have it)."""
+    from rich.table import Table
+
+    rows = _rows()
     if json_out:
         print_json(rows)
         return
-    t = Table(title="Bundled model presets (kvscope models show ID)")
-    for col in ("id", "layers", "attention", "params (B)", "active (B)", "KV B/token", "weights"):
-        t.add_column(col, justify="right" if col not in ("id", "attention") else "left")
+    wide = stdout.width >= WIDE
+    # No borders and one space between columns: the longest id (41 characters) and five
+    # figures fit 80 columns.
+    t = Table(
+        title="Bundled model presets (kvscope models show ID)",
+        box=None,
+        padding=(0, 0, 0, 1),
+        pad_edge=False,
+        header_style="bold",
+    )
+    t.add_column("id", no_wrap=True, min_width=max(len(r["id"]) for r in rows))
+    cols = ["layers", "params (B)", "active (B)", "KV B/token", "weights"]
+    if wide:
+        cols.insert(1, "attention")
+    for col in cols:
+        t.add_column(col, justify="left" if col == "attention" else "right")
     for r in rows:
-        t.add_row(
-            r["id"],
+        cells = [
             str(r["layers"]),
-            r["attention"],
             f"{r['total_params_b']:.1f}",
             f"{r['active_params_b']:.1f}",
             f"{r['kv_bytes_per_token']:,.0f}",
-            r["quantization"] if r["quantization"] != "none" else r["dtype"],
-        )
+            r["quantization"]
+            if r["quantization"] != "none"
+            else _SHORT.get(r["dtype"], r["dtype"]),
+        ]
+        if wide:
+            cells.insert(1, r["attention"])
+        t.add_row(r["id"], *cells)
     stdout.print(t)
 
 
 @app.command()
 def show(
     model: str = typer.Argument(..., help="Preset id or alias, a config.json, or a model folder."),
-    dtype: str = typer.Option(None, "--dtype", help="Model dtype (auto, bfloat16, float16)."),
-    quantization: str = typer.Option(None, "--quantization", "-q", help="Weight quantization."),
+    dtype: str = typer.Option(
+        None,
+        "--dtype",
+        help="Model dtype (auto, bfloat16, float16).",
+        show_default="the config's torch_dtype",
+    ),
+    quantization: str = typer.Option(
+        None,
+        "--quantization",
+        "-q",
+        help="Weight quantization (fp8, mxfp4, awq, ...).",
+        show_default="the config's quantization_config, else none",
+    ),
     kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", help="KV-cache dtype."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:

@@ -16,6 +16,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from kvscope.cli.output import print_json, stderr, stdout
+from kvscope.cli.simulate_table import print_table
 from kvscope.cli.workload import (
     ArrivalOpt,
     DurationOpt,
@@ -29,42 +30,6 @@ from kvscope.cli.workload import (
     WorkloadOpt,
 )
 from kvscope.errors import KvscopeError
-
-#: Figures shown in the human table and the sweep comparison.
-HEADLINE = (
-    ("completed", "done", "{:,}"),
-    ("rejected", "rejected", "{:,}"),
-    ("ttft_p50_s", "TTFT p50 s", "{:.3f}"),
-    ("ttft_p99_s", "TTFT p99 s", "{:.3f}"),
-    ("tpot_p50_s", "TPOT p50 s", "{:.4f}"),
-    ("tpot_p99_s", "TPOT p99 s", "{:.4f}"),
-    ("output_token_throughput_per_s", "out tok/s", "{:,.0f}"),
-    ("kv_usage_peak_frac", "KV peak", "{:.1%}"),
-    ("kv_usage_mean_frac", "KV mean", "{:.1%}"),
-    ("preemptions", "preempt", "{:,}"),
-    ("prefix_hit_rate", "prefix hit", "{:.1%}"),
-    ("internal_waste_tokens_mean", "waste tok", "{:,.0f}"),
-    ("wall_s", "wall s", "{:.2f}"),
-)
-#: The narrower set a sweep table shows (one row per point): key, short title, format.
-SWEEP_COLUMNS = (
-    ("ttft_p99_s", "TTFT99 s", "{:.3g}"),
-    ("tpot_p50_s", "TPOT50 s", "{:.3g}"),
-    ("output_token_throughput_per_s", "tok/s", "{:,.0f}"),
-    ("kv_usage_peak_frac", "KV peak", "{:.1%}"),
-    ("preemptions", "preempt", "{:,}"),
-    ("prefix_hit_rate", "hit", "{:.0%}"),
-    ("internal_waste_tokens_mean", "waste", "{:,.0f}"),
-)
-
-
-def _fmt(fmt: str, v: Any) -> str:
-    if v is None or (isinstance(v, float) and v != v):
-        return "-"
-    try:
-        return fmt.format(v)
-    except (ValueError, TypeError):
-        return str(v)
 
 
 def _parse_sweeps(sweeps: list[str]) -> list[tuple[str, list[str]]]:
@@ -85,35 +50,98 @@ def simulate(
         "meta-llama/Llama-3.1-8B"
     ),
     gpu: Annotated[str, typer.Option("--gpu", help="GPU name (see `kvscope gpus`).")] = "H100",
-    tp: Annotated[int, typer.Option("--tensor-parallel-size", "--tp")] = 1,
-    dtype: Annotated[str | None, typer.Option("--dtype")] = None,
-    kv_cache_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype")] = None,
+    tp: Annotated[
+        int, typer.Option("--tensor-parallel-size", "--tp", help="GPUs one replica spans.")
+    ] = 1,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            help="Model dtype (auto, bfloat16, float16).",
+            show_default="the model config's",
+        ),
+    ] = None,
+    kv_cache_dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-cache-dtype",
+            help="KV-cache dtype (auto, fp8, fp8_e4m3, ...).",
+            show_default="auto, the model dtype",
+        ),
+    ] = None,
     engine: Annotated[
         str, typer.Option("--engine", help="vllm (v1 scheduler) or sglang (prefill-first).")
     ] = "vllm",
     gpu_memory_utilization: Annotated[
-        float | None, typer.Option("--gpu-memory-utilization", help="vLLM (default 0.9).")
+        float | None,
+        typer.Option(
+            "--gpu-memory-utilization",
+            help="Share of GPU memory vLLM may use.",
+            show_default="0.92 from vLLM 0.20, 0.9 before",
+        ),
     ] = None,
     mem_fraction_static: Annotated[
-        float | None, typer.Option("--mem-fraction-static", help="SGLang's KV memory share.")
+        float | None,
+        typer.Option(
+            "--mem-fraction-static",
+            help="SGLang's share of GPU memory for weights and KV.",
+            show_default="SGLang's, by GPU memory and TP",
+        ),
     ] = None,
-    block_size: Annotated[int | None, typer.Option("--block-size")] = None,
+    block_size: Annotated[
+        int | None,
+        typer.Option(
+            "--block-size",
+            help="Tokens per KV block (SGLang: page size).",
+            show_default="the attention backend's, 16 for most vLLM models, 1 for SGLang",
+        ),
+    ] = None,
     num_gpu_blocks: Annotated[
         int | None,
         typer.Option(
             "--num-gpu-blocks-override",
             "--num-gpu-blocks",
             help="KV pool size in blocks (vLLM's --num-gpu-blocks-override).",
+            show_default="sized from GPU memory, as the engine does",
         ),
     ] = None,
-    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs")] = None,
-    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens")] = None,
-    max_model_len: Annotated[int | None, typer.Option("--max-model-len")] = None,
+    max_num_seqs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-seqs",
+            help="Most requests running at once.",
+            show_default="vLLM's, 1024 on GPUs of 70 GiB or more except A100, else 256",
+        ),
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-batched-tokens",
+            help="Token budget of one engine step.",
+            show_default="vLLM's, 8192 on GPUs of 70 GiB or more except A100, else 2048",
+        ),
+    ] = None,
+    max_model_len: Annotated[
+        int | None,
+        typer.Option(
+            "--max-model-len",
+            help="Longest request accepted (prompt + output tokens).",
+            show_default="the model's max_position_embeddings",
+        ),
+    ] = None,
     prefix_caching: Annotated[
-        bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching")
+        bool,
+        typer.Option(
+            "--enable-prefix-caching/--no-enable-prefix-caching",
+            help="Reuse the KV blocks of prompt prefixes seen before.",
+        ),
     ] = True,
     chunked_prefill: Annotated[
-        bool, typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill")
+        bool,
+        typer.Option(
+            "--enable-chunked-prefill/--no-enable-chunked-prefill",
+            help="Split long prompts across engine steps.",
+        ),
     ] = True,
     cpu_offload_gib: Annotated[
         float,
@@ -133,14 +161,21 @@ def simulate(
         float, typer.Option("--step-resolution-s", help="steps.parquet sample interval (s).")
     ] = 0.1,
     cost_file: Annotated[
-        Path | None, typer.Option("--cost", help="Cost coefficients JSON (from --calibrate).")
+        Path | None,
+        typer.Option("--cost", help="Cost coefficients JSON (OUT/cost.json of --calibrate)."),
     ] = None,
     calibrate: Annotated[
         Path | None,
         typer.Option("--calibrate", help="Fit cost coefficients from a bench run directory."),
     ] = None,
-    slo_ttft: Annotated[float | None, typer.Option("--slo-ttft-s")] = None,
-    slo_tpot: Annotated[float | None, typer.Option("--slo-tpot-s")] = None,
+    slo_ttft: Annotated[
+        float | None,
+        typer.Option("--slo-ttft-s", help="Time-to-first-token target (s) for SLO attainment."),
+    ] = None,
+    slo_tpot: Annotated[
+        float | None,
+        typer.Option("--slo-tpot-s", help="Time-per-output-token target (s) for SLO attainment."),
+    ] = None,
     sweep: Annotated[
         list[str] | None, typer.Option("--sweep", help="FLAG=V1,V2 (repeatable).")
     ] = None,
@@ -155,9 +190,7 @@ def simulate(
     fmt: FormatOpt = None,
     out: Annotated[
         Path | None,
-        typer.Option(
-            "--out", help="Run directory to write (with --calibrate: the cost JSON file)."
-        ),
+        typer.Option("--out", help="Run directory to write (with --calibrate: holds cost.json)."),
     ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Replace --out when it already holds a run.")
@@ -225,7 +258,7 @@ def simulate(
     if json_out:
         print_json(results if sweep else results[0])
         return
-    _print_table(results, bool(sweep), stdout)
+    print_table(results, bool(sweep), stdout)
 
 
 def _points(cfg: Any, sweep: list[str] | None) -> tuple[list[Any], list[str]]:
@@ -308,19 +341,32 @@ def _stopped(result: Any, d: Path | None, cfg: Any, spec: dict[str, Any]) -> NoR
     raise typer.Exit(130)
 
 
-def _calibrate(run_dir: Path, cfg: Any, out: Path | None, force: bool, json_out: bool) -> None:
-    """Fit the cost coefficients from a measured run; write them only to ``--out``.
+#: The file ``simulate --calibrate DIR --out OUT`` writes in OUT, for ``--cost``.
+COST_FILE = "cost.json"
 
-    The measured run directory is never written into (its files are what was measured), so
-    without ``--out`` the fit is printed and nothing is saved.
+
+def _calibrate(run_dir: Path, cfg: Any, out: Path | None, force: bool, json_out: bool) -> None:
+    """Fit the cost coefficients from a measured run; write them only into ``--out``.
+
+    ``--out`` is a run directory here as everywhere else: the coefficients go to
+    ``OUT/cost.json``. The measured run directory is never written into (its files are what
+    was measured), so without ``--out`` the fit is printed and nothing is saved.
     """
     from kvscope.sim.calibrate import calibrate_run_dir
-    from kvscope.validate import fresh_file
+    from kvscope.validate import fresh_run_dir
 
     if out is not None:
-        fresh_file(out, force=force, what="cost coefficients file")
+        if out.suffix.lower() == ".json":
+            # --out once named the JSON file itself: say where the file goes now.
+            raise KvscopeError(
+                f"--out {out}: --out is a run directory; the fitted coefficients are written "
+                f"to DIR/{COST_FILE}.",
+                f"Pass e.g. --out {out.with_suffix('')} and then --cost "
+                f"{out.with_suffix('') / COST_FILE}.",
+            )
+        fresh_run_dir(out, force=force)
     fit = calibrate_run_dir(run_dir, cfg)
-    path = None if out is None else fit.coefficients.save(out)
+    path = None if out is None else fit.coefficients.save(out / COST_FILE)
     result = {
         "coefficients": fit.coefficients,
         "fit": fit.report,
@@ -330,7 +376,11 @@ def _calibrate(run_dir: Path, cfg: Any, out: Path | None, force: bool, json_out:
         print_json(result)
         return
     c = fit.coefficients
-    saved = f"wrote {path}" if path is not None else "pass --out cost.json to keep them for --cost"
+    saved = (
+        f"wrote {path} (use it with --cost {path})"
+        if path is not None
+        else "pass --out DIR to keep them (DIR/cost.json, for --cost)"
+    )
     stdout.print(
         f"fitted overhead {c.overhead_s * 1e3:.2f} ms, MFU {c.mfu:.2f}, "
         f"MBU {c.mbu:.2f} from {fit.report['requests_used']} requests "
@@ -364,28 +414,3 @@ def _run_point(cfg: Any, w: Any, console: Any) -> Any:
     finally:
         if bar.live.is_started:
             bar.stop()
-
-
-def _print_table(results: list[dict[str, Any]], sweep: bool, console: Any) -> None:
-    from rich.table import Table
-
-    if sweep:
-        cols = SWEEP_COLUMNS
-        table = Table(title="kvscope simulate: sweep")
-        table.add_column("point", no_wrap=True)
-        for _key, title, _f in cols:
-            table.add_column(title, justify="right", no_wrap=True)
-        for r in results:
-            table.add_row(r["point"], *[_fmt(f, r.get(k)) for k, _t, f in cols])
-    else:
-        r = results[0]
-        table = Table(title="kvscope simulate", show_header=False)
-        table.add_column("figure")
-        table.add_column("value", justify="right")
-        for key, title, f in HEADLINE:
-            table.add_row(title, _fmt(f, r.get(key)))
-        table.add_row("requests", _fmt("{:,}", r.get("requests")))
-        table.add_row("simulated s", _fmt("{:,.1f}", r.get("sim_end_s")))
-        if r.get("run_dir"):
-            table.add_row("run dir", r["run_dir"])
-    console.print(table)

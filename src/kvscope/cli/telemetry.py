@@ -48,17 +48,22 @@ def shown(path: object) -> str:
 def export(
     store: Path = typer.Option(Path("kvscope.duckdb"), "--store", help="DuckDB store to read."),
     since: str = typer.Option("0", "--since", help="Rows newer than: 15m, 2h, 7d or Unix time."),
-    fmt: str = typer.Option("parquet", "--format", help="parquet or csv."),
-    out: Path = typer.Option(..., "--out", help="File to write."),
+    fmt_flag: str | None = typer.Option(
+        None,
+        "--format",
+        help="parquet, csv or jsonl.",
+        show_default="from --out's extension (.parquet, .csv, .jsonl, .ndjson)",
+    ),
+    out: Path = typer.Option(..., "--out", help="File to write (.parquet, .csv, .jsonl)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Export samples (t_s, source, metric, labels, value, res_s) to Parquet or CSV."""
+    """Export samples (t_s, source, metric, labels, value, res_s) to Parquet, CSV or JSONL."""
+    from kvscope.telemetry.export_format import export_format
     from kvscope.telemetry.store import Store
 
     since_s = parse_since(since)
-    if fmt not in ("parquet", "csv"):
-        raise KvscopeError(f"unknown export format '{fmt}'.", "Use parquet or csv.")
     writable_file(out, "export file")  # before reading the store, not after
+    fmt = export_format(out, fmt_flag)
     with Store(store, read_only=True) as st:
         n = st.export(out, fmt, since_s)
     # Paths echoed back are redacted: a path may hold a URL's user:password@ (a typo).
@@ -106,4 +111,4 @@ def retain(
     if json_out:
         print_json(result)
     else:
-        stdout.print(", ".join(f"{k}: {v}" for k, v in result.items()))
+        stdout.print(", ".join(f"{k.replace('_', ' ')}: {v:,}" for k, v in result.items()))

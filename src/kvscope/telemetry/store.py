@@ -18,6 +18,7 @@ both; each is one transaction, so an error leaves the history as it was.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Sequence
@@ -100,10 +101,14 @@ class Store:
             con.execute("INSERT INTO samples SELECT * FROM _batch")
             con.execute("COMMIT")
         except Exception:
-            con.execute("ROLLBACK")
+            # A COMMIT that failed (disk full) has rolled back already, and DuckDB then
+            # refuses a ROLLBACK ("no transaction is active"), which would hide the cause.
+            with contextlib.suppress(Exception):
+                con.execute("ROLLBACK")
             raise
         finally:
-            con.unregister("_batch")
+            with contextlib.suppress(Exception):
+                con.unregister("_batch")
         self.rows_written += table.num_rows
         return int(table.num_rows)
 
@@ -199,12 +204,18 @@ class Store:
         return int(before) - int(after)
 
     def export(self, out: str | Path, fmt: str, since_s: float = 0.0) -> int:
-        """Write rows with ``t_s >= since_s`` to a Parquet or CSV file; returns rows written.
+        """Write rows with ``t_s >= since_s`` to a Parquet, CSV or JSON Lines file (``fmt``:
+        ``parquet``, ``csv``, ``jsonl``); returns rows written.
 
         The file appears whole or not at all: it is written beside ``out`` and renamed.
         """
-        if fmt not in ("parquet", "csv"):
-            raise KvscopeError(f"unknown export format '{fmt}'.", "Use parquet or csv.")
+        copy_options = {
+            "parquet": "(FORMAT parquet)",
+            "csv": "(FORMAT csv, HEADER true)",
+            "jsonl": "(FORMAT json)",  # DuckDB writes newline-delimited JSON by default
+        }
+        if fmt not in copy_options:
+            raise KvscopeError(f"unknown export format '{fmt}'.", "Use parquet, csv or jsonl.")
         since_s = finite(since_s, "--since")
         out = writable_file(out, "export file")
         try:
@@ -214,7 +225,7 @@ class Store:
         n = self._con.execute("SELECT count(*) FROM samples WHERE t_s >= ?", [since_s]).fetchone()[
             0
         ]
-        opts = "(FORMAT parquet)" if fmt == "parquet" else "(FORMAT csv, HEADER true)"
+        opts = copy_options[fmt]
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         path_sql = str(tmp).replace("'", "''")
         try:
