@@ -5,7 +5,7 @@ fleet, an SGLang fleet, a dcgm-exporter node and kvscope's own exporter. Queries
 range windows rather than Grafana's ``$__rate_interval`` so every query is plain PromQL that
 a Prometheus server can execute as written (the tests run each one against a real server).
 
-Panels follow SPEC "Field knowledge": KV usage as a waveform with its peak, preemptions,
+Panels: KV usage as a waveform with its peak, preemptions,
 prefix-cache hits, TTFT/ITL percentiles, queue, GPU memory / power / clocks / temperature,
 throttling and the leak slope in MB/min (MB = 10^6 bytes, as :mod:`kvscope.telemetry.waveform`).
 """

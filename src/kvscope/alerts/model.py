@@ -10,7 +10,7 @@ semantics). Kinds, all over a window of ``window_s`` seconds where they need one
 - ``slope``      -- least-squares slope per minute (PromQL ``deriv()`` x 60);
 - ``stale``      -- seconds since the newest sample (PromQL ``time() - timestamp()``).
 
-Tiers follow the practice in SPEC "Field knowledge": ``warning`` (log, look within a day),
+Tiers follow common on-call practice: ``warning`` (log, look within a day),
 ``alert`` (notify, respond within 5 min), ``critical`` (act now). A rule escalates to the next
 tier after ``escalate_after`` consecutive firing evaluations; thresholds are relaxed by
 ``peak_relax`` (fraction, e.g. 0.2 = +20 %) inside declared peak windows and replaced by
@@ -163,7 +163,7 @@ class RulePack:
         raise UnknownNameError("rule", name, [r.name for r in self.rules])
 
 
-#: Default response times per tier (SPEC "Field knowledge": warning -> log and look within a
+#: Default response times per tier (on-call practice: warning -> log and look within a
 #: working day, alert -> notify within 5 min, critical -> act now).
 DEFAULT_RESPONSE_S = {Tier.WARNING: 86400.0, Tier.ALERT: 300.0, Tier.CRITICAL: 0.0}
 

@@ -6,8 +6,8 @@ least ``min_span_frac`` (a quarter) of the window (memory loaded once at start-u
 weights or a KV-cache pool, is live at the end too, but all of it is allocated in a short
 burst). The
 growth rate is the least-squares slope of the site's cumulative live bytes against time,
-in MB/min with MB = 10^6 bytes (the unit of the leak rates quoted for tensor-parallel
-communication buffers in SPEC.md, "tens of MB/min"). ``r2`` says how straight the growth is.
+in MB/min with MB = 10^6 bytes (the unit leak rates of tensor-parallel communication
+buffers are usually quoted in: tens of MB/min). ``r2`` says how straight the growth is.
 Without ``time_us`` (old snapshots) the slope is per 1000 trace entries instead.
 """
 

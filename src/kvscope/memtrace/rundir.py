@@ -1,4 +1,4 @@
-"""Writing a memtrace run directory (SPEC.md "Run directory").
+"""Writing a memtrace run directory (the layout every kvscope run directory shares).
 
 - ``summary.json``: ``kind`` = ``memtrace``, ``kvscope_version``, the configuration (source
   file, window, options), the headline figures with units in their names, and the full

@@ -1,4 +1,4 @@
-"""The per-request record (SPEC.md, "Run directory"): one row per request.
+"""The per-request record of a run directory (``requests.parquet``): one row per request.
 
 Times are seconds from the run's start. ``ttft_s`` = first_token_s - arrival_s;
 ``tpot_s`` = (finish_s - first_token_s) / (output_tokens - 1), the mean time per output token

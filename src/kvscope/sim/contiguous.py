@@ -10,7 +10,7 @@ Each request gets one contiguous region of a linear KV space measured in blocks 
   size up to the maximum), the move costing a copy.
 
 Holes are found first-fit (lowest address) or best-fit (smallest hole that fits). External
-fragmentation = 1 - largest hole / total free (SPEC.md, "Field knowledge"). When no hole fits
+fragmentation = 1 - largest hole / total free (the usual measure). When no hole fits
 but enough space is free, *compaction* slides regions down: ``immediate`` compacts on the
 spot (the copy time is added to that step), ``lazy`` runs in the background every
 ``interval_s`` moving at most ``batch`` regions per pass, and allocations wait for it. Copy

@@ -72,7 +72,10 @@ class CostCoefficients:
         known = {"overhead_s", "mfu", "mbu", "source"}
         unknown = set(doc) - known
         if unknown:
-            raise KvscopeError(f"{p}: unknown field(s) {sorted(unknown)}; known {sorted(known)}.")
+            raise KvscopeError(
+                f"{p}: unknown field(s) {', '.join(sorted(unknown))}; "
+                f"known: {', '.join(sorted(known))}."
+            )
         try:
             return cls(**{k: doc[k] for k in known if k in doc})
         except TypeError as err:

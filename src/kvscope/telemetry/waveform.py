@@ -7,7 +7,7 @@ the leak slope by the Theil-Sen estimator (median of pairwise slopes; Sen 1968, 
 which tolerates up to ~29.3 % outliers (its breakdown point, 1 - 1/sqrt(2)) -- a restart or a
 spike does not fake a leak. Slopes of byte series are also given in MB/min (MB = 10^6 bytes).
 
-Practitioners' rule (SPEC "Field knowledge"): report peaks and phase, never only a static
+Practitioners' rule: report peaks and phase, never only a static
 figure; the KV peak often comes in steady decode, after the request burst.
 """
 

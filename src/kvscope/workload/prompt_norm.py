@@ -1,6 +1,8 @@
 """Prompt normalisation and the prefix-cache hit rate it would add, for text traces.
 
-Prefix caching only reuses KV for byte-identical prefixes (SPEC.md, field knowledge): a trailing
+Prefix caching only reuses KV for identical prefixes (vLLM hashes each full block's tokens
+together with the hash of the block before it: vLLM's design note on automatic prefix
+caching, docs/design/prefix_caching.md): a trailing
 space or a per-request token (request id, timestamp, UUID) at the end of a message breaks the
 hash chain for everything after it. This module measures, on prompt *text*, the share of prompt
 blocks whose whole prefix was already seen, before and after normalising each message by

@@ -3,7 +3,7 @@
 Counts and rates (mean and peak per second and per minute, peak = busiest whole 1-s / 60-s bin
 from the first arrival), inter-arrival CV (std/mean of gaps; 1 for Poisson), length
 percentiles, offered tokens/s, prefix reuse from the stream's block hashes, the sizing rule
-"P95 context + 15-20 % margin" (SPEC.md, field knowledge) as a suggested ``--max-model-len``,
+"P95 context + 15-20 % margin" (a practitioners' rule of thumb) as a suggested ``--max-model-len``,
 and for text traces the hit rate prompt normalisation would add (:mod:`prompt_norm`).
 """
 
@@ -20,7 +20,7 @@ from kvscope.workload.lengths import MAX_TOKENS
 from kvscope.workload.stream import Workload
 
 PERCENTILES = (50, 90, 95, 99)
-#: Margins of the pre-allocation rule of thumb "P95 of context + 15-20 %" (SPEC.md).
+#: Margins of the pre-allocation rule of thumb "P95 of context + 15-20 %".
 SIZING_MARGINS = (0.15, 0.20)
 #: Round the suggested --max-model-len up to a multiple of this (vLLM's default block size).
 SIZING_ROUND_TOKENS = 16

@@ -153,7 +153,8 @@ class Workload:
         """Collect ``Request`` rows into a workload (hash block size must agree)."""
         sizes = {r.hash_block_size for r in requests if r.prefix_hashes}
         if len(sizes) > 1:
-            raise KvscopeError(f"requests mix prefix-hash block sizes {sorted(sizes)}.")  # type: ignore[type-var]
+            shown = ", ".join(str(v) for v in sorted(sizes))  # type: ignore[type-var]
+            raise KvscopeError(f"requests mix prefix-hash block sizes {shown}.")
         has_hash = bool(sizes)
         lengths = np.array([len(r.prefix_hashes) for r in requests], dtype=np.int64)
         off = np.zeros(len(requests) + 1, dtype=np.int64)

@@ -27,7 +27,8 @@ def check_nvlink(v: View) -> Check:
     ev = [
         f"GPU {g.gpu}: {active[g.gpu]}/{len(g.links)} links active"
         + (
-            f", inactive: {sorted(i for i, s in g.links.items() if not s)}"
+            ", inactive: "
+            + ", ".join(str(i) for i in sorted(i for i, s in g.links.items() if not s))
             if active[g.gpu] < len(g.links)
             else ""
         )
@@ -48,7 +49,9 @@ def check_nvlink(v: View) -> Check:
         return warn(
             cid,
             "NVLink",
-            f"links run at different speeds: {sorted(speeds)} GB/s",
+            "links run at different speeds: "
+            + ", ".join(f"{v:g}" for v in sorted(speeds))
+            + " GB/s",
             "Check for links trained down; compare nvidia-smi nvlink -e error counters.",
             *ev,
         )

@@ -292,7 +292,8 @@ def _slow_jsonl(path: Path, policy: RowPolicy) -> Workload:
             continue
         rows.append(rec)
     if len(block_sizes) > 1:
-        raise KvscopeError(f"{path}: rows mix hash_block_size values {sorted(block_sizes)}.")
+        shown = ", ".join(str(v) for v in sorted(block_sizes))
+        raise KvscopeError(f"{path}: rows mix hash_block_size values {shown}.")
     import pyarrow as pa
 
     tab = pa.Table.from_pylist(rows) if rows else None
