@@ -26,33 +26,39 @@ from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
-import prometheus_client  # noqa: E402
-import torch  # noqa: E402
-import vllm  # noqa: E402
-from vllm.engine.arg_utils import EngineArgs  # noqa: E402
-from vllm.sampling_params import SamplingParams  # noqa: E402
-from vllm.utils.hashing import get_hash_fn_by_name  # noqa: E402
-from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
-from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
-from vllm.v1.engine import EngineCoreRequest  # noqa: E402
-from vllm.v1.engine.output_processor import OutputProcessor  # noqa: E402
-from vllm.v1.kv_cache_interface import (  # noqa: E402
+import prometheus_client
+import torch
+import vllm
+from vllm.engine.arg_utils import EngineArgs
+from vllm.sampling_params import SamplingParams
+from vllm.utils.hashing import get_hash_fn_by_name
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.engine import EngineCoreRequest
+from vllm.v1.engine.output_processor import OutputProcessor
+from vllm.v1.kv_cache_interface import (
     FullAttentionSpec,
     KVCacheConfig,
     KVCacheGroupSpec,
 )
-from vllm.v1.metrics.loggers import PrometheusStatLogger  # noqa: E402
-from vllm.v1.metrics.stats import IterationStats  # noqa: E402
-from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
-from vllm.v1.request import Request  # noqa: E402
-from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
+from vllm.v1.metrics.loggers import PrometheusStatLogger
+from vllm.v1.metrics.stats import IterationStats
+from vllm.v1.outputs import ModelRunnerOutput
+from vllm.v1.request import Request
+from vllm.v1.structured_output import StructuredOutputManager
 
 BLOCK = 16
 NUM_BLOCKS = 96
 TINY_LLAMA = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-    "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "num_hidden_layers": 2, "vocab_size": 512, "max_position_embeddings": 4096,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 512,
+    "max_position_embeddings": 4096,
     "torch_dtype": "bfloat16",
 }
 
@@ -61,16 +67,24 @@ def main(out_dir: Path) -> None:
     folder = Path(tempfile.mkdtemp(prefix="kvscope-vllm-"))
     (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
     args = EngineArgs(
-        model=str(folder), skip_tokenizer_init=True, max_model_len=1024, block_size=BLOCK,
-        max_num_seqs=8, max_num_batched_tokens=256, enable_prefix_caching=True,
-        enforce_eager=True, dtype="bfloat16", served_model_name=["kvscope/tiny-llama"],
+        model=str(folder),
+        skip_tokenizer_init=True,
+        max_model_len=1024,
+        block_size=BLOCK,
+        max_num_seqs=8,
+        max_num_batched_tokens=256,
+        enable_prefix_caching=True,
+        enforce_eager=True,
+        dtype="bfloat16",
+        served_model_name=["kvscope/tiny-llama"],
     )
     cfg = args.create_engine_config()
     cfg.cache_config.num_gpu_blocks = NUM_BLOCKS
     layers = [f"model.layers.{i}.self_attn.attn" for i in range(2)]
     spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=2, head_size=16, dtype=torch.bfloat16)
-    kv_cfg = KVCacheConfig(num_blocks=NUM_BLOCKS, kv_cache_tensors=[],
-                           kv_cache_groups=[KVCacheGroupSpec(layers, spec)])
+    kv_cfg = KVCacheConfig(
+        num_blocks=NUM_BLOCKS, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(layers, spec)]
+    )
     sched = Scheduler(cfg, kv_cfg, StructuredOutputManager(cfg), block_size=BLOCK, log_stats=True)
     hash_fn = get_hash_fn_by_name(cfg.cache_config.prefix_caching_hash_algo)
     init_none_hash(hash_fn)
@@ -97,9 +111,15 @@ def main(out_dir: Path) -> None:
         while pending and pending[0][0] <= now:
             _, rid, prompt, params = pending.pop(0)
             ecr = EngineCoreRequest(
-                request_id=rid, prompt_token_ids=prompt, mm_features=None,
-                sampling_params=params, pooling_params=None, arrival_time=time.time(),
-                lora_request=None, cache_salt=None, data_parallel_rank=None,
+                request_id=rid,
+                prompt_token_ids=prompt,
+                mm_features=None,
+                sampling_params=params,
+                pooling_params=None,
+                arrival_time=time.time(),
+                lora_request=None,
+                cache_salt=None,
+                data_parallel_rank=None,
                 external_req_id=rid,
             )
             processor.add_request(ecr, prompt=None)
@@ -112,14 +132,18 @@ def main(out_dir: Path) -> None:
             req = sched.requests[rid]
             done_prefill = req.num_computed_tokens >= req.num_prompt_tokens
             sampled.append([rng.randrange(1, 500)] if done_prefill else [])
-        mro = ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
-                                sampled_token_ids=sampled)
+        mro = ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={r: i for i, r in enumerate(req_ids)},
+            sampled_token_ids=sampled,
+        )
         outputs = sched.update_from_output(out, mro)
         steps += 1
         for eco in outputs.values():
             it = IterationStats() if eco.outputs else None
-            processor.process_outputs(eco.outputs, engine_core_timestamp=eco.timestamp,
-                                      iteration_stats=it)
+            processor.process_outputs(
+                eco.outputs, engine_core_timestamp=eco.timestamp, iteration_stats=it
+            )
             processor.update_scheduler_stats(eco.scheduler_stats)
             if eco.scheduler_stats is not None:
                 logger.record(scheduler_stats=eco.scheduler_stats, iteration_stats=it)

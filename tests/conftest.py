@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,11 @@ sys.path.insert(0, str(Path(__file__).parent))  # browser.py, a test helper here
 from browser import Page, chromium_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# A developer's own ~/.config/kvscope (prices.yaml, ...) must not move the figures tests
+# pin: every test, and every process a test starts, sees an empty per-user config folder.
+_CONFIG_HOME = Path(tempfile.mkdtemp(prefix="kvscope-test-config-"))
+os.environ["XDG_CONFIG_HOME"] = str(_CONFIG_HOME)
 
 
 def find_shared_dir() -> Path | None:
