@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -120,8 +121,38 @@ async def _read_page(resp: aiohttp.ClientResponse) -> str:
     return data.decode("utf-8", "replace")
 
 
+def _stderr_warning(message: str) -> None:
+    print(f"kvscope bench: warning: {message}", file=sys.stderr, flush=True)
+
+
+def scrape_cause(err: BaseException) -> str:
+    """A failed scrape's cause in a few words (what a person would check first)."""
+    if isinstance(err, TimeoutError | asyncio.TimeoutError):
+        return "timed out"
+    if isinstance(err, aiohttp.ClientConnectorError):
+        return (
+            "connection refused"
+            if isinstance(err.os_error, ConnectionRefusedError)
+            else ("cannot connect")
+        )
+    if isinstance(err, _HTTPStatus):
+        return f"HTTP {err.status}"
+    return "not an HTTP metrics server"
+
+
+class _HTTPStatus(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"http {status}")
+        self.status = status
+
+
 class ServerProbe:
-    """Poll ``/metrics`` every ``interval_s`` and hand each row to ``sink``."""
+    """Poll ``/metrics`` every ``interval_s`` and hand each row to ``sink``.
+
+    A failure is said at once through ``warn`` (stderr by default), once per outage and
+    cause, and so is a recovery and a page that carries no engine series at all: a bench
+    whose server figures are missing must not look like one whose server was idle.
+    """
 
     def __init__(
         self,
@@ -132,6 +163,7 @@ class ServerProbe:
         sink: Callable[[dict[str, Any]], None],
         *,
         headers: dict[str, str] | None = None,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         if not 0.01 <= interval_s <= 60:
             raise ValueError("scrape interval must be within 0.01-60 s")
@@ -146,6 +178,9 @@ class ServerProbe:
         self.seen: set[str] = set()
         self.last_error = ""
         self.peaks: dict[str, float] = {}
+        self.warn = warn or _stderr_warning
+        self._down = ""  # cause of the outage now going on ("" while scrapes succeed)
+        self._said_empty = False
 
     async def scrape_once(self) -> dict[str, Any]:
         clock = time.perf_counter
@@ -156,11 +191,12 @@ class ServerProbe:
             timeout = aiohttp.ClientTimeout(total=max(self.interval_s * 4, 1.0))
             async with self.session.get(self.url, timeout=timeout, headers=self.headers) as resp:
                 if resp.status != 200:
-                    raise ValueError(f"http {resp.status}")
+                    raise _HTTPStatus(resp.status)
                 text = await _read_page(resp)
             values = parse_metrics(text)
             row.update(values)
             row["scrape_ok"] = True
+            self._news("", values)
             self.seen.update(values)
             for k, v in values.items():
                 self.peaks[k] = max(self.peaks.get(k, -math.inf), v)
@@ -170,10 +206,30 @@ class ServerProbe:
             self.failures += 1
             # redacted: the text may quote the URL or what the server echoed
             self.last_error = (redact_text(f"{type(err).__name__}: {err}") or "")[:200]
+            self._news(scrape_cause(err), {})
         row["scrape_latency_s"] = clock() - start
         self.samples += 1
         self.sink(row)
         return row
+
+    def _news(self, cause: str, values: dict[str, float]) -> None:
+        """Warn when scraping starts failing, changes cause, recovers or finds nothing."""
+        where = redact_url(self.url)
+        if cause and cause != self._down:
+            again = "still " if self._down else ""
+            self.warn(
+                f"{again}cannot scrape {where} ({cause}); the server's figures "
+                "(KV-cache usage, queue, preemptions) will be missing while it lasts"
+            )
+        elif not cause and self._down:
+            self.warn(f"{where} answers again")
+        self._down = cause
+        if not cause and not values and not self._said_empty:
+            self._said_empty = True
+            self.warn(
+                f"{where} answers but carries no vLLM, SGLang or llama.cpp series; "
+                "the server's figures will be missing (llama.cpp needs --metrics)"
+            )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Scrape on an absolute schedule until ``stop`` is set."""
