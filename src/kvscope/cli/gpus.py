@@ -56,23 +56,32 @@ def gpus(
     if json_out:
         print_json(rows[0] if one else rows)
         return
-    t = Table(title="GPU catalogue (dense tensor TFLOPS; memory as CUDA reports it)")
-    cols = ("name", "memory GiB", "HBM GB/s", "BF16", "FP8", "FP4", "NVLink GB/s/dir", "TDP W")
-    for col in (*cols, "$/GPU-h"):
-        t.add_column(col, justify="left" if col == "name" else "right")
+    # Compact on purpose: GPU names are never cut, and the whole table fits 80 columns.
+    t = Table(
+        title="GPU catalogue: memory as CUDA reports it (GiB), HBM and NVLink (NVL, per "
+        "direction) in GB/s, dense tensor TFLOPS, TDP (W), USD per GPU-hour",
+        box=None,
+        header_style="bold",
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    width = max((len(str(r["name"])) for r in rows), default=4)
+    t.add_column("name", justify="left", no_wrap=True, min_width=width)
+    for col in ("GiB", "HBM", "BF16", "FP8", "FP4", "NVL", "TDP", "$/h"):
+        t.add_column(col, justify="right", overflow="fold")
     # Each price cell carries the number of its source, listed under the table.
     sources = list(dict.fromkeys(r["gpu_hour_price_source"] for r in rows))
     for r in rows:
         usd, source = r["gpu_hour_usd"], r["gpu_hour_price_source"]
         t.add_row(
             r["name"],
-            f"{r['memory_gib']:.2f}",
-            f"{r['hbm_bandwidth_gbps']:,.0f}",
-            f"{r['bf16_dense_tflops']:,.0f}",
+            f"{r['memory_gib']:.1f}",
+            f"{r['hbm_bandwidth_gbps']:.0f}",
+            f"{r['bf16_dense_tflops']:.0f}",
             _opt(r["fp8_dense_tflops"]),
             _opt(r["fp4_dense_tflops"]),
-            f"{r['nvlink_gbps_per_direction']:,.0f}",
-            f"{r['tdp_w']:,.0f}",
+            f"{r['nvlink_gbps_per_direction']:.0f}",
+            f"{r['tdp_w']:.0f}",
             "-" if usd is None else f"{usd:.2f} {_mark(sources.index(source))}",
         )
     stdout.print(t)
@@ -82,7 +91,7 @@ def gpus(
 
 
 def _opt(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
+    return "-" if v is None else f"{v:.0f}"
 
 
 def _mark(i: int) -> str:
