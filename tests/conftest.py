@@ -24,6 +24,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # pin: every test, and every process a test starts, sees an empty per-user config folder.
 _CONFIG_HOME = Path(tempfile.mkdtemp(prefix="kvscope-test-config-"))
 os.environ["XDG_CONFIG_HOME"] = str(_CONFIG_HOME)
+# Nor may a Hugging Face cache or token of the developer's, and no test reaches the Hub: a
+# model id that is not a preset resolves through an empty cache, offline.
+for _name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE", "HF_ENDPOINT"):
+    os.environ.pop(_name, None)
+os.environ["HF_HOME"] = str(_CONFIG_HOME / "huggingface")
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 def find_shared_dir() -> Path | None:

@@ -101,7 +101,9 @@ def _list(json_out: bool) -> None:
 
 @app.command()
 def show(
-    model: str = typer.Argument(..., help="Preset id or alias, a config.json, or a model folder."),
+    model: str = typer.Argument(
+        ..., help="Preset id or alias, a config.json, a model folder, or a Hugging Face id."
+    ),
     dtype: str = typer.Option(
         None,
         "--dtype",
@@ -115,6 +117,12 @@ def show(
         help="Weight quantization (fp8, mxfp4, awq, ...).",
         show_default="the config's quantization_config, else none",
     ),
+    revision: str = typer.Option(
+        None,
+        "--revision",
+        help="Hugging Face model revision: branch, tag or commit.",
+        show_default="main",
+    ),
     kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", help="KV-cache dtype."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -122,7 +130,7 @@ def show(
     from kvscope.specs.describe import describe_model
     from kvscope.specs.registry import load_model
 
-    d = describe_model(load_model(model, dtype, quantization), kv_cache_dtype)
+    d = describe_model(load_model(model, dtype, quantization, revision), kv_cache_dtype)
     if json_out:
         print_json(d)
         return

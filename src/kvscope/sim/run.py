@@ -37,6 +37,7 @@ class SimConfig:
 
     engine: Literal["vllm", "sglang"] = "vllm"
     model: str = "meta-llama/Llama-3.1-8B"
+    revision: str | None = None  # Hugging Face revision of a Hub id (branch, tag or commit)
     gpu: str = "H100"
     tp: int = 1
     dtype: str | None = None
@@ -210,7 +211,7 @@ def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
 
-    model = load_model(cfg.model, dtype=cfg.dtype)
+    model = load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision)
     gpu = get_gpu(cfg.gpu)
     plan = plan_memory(
         model,

@@ -1,4 +1,9 @@
-"""Find a model by preset id, alias or path: :func:`load_model` and :func:`list_presets`.
+"""Find a model by preset, path or Hugging Face id: :func:`load_model`, :func:`list_presets`.
+
+Resolution order: an existing local config.json or model folder, then a preset id or alias
+(case-insensitive), then a Hugging Face id (``org/name``, dots allowed) through the local
+Hugging Face cache and the Hub (:mod:`kvscope.specs.hub`). A name shaped like a path that
+does not exist is "no such file".
 
 Presets are config.json facts (architecture keys only) bundled under ``specs/presets/``, one
 file per Hugging Face id (``org--name.json``), each with a ``_kvscope`` block naming the
@@ -121,29 +126,90 @@ def local_config(name_or_path: str) -> Path | None:
 
 
 def load_model(
-    name_or_path: str, dtype: str | None = None, quantization: str | None = None
+    name_or_path: str,
+    dtype: str | None = None,
+    quantization: str | None = None,
+    revision: str | None = None,
 ) -> ModelSpec:
-    """Load a model spec from a preset id/alias, a config.json path or a model folder.
+    """Load a model spec from a config.json path, a model folder, a preset id/alias or a
+    Hugging Face id (cache first, then the Hub; config files only).
 
-    ``dtype`` and ``quantization`` are the engines' ``--dtype`` / ``--quantization``.
-    Raises :class:`UnknownNameError` (with close matches) when nothing matches.
+    ``dtype``, ``quantization`` and ``revision`` are the engines' ``--dtype`` /
+    ``--quantization`` / ``--revision``; a revision always reads the Hub id, even one that is
+    also a preset. Raises :class:`UnknownNameError` (with close matches) when nothing matches.
     """
+    from kvscope.specs import hub  # no huggingface_hub import until a Hub id is met
+
     if not name_or_path.strip():
         raise KvscopeError(
             "the model name is empty.",
             "Name a preset (see `kvscope models`), a config.json or a model folder.",
         )
+    if revision is not None and not revision.strip():
+        raise KvscopeError("--revision is empty.", "Name a branch, tag or commit hash.")
     path = local_config(name_or_path)
     if path is not None:
+        if revision is not None:
+            raise KvscopeError(
+                f"--revision applies to Hugging Face ids, not to the local {path}.",
+                "Drop --revision, or name the model by its Hub id.",
+            )
         return parse_config(_read_json(path), str(path), None, dtype, quantization)
-    preset = find_preset(name_or_path)
-    if preset is None:
-        if name_or_path.endswith(".json") or ("/" in name_or_path and Path(name_or_path).suffix):
-            raise KvscopeError(f"{_shown(name_or_path)}: no such file.")
-        known = [p.id for p in list_presets()]
-        known += [p.id.split("/")[-1] for p in list_presets()]
-        raise UnknownNameError("model", name_or_path, known)
-    return _load_preset(preset, dtype, quantization)
+    preset = find_preset(name_or_path) if revision is None else None
+    if preset is not None:
+        return _load_preset(preset, dtype, quantization)
+    if hub.looks_like_path(name_or_path):
+        raise KvscopeError(f"{_shown(name_or_path)}: no such file.")
+    known = [p.id for p in list_presets()]
+    known += [p.id.split("/")[-1] for p in list_presets()]
+    if hub.is_hub_id(name_or_path):
+        return _load_hub(name_or_path.strip(), revision, dtype, quantization, known)
+    raise UnknownNameError("model", name_or_path, known)
+
+
+def _load_hub(
+    repo_id: str,
+    revision: str | None,
+    dtype: str | None,
+    quantization: str | None,
+    known: list[str],
+) -> ModelSpec:
+    """A Hub model's config.json, with a quantization file vLLM would merge into it."""
+    from kvscope.specs import hub
+
+    close = UnknownNameError("model", repo_id, known).close_matches
+    hint = "presets: close matches " + ", ".join(close) + "." if close else "see `kvscope models`."
+    files = hub.fetch_config_files(repo_id, revision, hint)
+    raw = _read_json(files.config)
+    if not _has_quantization(raw):
+        extra = dict(files.quant_files)
+        method = (quantization or "").strip().lower()
+        if "hf_quant_config.json" in extra:
+            raw["quantization_config"] = _modelopt(_read_json(extra["hf_quant_config.json"]))
+        elif "quant_config.json" in extra and method in ("awq", "gptq"):
+            qc = _read_json(extra["quant_config.json"])
+            raw["quantization_config"] = {"quant_method": method, **qc}
+    return parse_config(raw, str(files.config), repo_id, dtype, quantization)
+
+
+def _has_quantization(raw: dict[str, Any]) -> bool:
+    text = raw.get("text_config")
+    nested = isinstance(text, dict) and text.get("quantization_config") is not None
+    return raw.get("quantization_config") is not None or nested
+
+
+def _modelopt(qc: dict[str, Any]) -> dict[str, Any]:
+    """An ``hf_quant_config.json`` as vLLM reads it: ModelOpt's ``producer`` block names the
+    method, ``modelopt`` for FP8 and ``modelopt_fp4`` for NVFP4 (vLLM
+    ``ModelConfig._parse_quant_hf_config``)."""
+    if "quant_method" in qc:
+        return qc
+    producer = qc.get("producer")
+    if isinstance(producer, dict) and str(producer.get("name", "")).lower() == "modelopt":
+        inner = qc.get("quantization")
+        algo = str((inner if isinstance(inner, dict) else qc).get("quant_algo", "")).upper()
+        return {**qc, "quant_method": "modelopt" if algo == "FP8" else "modelopt_fp4"}
+    return qc
 
 
 def _shown(name: str) -> str:
