@@ -190,7 +190,7 @@ def test_gpus_lists_price_and_source(capsys: pytest.CaptureFixture[str], tmp_pat
     assert code == 0
     flat = " ".join(out.split())
     # rows in catalogue order: the A100s come first (source a), then the H100 (source b)
-    assert "2.50 b" in flat and "b USD per GPU-hour: --gpu-hour-price" in flat
+    assert "2.50b" in flat and "b USD per GPU-hour: --gpu-hour-price" in flat
     assert "a USD per GPU-hour: kvscope default estimate: 2025 on-demand, specialised" in flat
 
 

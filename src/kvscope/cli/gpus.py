@@ -2,7 +2,9 @@
 
 The price and its source come from :func:`kvscope.plan.prices.resolve_prices` with the same
 inputs as ``kvscope plan`` (``--gpu-hour-price``, ``--prices``, ``--provider`` and the
-per-user prices file), so what this lists is what a plan would use.
+per-user prices file), so what this lists is what a plan would use. ``--gpu-spec FILE`` (else
+the per-user ``gpus.yaml``) adds or overrides entries (:mod:`kvscope.specs.user_gpus`); those
+rows are marked ``(user)`` in the table and carry ``user_entry`` (their file) in ``--json``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ def gpus(
     provider: str | None = typer.Option(
         None, "--provider", help="That provider's column of the prices file [default: none]."
     ),
+    gpu_spec_file: str | None = typer.Option(
+        None,
+        "--gpu-spec",
+        help="GPU file (YAML or .json) adding GPUs or changing a shipped GPU's figures; its "
+        "entries are marked 'user' [default: ~/.config/kvscope/gpus.yaml if it exists].",
+    ),
 ) -> None:
     """List the GPUs kvscope knows: memory as the driver reports it, bandwidth, compute, and
     the USD per GPU-hour `kvscope plan` costs them at, with where that price comes from
@@ -41,7 +49,9 @@ def gpus(
     from kvscope.plan.prices import resolve_prices
     from kvscope.specs.describe import describe_gpu
     from kvscope.specs.hardware import get_gpu, list_gpus
+    from kvscope.specs.user_gpus import use_gpu_file
 
+    use_gpu_file(gpu_spec_file)
     prices = resolve_prices(gpu_hour_price, prices_file, provider)
     # An empty name is looked up (and refused) rather than read as "list them all".
     one = name is not None
@@ -52,6 +62,7 @@ def gpus(
         p = prices.price(g)
         row["gpu_hour_usd"] = None if p is None else p.usd_per_gpu_hour
         row["gpu_hour_price_source"] = None if p is None else p.source
+        row["user_entry"] = g.origin or None
         rows.append(row)
     if json_out:
         print_json(rows[0] if one else rows)
@@ -63,9 +74,9 @@ def gpus(
         box=None,
         header_style="bold",
         pad_edge=False,
-        padding=(0, 1),
+        padding=(0, 1, 0, 0),
     )
-    width = max((len(str(r["name"])) for r in rows), default=4)
+    width = max((len(str(r["name"])) + (7 if r["user_entry"] else 0) for r in rows), default=4)
     t.add_column("name", justify="left", no_wrap=True, min_width=width)
     for col in ("GiB", "HBM", "BF16", "FP8", "FP4", "NVL", "TDP", "$/h"):
         t.add_column(col, justify="right", overflow="fold")
@@ -74,7 +85,7 @@ def gpus(
     for r in rows:
         usd, source = r["gpu_hour_usd"], r["gpu_hour_price_source"]
         t.add_row(
-            r["name"],
+            f"{r['name']} (user)" if r["user_entry"] else r["name"],
             f"{r['memory_gib']:.1f}",
             f"{r['hbm_bandwidth_gbps']:.0f}",
             f"{r['bf16_dense_tflops']:.0f}",
@@ -82,12 +93,14 @@ def gpus(
             _opt(r["fp4_dense_tflops"]),
             f"{r['nvlink_gbps_per_direction']:.0f}",
             f"{r['tdp_w']:.0f}",
-            "-" if usd is None else f"{usd:.2f} {_mark(sources.index(source))}",
+            "-" if usd is None else f"{usd:.2f}{_mark(sources.index(source))}",
         )
     stdout.print(t)
     for i, source in enumerate(sources, 1):
         text = source or "no price: pass --gpu-hour-price or --prices"
         stdout.print(f"{_mark(i - 1)} USD per GPU-hour: {text}", markup=False)
+    for origin in dict.fromkeys(r["user_entry"] for r in rows if r["user_entry"]):
+        stdout.print(f"(user) entries from {origin}", markup=False)
 
 
 def _opt(v: float | None) -> str:

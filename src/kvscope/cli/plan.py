@@ -22,7 +22,10 @@ _TYPICAL = "8,192"
 
 def plan(
     model: str = typer.Option(
-        ..., "--model", help="Model preset id or alias, a config.json, or a model folder."
+        ...,
+        "--model",
+        help="Preset id or alias, a config.json, a model folder, or a Hugging Face id "
+        "(read from the HF cache, else its config files fetched from the Hub).",
     ),
     gpu: str | None = typer.Option(
         None,
@@ -65,6 +68,11 @@ def plan(
         None,
         "--quantization",
         help="Weight quantization, e.g. fp8 or awq [default: the config's, else none].",
+    ),
+    revision: str | None = typer.Option(
+        None,
+        "--revision",
+        help="Hugging Face model revision: branch, tag or commit [default: main].",
     ),
     kv_cache_dtype: str | None = typer.Option(
         None, "--kv-cache-dtype", help="KV cache dtype, e.g. fp8 [default: auto, the model's]."
@@ -161,6 +169,12 @@ def plan(
         "--provider",
         help="Take this provider's column of the prices file first [default: the file's gpus].",
     ),
+    gpu_spec_file: str | None = typer.Option(
+        None,
+        "--gpu-spec",
+        help="GPU file (YAML or .json) adding GPUs or changing a shipped GPU's figures, "
+        "gpu_hour_usd included [default: ~/.config/kvscope/gpus.yaml if it exists].",
+    ),
     hbm_efficiency: float = typer.Option(
         0.8, "--hbm-efficiency", help="Achievable fraction of HBM bandwidth (kvscope option)."
     ),
@@ -196,8 +210,10 @@ def plan(
     from kvscope.plan.prices import resolve_prices
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
+    from kvscope.specs.user_gpus import use_gpu_file
 
     _check_request_flags(context, target_context, target_concurrency)
+    use_gpu_file(gpu_spec_file)
     prices = resolve_prices(gpu_hour_price, prices_file, provider)
     if search and out is not None:
         raise KvscopeError(
@@ -213,7 +229,7 @@ def plan(
         data_parallel_size,
         enable_dp_attention,
     )
-    spec = load_model(model, dtype, quantization)
+    spec = load_model(model, dtype, quantization, revision)
     eng = EngineConfig(
         engine=engine,
         engine_version=engine_version,

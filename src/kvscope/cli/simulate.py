@@ -50,9 +50,25 @@ def simulate(
         "meta-llama/Llama-3.1-8B"
     ),
     gpu: Annotated[str, typer.Option("--gpu", help="GPU name (see `kvscope gpus`).")] = "H100",
+    gpu_spec_file: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-spec",
+            help="GPU file (YAML or .json) adding GPUs or changing a shipped GPU's figures.",
+            show_default="~/.config/kvscope/gpus.yaml if it exists",
+        ),
+    ] = None,
     tp: Annotated[
         int, typer.Option("--tensor-parallel-size", "--tp", help="GPUs one replica spans.")
     ] = 1,
+    revision: Annotated[
+        str | None,
+        typer.Option(
+            "--revision",
+            help="Hugging Face model revision: branch, tag or commit.",
+            show_default="main",
+        ),
+    ] = None,
     dtype: Annotated[
         str | None,
         typer.Option(
@@ -200,12 +216,15 @@ def simulate(
     """Replay a workload through a simulated vLLM-like engine: KV usage, preemptions, latency."""
     from kvscope.cli.workload import build_from_flags
     from kvscope.sim import SimConfig
+    from kvscope.specs.user_gpus import use_gpu_file
     from kvscope.validate import fresh_run_dir
 
+    use_gpu_file(gpu_spec_file)
     # SimConfig checks every field (choices, NaN, ranges) with the flag's name.
     cfg = SimConfig(
         engine=engine,  # type: ignore[arg-type]
         model=model,
+        revision=revision,
         gpu=gpu,
         tp=tp,
         dtype=dtype,

@@ -9,7 +9,9 @@ first of these that names it wins (``flag > file > default``):
    ``$XDG_CONFIG_HOME/kvscope/prices.yaml`` (``~/.config/kvscope/prices.yaml`` when
    ``XDG_CONFIG_HOME`` is unset), when it exists. With ``--provider NAME`` that provider's
    column comes first, then the file's ``gpus`` prices;
-3. kvscope's default estimates, shipped in ``specs/prices.json`` (rounded 2025 on-demand
+3. a ``gpu_hour_usd`` in the GPU's entry of a user GPU file (``--gpu-spec FILE`` or the
+   per-user ``gpus.yaml``, :mod:`kvscope.specs.user_gpus`), whose source names that file;
+4. kvscope's default estimates, shipped in ``specs/prices.json`` (rounded 2025 on-demand
    prices, not quotes: see that file's ``_note``).
 
 A prices file is YAML (or JSON when it ends in ``.json``)::
@@ -28,7 +30,6 @@ is one error line with the close matches. Units: USD per GPU-hour.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -37,6 +38,7 @@ from typing import Any
 
 from kvscope.errors import KvscopeError, UnknownNameError
 from kvscope.specs.hardware import GPUSpec, get_gpu
+from kvscope.userconfig import config_dir
 from kvscope.validate import finite
 
 #: Highest price taken (USD per GPU-hour): list prices are a few dollars, and a bound keeps
@@ -111,6 +113,8 @@ class Prices:
         for p in self.from_file:
             if p.gpu == gpu.name:
                 return p
+        if gpu.gpu_hour_usd is not None:
+            return Price(gpu.name, gpu.gpu_hour_usd, gpu.origin or "your GPU file")
         return default_prices().get(gpu.name) if self.defaults else None
 
     def require(self, gpu: GPUSpec) -> Price:
@@ -148,10 +152,7 @@ def parse_price_flag(text: str) -> Prices:
 def default_prices_file(env: Mapping[str, str] | None = None) -> Path:
     """The per-user prices file: ``$XDG_CONFIG_HOME/kvscope/prices.yaml``, else under
     ``~/.config`` (the XDG Base Directory rule: a relative XDG_CONFIG_HOME is ignored)."""
-    e = os.environ if env is None else env
-    base = e.get("XDG_CONFIG_HOME", "")
-    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".config"
-    return root / "kvscope" / "prices.yaml"
+    return config_dir(env) / "prices.yaml"
 
 
 def _table(value: Any, where: str) -> dict[str, Price]:

@@ -4,12 +4,22 @@ Data lives in ``specs/gpus.json`` (one entry per GPU, each figure with its datas
 in the entry's ``sources``). Units in :class:`GPUSpec`: bytes, bytes/s, FLOP/s, watts.
 Memory is what CUDA reports as total (``cudaMemGetInfo``), which engines budget against
 (vLLM ``MemorySnapshot.total_memory``): an H100 80GB reports about 79.19 GiB, not 80 GB.
+On unified-memory parts (DGX Spark's GB10) it is the share of the shared LPDDR5X pool CUDA
+reports; on Grace superchips (GH200, GB200, GB300) it is the GPU's HBM only (the entry's
+``notes`` say so).
+
+A user GPU file (:mod:`kvscope.specs.user_gpus`) adds or overrides entries for the length of
+one command: :func:`list_gpus` and :func:`get_gpu` see them while :func:`user_gpus` (or
+:func:`set_user_gpus`) holds them; user entries carry their file in ``origin``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -49,6 +59,12 @@ class GPUSpec:
     memory_smi_source: str = ""
     #: CUDA compute capability ("8.0", "9.0"); "" for non-NVIDIA parts.
     compute_capability: str = ""
+    #: What a reader should know about the entry (unified memory, estimates, variants).
+    notes: str = ""
+    #: Where a user entry comes from ("your --gpu-spec file gpus.yaml"); "" when shipped.
+    origin: str = ""
+    #: USD per GPU-hour a user GPU file gives for this GPU (``gpu_hour_usd``), else None.
+    gpu_hour_usd: float | None = None
 
     @property
     def memory_gib(self) -> float:
@@ -78,7 +94,9 @@ def _opt(entry: dict[str, Any], key: str, scale: float) -> float | None:
     return None if value in (None, "") else float(value) * scale
 
 
-def _from_entry(e: dict[str, Any]) -> GPUSpec:
+def _from_entry(e: dict[str, Any], origin: str = "") -> GPUSpec:
+    """A :class:`GPUSpec` from one ``gpus.json``-shaped entry (units converted here)."""
+    usd = e.get("gpu_hour_usd")
     return GPUSpec(
         name=e["name"],
         aliases=tuple(dict.fromkeys(_norm(a) for a in e.get("aliases", ()))),
@@ -100,14 +118,52 @@ def _from_entry(e: dict[str, Any]) -> GPUSpec:
         memory_smi_mib=None if e.get("memory_smi_mib") is None else int(e["memory_smi_mib"]),
         memory_smi_source=e.get("memory_smi_source", ""),
         compute_capability=str(e.get("compute_capability") or ""),
+        notes=str(e.get("notes") or ""),
+        origin=origin,
+        gpu_hour_usd=None if usd is None else float(usd),
     )
 
 
 @cache
-def list_gpus() -> tuple[GPUSpec, ...]:
-    """Every GPU in the catalogue, in file order."""
+def catalogue_entries() -> tuple[dict[str, Any], ...]:
+    """The shipped ``gpus.json`` entries as parsed (callers must not mutate them)."""
     data = json.loads(CATALOGUE.read_text())
-    return tuple(_from_entry(e) for e in data["gpus"])
+    return tuple(data["gpus"])
+
+
+@cache
+def shipped_gpus() -> tuple[GPUSpec, ...]:
+    """The GPUs kvscope ships, in file order, without any user file."""
+    return tuple(_from_entry(e) for e in catalogue_entries())
+
+
+_USER: ContextVar[tuple[GPUSpec, ...]] = ContextVar("kvscope_user_gpus", default=())
+
+
+def set_user_gpus(gpus: tuple[GPUSpec, ...]) -> Token[tuple[GPUSpec, ...]]:
+    """Make ``gpus`` (a user file's entries) part of the catalogue; returns the reset token."""
+    return _USER.set(tuple(gpus))
+
+
+@contextmanager
+def user_gpus(gpus: tuple[GPUSpec, ...]) -> Iterator[None]:
+    """The catalogue with ``gpus`` added or overriding, inside the ``with`` block only."""
+    token = set_user_gpus(gpus)
+    try:
+        yield
+    finally:
+        _USER.reset(token)
+
+
+def list_gpus() -> tuple[GPUSpec, ...]:
+    """Every GPU: the shipped ones in file order (a user override in its place), then any
+    new GPU of the user file."""
+    user = _USER.get()
+    if not user:
+        return shipped_gpus()
+    by_name = {g.name: g for g in user}
+    merged = [by_name.pop(g.name, g) for g in shipped_gpus()]
+    return (*merged, *by_name.values())
 
 
 def get_gpu(name: str) -> GPUSpec:

@@ -1,0 +1,131 @@
+"""The GPUs people rent in 2026: each pinned to the figures its cited datasheet or print gives.
+
+The table below is written from the sources named in each entry of ``specs/gpus.json`` (the
+datasheet line, the nvidia-smi / torch print), not from the file, so a typo in either fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvscope.specs.hardware import GIB, get_gpu, list_gpus
+
+# name: (nominal GB, HBM GB/s, dense BF16 TFLOPS, dense FP8, dense FP4, nvidia-smi MiB)
+DATASHEET = {
+    # H100 SXM compute, NVLink 400 GB/s (H800 product page); nvidia-smi 81559 MiB.
+    "H800-SXM-80GB": (80, 3350, 989, 1979, None, 81559),
+    # H20-3e: H20 compute (148 dense BF16), H200 memory; nvidia-smi 143771 MiB.
+    "H20-141GB": (141, 4800, 148, 296, None, 143771),
+    # L20 spec sheet: 864 GB/s, FP16 119.5, FP8 239; nvidia-smi 46068 MiB.
+    "L20-48GB": (48, 864, 119.5, 239, None, 46068),
+    # HGX B300: BF16 36 / FP8 72 PF sparse, FP4 108 PF dense, per 8 GPUs; smi 275040 MiB.
+    "B300-SXM-288GB": (288, 8000, 2250, 4500, 13500, 275040),
+    # GB200 NVL72: BF16 360 / FP8 720 / FP4 1440 PF sparse per 72 GPUs; smi 189471 MiB.
+    "GB200-186GB": (186, 8000, 2500, 5000, 10000, 189471),
+    # GB300 NVL72: BF16 360 / FP8 720 PF sparse, FP4 1080 PF dense per 72 GPUs.
+    "GB300-288GB": (288, 8000, 2500, 5000, 15000, 284208),
+    # DGX Spark: 128 GB LPDDR5X, 273 GB/s, 1 PF FP4 sparse; nvidia-smi prints no total.
+    "DGX-Spark-GB10-128GB": (128, 273, 125, 250, 500, None),
+    # RTX Blackwell whitepaper, RTX 5090: BF16 209.5 (FP32 acc.), FP4 3352 sparse; smi 32607.
+    "RTX-5090-32GB": (32, 1792, 209.5, 419, 1676, 32607),
+    # Server Edition datasheet: 1,597 GB/s (the Workstation Edition has 1,792).
+    "RTX-PRO-6000-Blackwell-Server-96GB": (96, 1597, 483.6, 967.2, 1934.6, 97887),
+    "RTX-PRO-6000-Blackwell-96GB": (96, 1792, 503.8, 1007.6, 2015.2, 97887),
+    # AMD data sheets: MI325X 6 TB/s, BF16 1307.4; MI355X 8 TB/s, BF16 2516.6, MXFP4 10066.3.
+    "MI325X-256GB": (256, 6000, 1307.4, 2614.9, None, 262128),
+    "MI355X-288GB": (288, 8000, 2516.6, 5033.2, 10066.3, 294896),
+}
+
+# CUDA/HIP total in MiB: measured prints, or the entry's stated estimate rule.
+CUDA_MIB: dict[str, float] = {
+    "H800-SXM-80GB": 85028896768 / 2**20,  # estimated: as H100 SXM (deviceQuery bytes)
+    "H20-141GB": 143156,  # estimated: as H200
+    "L20-48GB": 45495,  # estimated: as L40S
+    "B300-SXM-288GB": 275040 - 728,  # estimated: smi - B200 gap
+    "GB200-186GB": 189471 - 728,
+    "GB300-288GB": 284208 - 728,
+    "DGX-Spark-GB10-128GB": 124611,  # 121.69 GiB of the unified pool
+    "RTX-5090-32GB": 32102,  # torch 2.12 print
+    "RTX-PRO-6000-Blackwell-Server-96GB": 97250,  # torch print
+    "MI325X-256GB": 256 * 1024 - 16,  # estimated: nominal GiB x 1024 - 16
+    "MI355X-288GB": 294896,  # llama.cpp HIP total
+}
+
+
+@pytest.mark.parametrize("name", sorted(DATASHEET))
+def test_pinned_to_the_datasheet(name: str) -> None:
+    nominal, bw, bf16, fp8, fp4, smi = DATASHEET[name]
+    g = get_gpu(name)
+    assert g.memory_marketing_gb == nominal
+    assert g.hbm_bandwidth == bw * 1e9
+    assert g.bf16_flops == pytest.approx(bf16 * 1e12)
+    assert g.fp8_flops == pytest.approx(fp8 * 1e12)
+    assert g.fp4_flops == (None if fp4 is None else pytest.approx(fp4 * 1e12))
+    assert g.memory_smi_mib == smi
+    if name in CUDA_MIB:
+        assert g.memory_bytes == CUDA_MIB[name] * 2**20
+
+
+@pytest.mark.parametrize("name", sorted(CUDA_MIB))
+def test_estimates_are_labelled_and_sources_cited(name: str) -> None:
+    g = get_gpu(name)
+    measured = {"DGX-Spark-GB10-128GB", "RTX-5090-32GB", "MI355X-288GB"}
+    measured.add("RTX-PRO-6000-Blackwell-Server-96GB")
+    assert g.memory_source.startswith("estimated:") == (name not in measured)
+    assert "http" in dict(g.sources)["datasheet"] or "No public" in dict(g.sources)["datasheet"]
+    assert g.notes
+
+
+@pytest.mark.parametrize(
+    ("spelling", "name"),
+    [
+        ("H800", "H800-SXM-80GB"),
+        ("NVIDIA H800", "H800-SXM-80GB"),
+        ("H20-141G", "H20-141GB"),
+        ("H20 141GB", "H20-141GB"),
+        ("NVIDIA H20-3e", "H20-141GB"),
+        ("H20", "H20-96GB"),  # a bare H20 stays the 96 GB part
+        ("L20", "L20-48GB"),
+        ("B300", "B300-SXM-288GB"),
+        ("NVIDIA B300 SXM6 AC", "B300-SXM-288GB"),
+        ("GB200", "GB200-186GB"),
+        ("NVIDIA GB200", "GB200-186GB"),
+        ("GB300", "GB300-288GB"),
+        ("DGX Spark", "DGX-Spark-GB10-128GB"),
+        ("GB10", "DGX-Spark-GB10-128GB"),
+        ("NVIDIA GB10", "DGX-Spark-GB10-128GB"),
+        ("RTX 5090", "RTX-5090-32GB"),
+        ("NVIDIA GeForce RTX 5090", "RTX-5090-32GB"),
+        ("RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000-Blackwell-Server-96GB"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000-Blackwell-Server-96GB"),
+        ("RTX PRO 6000 Blackwell Workstation Edition", "RTX-PRO-6000-Blackwell-96GB"),
+        ("RTX PRO 6000", "RTX-PRO-6000-Blackwell-96GB"),
+        ("MI325X", "MI325X-256GB"),
+        ("AMD Instinct MI355X", "MI355X-288GB"),
+    ],
+)
+def test_spellings(spelling: str, name: str) -> None:
+    assert get_gpu(spelling).name == name
+
+
+def test_unified_and_superchip_memory_is_explained() -> None:
+    spark = get_gpu("GB10")
+    assert spark.memory_gib == pytest.approx(121.69, abs=0.01)
+    assert "unified" in spark.notes.lower()
+    assert "not verified" in spark.memory_smi_source  # nvidia-smi prints no total on GB10
+    for name in ("GB200", "GB300"):
+        assert "HBM3e only" in get_gpu(name).notes or "own HBM3e" in get_gpu(name).notes
+
+
+def test_server_and_workstation_editions_differ_only_in_clock_and_memory_speed() -> None:
+    ws, se = get_gpu("RTX PRO 6000"), get_gpu("RTX-PRO-6000-SE")
+    assert ws.memory_bytes == se.memory_bytes
+    assert se.hbm_bandwidth < ws.hbm_bandwidth
+    assert se.bf16_flops == pytest.approx(ws.bf16_flops * 120 / 125, rel=1e-3)
+
+
+def test_catalogue_has_the_2026_gpus() -> None:
+    names = {g.name for g in list_gpus()}
+    assert set(DATASHEET) <= names
+    assert len(names) >= 32
+    assert GIB == 2**30
