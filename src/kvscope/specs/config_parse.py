@@ -15,6 +15,12 @@ Which keys mean what, by family (names as in the transformers configuration clas
 - DeepSeek-V3.2: the above plus ``index_n_heads``, ``index_head_dim``, ``index_topk``.
 - DeepSeek V4: ``compress_ratios`` (0 / 4 / 128 per layer), ``o_groups``, ``o_lora_rank``,
   ``hc_mult`` (hyper-connections), ``expert_dtype`` (fp4 experts).
+- Phi-3 (model-level ``sliding_window``), Gemma 2/3 (sliding/global patterns, four norms per
+  layer, configuration-class defaults), GLM-4.5 (``use_qk_norm``, q/k/v-only biases, MTP
+  layer left out), MiniMax-M2 (``qk_norm_type`` per_layer), Llama 4 (shared expert,
+  ``interleave_moe_layer_step``; chunked local attention is planned as full attention) and
+  vision towers of ``text_config`` + ``vision_config`` wrappers: :mod:`families`.
+FFN keys are read in :mod:`config_ffn`.
 """
 
 from __future__ import annotations
@@ -23,10 +29,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvscope.errors import ConfigError, KvscopeError, UnknownNameError
-from kvscope.specs import quant
+from kvscope.specs import families, quant
 from kvscope.specs.attention import AttentionLayer
+from kvscope.specs.config_ffn import ffn_layers
 from kvscope.specs.dtypes import canonical_dtype, resolve_model_dtype
-from kvscope.specs.ffn import FFNLayer
 from kvscope.specs.model import LayerSpec, ModelSpec, Published
 from kvscope.validate import count
 
@@ -39,17 +45,16 @@ MAX_SIZE = 2**31 - 1
 #: a plan within about a second, where a million took minutes and a gigabyte.
 MAX_LAYERS = 10_000
 
-_SLIDING_BY_DEFAULT = ("mistral", "mixtral")  # sliding_window applies to all layers if set
 _QKV_BIAS = ("qwen2", "qwen2_moe")
-_QK_NORM = ("qwen3", "qwen3_moe")
 
 
 class _Cfg:
     """Typed, validated access to config keys; errors name the field."""
 
-    def __init__(self, raw: Mapping[str, Any], source: str) -> None:
+    def __init__(self, raw: Mapping[str, Any], source: str, prefix: str = "") -> None:
         self.raw = raw
         self.source = source
+        self.prefix = prefix  # "vision_config." for a nested block, so errors name the path
 
     def has(self, key: str) -> bool:
         return self.raw.get(key) is not None
@@ -60,19 +65,20 @@ class _Cfg:
         value = self.raw.get(key)
         if value is None:
             if default is None:
-                raise ConfigError(self.source, key, "is missing")
+                raise ConfigError(self.source, self.prefix + key, "is missing")
             return default
         return self.check_int(key, value, minimum, maximum)
 
     def check_int(self, key: str, value: Any, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
         """``value`` (read from ``key``) as an int in [minimum, maximum], else ConfigError."""
+        name = self.prefix + key
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(self.source, key, f"must be an integer, got {_show(value)}")
+            raise ConfigError(self.source, name, f"must be an integer, got {_show(value)}")
         try:
             return count(value, key, low=minimum, high=maximum)
         except KvscopeError as err:
             problem = err.message.removeprefix(f"{key} ").rstrip(".")
-            raise ConfigError(self.source, key, problem) from None
+            raise ConfigError(self.source, name, problem) from None
 
     def text(self, key: str) -> str:
         """A string field, ``""`` when absent; anything but a string is a ConfigError."""
@@ -104,12 +110,28 @@ def _show(value: Any) -> str:
 
 
 def _flatten(raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    # Multimodal wrappers keep the language model under text_config.
+    # Multimodal wrappers keep the language model under text_config; the checkpoint dtype
+    # and quantization stay at the top level (google/gemma-3-27b-it, Llama 4).
     if "hidden_size" not in raw and isinstance(raw.get("text_config"), Mapping):
         merged = dict(raw["text_config"])
-        merged.setdefault("quantization_config", raw.get("quantization_config"))
-        return merged
-    return raw
+        for key in ("quantization_config", "torch_dtype", "dtype"):
+            if merged.get(key) is None and raw.get(key) is not None:
+                merged[key] = raw[key]
+        return families.with_defaults(merged)
+    return families.with_defaults(raw)
+
+
+def _vision_params(raw: Mapping[str, Any], source: str, text_hidden: int) -> int:
+    """Weights of a wrapper's vision tower and projector (see :mod:`families`), else 0."""
+    vision = raw.get("vision_config")
+    if vision is None or "hidden_size" in raw:
+        return 0
+    if not isinstance(vision, Mapping):
+        raise ConfigError(source, "vision_config", "must be an object")
+    v = _Cfg(vision, source, "vision_config.")
+    return families.vision_params(
+        str(raw.get("model_type") or ""), vision, text_hidden, lambda k, d: v.integer(k, d)
+    )
 
 
 def parse_config(
@@ -132,10 +154,14 @@ def parse_config(
     tied = c.boolean("tie_word_embeddings", default=False)
 
     attentions = _attention_layers(c, model_type, h, nh, n_layers)
-    ffns = _ffn_layers(c, model_type, h, n_layers)
+    ffns = ffn_layers(c, model_type, h, n_layers)
 
     hc = c.integer("hc_mult", default=0, minimum=0)
-    per_layer_extra = 2 * h  # input and post-attention RMSNorm weights
+    # input and post-attention RMSNorm weights (Gemma 2/3: also pre/post feed-forward)
+    per_layer_extra = families.NORMS_PER_LAYER.get(model_type, 2) * h
+    if c.boolean("use_qk_norm", False) and c.text("qk_norm_type") == "per_layer":
+        att0 = attentions[0]  # MiniMax-M2: one norm over all q heads, one over all k heads
+        per_layer_extra += (att0.num_heads + att0.num_kv_heads) * att0.head_dim
     final = h  # final norm
     if hc:
         # mHC: two mixers per layer, each fn (mix x hc*h) + base (mix) + scale (3),
@@ -159,6 +185,7 @@ def parse_config(
         quantization=q,
         final_params=final,
         num_mtp_layers=c.integer("num_nextn_predict_layers", default=0, minimum=0),
+        vision_params=_vision_params(raw, source, h),
         source=source,
         published=published or Published(),
     )
@@ -245,13 +272,25 @@ def _gqa_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> lis
         sliding = [t.startswith("sliding") for t in types]
         if any(sliding) and window is None:
             raise c.fail("sliding_window", "is missing but layer_types has sliding layers")
+    elif model_type in families.SLIDING_PERIOD or model_type in families.PATTERN_KEY:
+        if window is None:
+            raise c.fail("sliding_window", f"is missing; {model_type} has sliding layers")
+        period = families.SLIDING_PERIOD.get(model_type) or c.integer(
+            families.PATTERN_KEY[model_type]
+        )
+        sliding = families.sliding_pattern(period, n_layers)
     elif window is not None and (
-        model_type in _SLIDING_BY_DEFAULT or c.boolean("use_sliding_window", False)
+        model_type in families.SLIDING_ALL_LAYERS or c.boolean("use_sliding_window", False)
     ):
         sliding = [True] * n_layers
     else:
         sliding = [False] * n_layers
     bias = c.boolean("attention_bias", False)
+    qk_norm = model_type in families.QK_NORM_ALWAYS or (
+        c.boolean("use_qk_norm", False)
+        and model_type not in families.QK_NORM_WEIGHTLESS
+        and c.text("qk_norm_type") != "per_layer"  # counted with the layer's norms
+    )
     common: dict[str, Any] = {
         "hidden_size": h,
         "num_heads": nh,
@@ -259,8 +298,8 @@ def _gqa_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> lis
         "head_dim": head_dim,
         "v_head_dim": head_dim,
         "qkv_bias": bias or model_type in _QKV_BIAS,
-        "o_bias": bias,
-        "qk_norm": model_type in _QK_NORM,
+        "o_bias": bias and model_type not in families.QKV_BIAS_ONLY,
+        "qk_norm": qk_norm,
         "sinks": model_type == "gpt_oss",
     }
     return [
@@ -324,67 +363,3 @@ def _dsv4_layers(c: _Cfg, h: int, nh: int, n_layers: int) -> list[AttentionLayer
             )
         )
     return out
-
-
-# ---------------------------------------------------------------------- FFN
-def _ffn_layers(c: _Cfg, model_type: str, h: int, n_layers: int) -> list[FFNLayer]:
-    n_exp = next(
-        (
-            c.integer(k)
-            for k in ("n_routed_experts", "num_local_experts", "num_experts")
-            if c.has(k)
-        ),
-        0,
-    )
-    dense_i = c.integer("intermediate_size", default=0, minimum=0)
-    if not n_exp:
-        if not dense_i:
-            raise c.fail("intermediate_size", "is missing")
-        return [FFNLayer("dense", h, intermediate_size=dense_i)] * n_layers
-    k_key = "num_experts_per_tok" if c.has("num_experts_per_tok") else "experts_per_token"
-    top_k = c.integer(k_key)
-    if top_k > n_exp:
-        raise c.fail(k_key, f"({top_k}) exceeds the number of experts ({n_exp})")
-    expert_i = c.integer("moe_intermediate_size") if c.has("moe_intermediate_size") else dense_i
-    if not expert_i:
-        raise c.fail("moe_intermediate_size", "is missing")
-    n_shared = c.integer("n_shared_experts", default=0, minimum=0)
-    shared_i = n_shared * expert_i
-    if c.has("shared_expert_intermediate_size"):
-        shared_i = c.integer("shared_expert_intermediate_size", minimum=0)
-        n_shared = 1 if shared_i else 0
-    moe = FFNLayer(
-        "moe",
-        h,
-        num_experts=n_exp,
-        experts_per_token=top_k,
-        expert_intermediate_size=expert_i,
-        num_shared_experts=n_shared,
-        shared_intermediate_size=shared_i,
-        expert_bias=model_type == "gpt_oss",
-    )
-    dense = FFNLayer("dense", h, intermediate_size=dense_i)
-    first_dense = c.integer("first_k_dense_replace", default=0, minimum=0)
-    if first_dense > n_layers:
-        raise c.fail("first_k_dense_replace", f"({first_dense}) exceeds num_hidden_layers")
-    freq = c.integer("moe_layer_freq", default=1)
-    step = c.integer("decoder_sparse_step", default=1)
-    mlp_only = _layer_list(c, "mlp_only_layers")
-    out = []
-    for i in range(n_layers):
-        is_moe = i >= first_dense and (i - first_dense) % freq == 0
-        is_moe = is_moe and i not in mlp_only and (i + 1) % step == 0
-        if not is_moe and not dense_i:
-            raise c.fail("intermediate_size", f"is missing but layer {i} is dense")
-        out.append(moe if is_moe else dense)
-    return out
-
-
-def _layer_list(c: _Cfg, key: str) -> set[int]:
-    """A list of layer indices (``mlp_only_layers``), each a non-negative integer."""
-    value = c.raw.get(key)
-    if value is None:
-        return set()
-    if not isinstance(value, list):
-        raise c.fail(key, f"must be a list of layer indices, got {_show(value)}")
-    return {c.check_int(key, i, 0) for i in value}

@@ -22,7 +22,8 @@ from kvscope.specs.ffn import FFNLayer
 from kvscope.specs.kv_state import KVCache, bounded_bytes_per_request, history_bytes_per_token
 from kvscope.specs.quant import Quantization
 
-#: Component names used in parameter and weight breakdowns.
+#: Component names used in parameter and weight breakdowns (plus ``vision_tower`` for
+#: vision-language models only).
 COMPONENTS = (
     "embedding",
     "attention",
@@ -92,6 +93,7 @@ class ModelSpec:
     quantization: Quantization
     final_params: int = 0  # final norm and output-side mixers outside the layers
     num_mtp_layers: int = 0
+    vision_params: int = 0  # vision tower and projector of a vision-language wrapper
     source: str = ""
     published: Published = field(default_factory=Published)
 
@@ -137,6 +139,8 @@ class ModelSpec:
             out["router"] += layer.ffn.router_params()
             out["norms_other"] += layer.extra_params
         out["norms_other"] += self.final_params
+        if self.vision_params:  # only listed for vision-language models
+            out["vision_tower"] = self.vision_params
         return out
 
     @property
@@ -158,11 +162,15 @@ class ModelSpec:
     def active_params_by(self, convention: str) -> int:
         """Active parameters counted the way a publisher counts them.
 
-        ``with_embeddings`` (Qwen, Mistral, OpenAI cards) or ``without_input_embedding``
-        (DeepSeek cards, whose activated figures leave out the embedding lookup).
+        ``with_embeddings`` (Qwen, Mistral, OpenAI cards), ``without_input_embedding``
+        (DeepSeek cards, whose activated figures leave out the embedding lookup) or
+        ``without_embeddings`` (neither the embedding nor the output head: the count that
+        reproduces GLM-4.5's 32B, 33.6B less 2 x 0.78B of vocabulary matrices).
         """
         if convention == "without_input_embedding":
             return self.active_params_excl_embedding
+        if convention == "without_embeddings":
+            return self.active_params_excl_embedding - self.params["lm_head"]
         return self.active_params
 
     # ------------------------------------------------------------------ weight bytes
@@ -183,6 +191,8 @@ class ModelSpec:
             "router": p["router"] * native,
             "norms_other": p["norms_other"] * native,
             "lm_head": p["lm_head"] * native,
+            # counted at the model dtype: weight quantization is not applied to the tower
+            **({"vision_tower": p["vision_tower"] * native} if "vision_tower" in p else {}),
         }
 
     @property

@@ -1,0 +1,110 @@
+"""Family rules a generic ``config.json`` reader cannot guess: defaults, layer patterns, towers.
+
+What this module owns, by family (``model_type`` of the language model):
+
+- Defaults for keys a shipped config leaves to its transformers configuration class:
+  ``google/gemma-3-27b-it`` names neither ``vocab_size`` nor ``sliding_window_pattern``,
+  so ``Gemma3TextConfig``'s 262,208 / 6 / 131,072 positions / tied embeddings apply, as
+  they do in every engine that reads the file through transformers.
+- Sliding/global layer patterns when ``layer_types`` is absent: Gemma 2 alternates, layer
+  0 sliding (``Gemma2Config``: sliding unless ``(i + 1) % 2 == 0``); Gemma 3 keeps five
+  sliding layers then one global (``sliding_window_pattern`` 6, same rule with 6).
+- Model-level windows: Mistral, Mixtral and Phi-3 set ``sliding_window`` without
+  ``layer_types``; vLLM's ``Attention`` then takes the model-level window
+  (``cache_config.sliding_window``) on every layer, since ``LlamaAttention`` (which
+  ``Phi3ForCausalLM`` inherits) only sets a per-layer window from ``layer_types``
+  (vLLM ``vllm/model_executor/models/llama.py``, ``vllm/attention/layer.py``; release not
+  pinned: to be checked against a Phi-3 start-up log).
+- Norm counts: Gemma 2/3 have four RMSNorms per layer (input, post-attention,
+  pre-feedforward, post-feedforward; Gemma 2 report, arXiv 2408.00118 §2); Llama 4's q/k
+  norm is an L2 norm without weights (vLLM ``llama4.py``: ``RMSNorm(..., has_weight=False)``);
+  MiniMax-M2's ``qk_norm_type`` ``per_layer`` normalises all heads at once, so its weights
+  are ``heads x head_dim`` (transformers ``MiniMaxM2Attention``).
+- GLM-4.5's ``attention_bias`` puts biases on q/k/v only (vLLM ``glm4_moe.py``:
+  ``o_proj`` has ``bias=False``).
+- Vision towers of vision-language wrappers: SigLIP (Gemma 3: ~417M, Gemma 3 report,
+  arXiv 2503.19786 Table 1) with Gemma 3's projector (``mm_input_projection_weight``
+  vision x text hidden, plus ``mm_soft_emb_norm``). Other towers are not counted yet.
+
+Units: parameter counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+#: transformers configuration-class defaults for keys shipped configs omit.
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma": {"tie_word_embeddings": True},
+    "gemma2": {"tie_word_embeddings": True},
+    "gemma3_text": {
+        "vocab_size": 262_208,
+        "max_position_embeddings": 131_072,
+        "tie_word_embeddings": True,
+        "sliding_window_pattern": 6,
+    },
+}
+#: Families whose ``sliding_window`` applies to every layer when ``layer_types`` is absent.
+SLIDING_ALL_LAYERS = ("mistral", "mixtral", "phi3")
+#: Families with a fixed sliding/global period when ``layer_types`` is absent.
+SLIDING_PERIOD = {"gemma2": 2}
+PATTERN_KEY = {"gemma3_text": "sliding_window_pattern"}
+#: RMSNorm weight vectors of ``hidden_size`` per decoder layer (default 2).
+NORMS_PER_LAYER = {"gemma2": 4, "gemma3_text": 4}
+#: Per-head q/k RMSNorm weights without a ``use_qk_norm`` key.
+QK_NORM_ALWAYS = ("qwen3", "qwen3_moe", "gemma3_text")
+#: ``use_qk_norm`` true, but the norm has no weights.
+QK_NORM_WEIGHTLESS = ("llama4", "llama4_text")
+#: ``attention_bias`` covers q/k/v but not the output projection.
+QKV_BIAS_ONLY = ("glm4_moe",)
+
+Reader = Callable[[str, int | None], int]
+
+
+def with_defaults(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``cfg`` with its family's configuration-class defaults for absent keys."""
+    defaults = FAMILY_DEFAULTS.get(str(cfg.get("model_type") or ""))
+    if not defaults:
+        return cfg
+    merged = dict(defaults)
+    merged.update({k: v for k, v in cfg.items() if v is not None})
+    return merged
+
+
+def sliding_pattern(period: int, n_layers: int) -> list[bool]:
+    """Which layers slide under a period: every ``period``-th layer (1-based) is global."""
+    return [(i + 1) % period != 0 for i in range(n_layers)]
+
+
+def siglip_params(get: Reader, use_head: bool) -> int:
+    """Weights of a SigLIP vision tower (transformers ``SiglipVisionModel``).
+
+    Patch embedding (conv with bias), learned positions over ``(image/patch)^2`` patches,
+    per layer two LayerNorms (weight and bias), q/k/v/out projections with biases and a
+    two-matrix GELU MLP with biases; a final LayerNorm; the attention-pooling head only
+    when ``vision_use_head`` is true.
+    """
+    d, i = get("hidden_size", None), get("intermediate_size", None)
+    layers, patch = get("num_hidden_layers", None), get("patch_size", None)
+    image, channels = get("image_size", None), get("num_channels", 3)
+    n = channels * patch * patch * d + d + (image // patch) ** 2 * d
+    per_layer = 2 * 2 * d + 4 * (d * d + d) + (d * i + i) + (i * d + d)
+    n += layers * per_layer + 2 * d
+    if use_head:
+        # probe, multi-head attention (in_proj 3d x d + bias, out_proj), LayerNorm, MLP
+        n += d + 3 * d * d + 3 * d + d * d + d + 2 * d + (d * i + i) + (i * d + d)
+    return n
+
+
+def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, get: Reader) -> int:
+    """Vision tower plus projector weights of a wrapper of ``model_type``; 0 when unknown."""
+    kind = vision.get("model_type")
+    if kind == "siglip_vision_model":
+        # SiglipVisionModel builds the head unless the config sets vision_use_head false.
+        n = siglip_params(get, vision.get("vision_use_head", True) is not False)
+        if model_type == "gemma3":
+            d = get("hidden_size", None)
+            n += d * text_hidden + d  # mm_input_projection_weight, mm_soft_emb_norm
+        return n
+    return 0
