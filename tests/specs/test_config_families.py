@@ -30,7 +30,8 @@ def _load(name: str) -> ModelSpec:
 PUBLISHED = [
     ("microsoft--Phi-3-mini-4k-instruct", 3.8e9, 3.8e9, "with_embeddings", 0.01),
     ("google--gemma-2-9b-it", 9.242e9, 9.242e9, "with_embeddings", 0.01),
-    ("google--gemma-3-27b-it", 27.433e9, 27.433e9, "with_embeddings", 0.01),
+    # active per text token: the 417M vision encoder runs on images only
+    ("google--gemma-3-27b-it", 27.433e9, 27.016e9, "with_embeddings", 0.01),
     ("zai-org--GLM-4.5", 355e9, 32e9, "without_embeddings", 0.01),
     ("zai-org--GLM-4.5-Air", 106e9, 12e9, "without_embeddings", 0.02),
     # "230B / 10B" are rounded to the billion: 2.5 % is inside that rounding.
@@ -180,3 +181,12 @@ def test_vision_config_must_be_an_object() -> None:
     raw["vision_config"] = "siglip"
     with pytest.raises(ConfigError, match="vision_config"):
         parse_config(raw, "g.json")
+
+
+def test_text_only_gemma3_has_no_vision_component() -> None:
+    # Gemma3ForCausalLM checkpoints ship the text_config alone (model_type gemma3_text).
+    wrapper = _load("google--gemma-3-27b-it")
+    text = parse_config(_raw("google--gemma-3-27b-it")["text_config"], "t.json")
+    assert "vision_tower" not in text.params
+    assert wrapper.total_params - text.total_params == wrapper.params["vision_tower"]
+    assert text.attention_kinds == wrapper.attention_kinds

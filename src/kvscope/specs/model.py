@@ -149,10 +149,11 @@ class ModelSpec:
 
     @cached_property
     def active_params(self) -> int:
-        """Parameters touched per token: routed experts count only the top-k."""
+        """Parameters touched per text token: routed experts count only the top-k, and a
+        vision tower (which runs on images only) not at all."""
         p = self.params
         active_routed = sum(layer.ffn.active_routed_params() for layer in self.layers)
-        return self.total_params - p["routed_experts"] + active_routed
+        return self.total_params - p["routed_experts"] + active_routed - self.vision_params
 
     @property
     def active_params_excl_embedding(self) -> int:
