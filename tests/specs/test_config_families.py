@@ -190,3 +190,11 @@ def test_text_only_gemma3_has_no_vision_component() -> None:
     assert "vision_tower" not in text.params
     assert wrapper.total_params - text.total_params == wrapper.params["vision_tower"]
     assert text.attention_kinds == wrapper.attention_kinds
+
+
+def test_wrapper_text_config_without_model_type_is_the_wrappers_text_model() -> None:
+    raw = _raw("google--gemma-3-27b-it")
+    del raw["text_config"]["model_type"]
+    m = parse_config(raw, "g.json")
+    assert m.model_type == "gemma3_text"
+    assert m.attention_kinds == {"sliding": 52, "full": 10}

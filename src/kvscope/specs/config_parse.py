@@ -114,6 +114,9 @@ def _flatten(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     # and quantization stay at the top level (google/gemma-3-27b-it, Llama 4).
     if "hidden_size" not in raw and isinstance(raw.get("text_config"), Mapping):
         merged = dict(raw["text_config"])
+        if not merged.get("model_type") and isinstance(raw.get("model_type"), str):
+            top = raw["model_type"]
+            merged["model_type"] = families.TEXT_MODEL_TYPE.get(top, top)
         for key in ("quantization_config", "torch_dtype", "dtype"):
             if merged.get(key) is None and raw.get(key) is not None:
                 merged[key] = raw[key]

@@ -45,6 +45,8 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window_pattern": 6,
     },
 }
+#: The text model's type inside a wrapper whose ``text_config`` does not name it.
+TEXT_MODEL_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 #: Families whose ``sliding_window`` applies to every layer when ``layer_types`` is absent.
 SLIDING_ALL_LAYERS = ("mistral", "mixtral", "phi3")
 #: Families with a fixed sliding/global period when ``layer_types`` is absent.
