@@ -36,7 +36,7 @@ PUBLISHED = [
     ("zai-org--GLM-4.5-Air", 106e9, 12e9, "without_embeddings", 0.02),
     # "230B / 10B" are rounded to the billion: 2.5 % is inside that rounding.
     ("MiniMaxAI--MiniMax-M2.5", 230e9, 10e9, "without_embeddings", 0.025),
-    # Text tower only (the fixture has no vision_config): 1.1 % under the 109B with vision.
+    # "17B active" is rounded: 17.17B with embeddings
     ("meta-llama--Llama-4-Scout-17B-16E-Instruct", 109e9, 17e9, "with_embeddings", 0.015),
 ]
 
@@ -136,6 +136,8 @@ def test_llama4_shared_expert_and_interleave() -> None:
     assert moe is not None and moe.num_shared_experts == 1
     assert moe.shared_intermediate_size == 8192
     assert not m.first_attention.qk_norm  # L2 norm without weights
+    # the tower's patch, position, 34 layers, adapter and projector: 0.87B
+    assert m.params["vision_tower"] == pytest.approx(0.872e9, rel=0.001)
     raw = _raw("meta-llama--Llama-4-Scout-17B-16E-Instruct")
     raw["text_config"]["interleave_moe_layer_step"] = 2
     m2 = parse_config(raw, "l4.json")

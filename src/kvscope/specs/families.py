@@ -24,7 +24,8 @@ What this module owns, by family (``model_type`` of the language model):
   ``o_proj`` has ``bias=False``).
 - Vision towers of vision-language wrappers: SigLIP (Gemma 3: ~417M, Gemma 3 report,
   arXiv 2503.19786 Table 1) with Gemma 3's projector (``mm_input_projection_weight``
-  vision x text hidden, plus ``mm_soft_emb_norm``). Other towers are not counted yet.
+  vision x text hidden, plus ``mm_soft_emb_norm``); Llama 4's tower and adapter. Other
+  towers are not counted yet.
 
 Units: parameter counts.
 """
@@ -99,6 +100,28 @@ def siglip_params(get: Reader, use_head: bool) -> int:
     return n
 
 
+def llama4_vision_params(get: Reader, projector_bias: bool, text_hidden: int) -> int:
+    """Weights of Llama 4's vision tower, pixel-shuffle adapter and projector.
+
+    transformers ``Llama4VisionModel``: class embedding, learned positions over
+    ``(image/patch)^2 + 1`` tokens, a bias-free patch projection, LayerNorms before and after
+    the encoder, encoder layers shaped like SigLIP's, then ``vision_adapter`` (fc1
+    ``intermediate_size`` -> ``projector_input_dim``, fc2 ``projector_input_dim`` ->
+    ``projector_output_dim``, no biases) and ``multi_modal_projector`` (``vision_output_dim``
+    -> text hidden). With it Llama-4-Scout counts 108.6B, 0.3 % under the card's 109B.
+    """
+    d, i = get("hidden_size", None), get("intermediate_size", None)
+    layers, patch = get("num_hidden_layers", None), get("patch_size", None)
+    image, channels = get("image_size", None), get("num_channels", 3)
+    p_in, p_out = get("projector_input_dim", None), get("projector_output_dim", None)
+    out_dim = get("vision_output_dim", None)
+    n = d + ((image // patch) ** 2 + 1) * d + channels * patch * patch * d + 2 * 2 * d
+    n += layers * (2 * 2 * d + 4 * (d * d + d) + (d * i + i) + (i * d + d))
+    n += i * p_in + p_in * p_out
+    n += out_dim * text_hidden + (text_hidden if projector_bias else 0)
+    return n
+
+
 def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, get: Reader) -> int:
     """Vision tower plus projector weights of a wrapper of ``model_type``; 0 when unknown."""
     kind = vision.get("model_type")
@@ -109,4 +132,7 @@ def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, 
             d = get("hidden_size", None)
             n += d * text_hidden + d  # mm_input_projection_weight, mm_soft_emb_norm
         return n
+    if kind == "llama4_vision_model":
+        bias = vision.get("multi_modal_projector_bias") is True
+        return llama4_vision_params(get, bias, text_hidden)
     return 0
