@@ -200,3 +200,12 @@ def test_wrapper_text_config_without_model_type_is_the_wrappers_text_model() -> 
     m = parse_config(raw, "g.json")
     assert m.model_type == "gemma3_text"
     assert m.attention_kinds == {"sliding": 52, "full": 10}
+
+
+def test_minimax_weights_and_kv_match_its_deployment_guide() -> None:
+    # MiniMax-AI/MiniMax-M2.5 docs/vllm_deploy_guide.md: "220 GB for weights, 240 GB per 1M
+    # context tokens"; the figures fit as GiB (the FP8 checkpoint, a bf16 KV cache).
+    m = _load("MiniMaxAI--MiniMax-M2.5")
+    gib = 2**30
+    assert m.total_weight_bytes / gib == pytest.approx(220, rel=0.03)
+    assert m.kv_bytes_per_token("bfloat16") * 1e6 / gib == pytest.approx(240, rel=0.03)
