@@ -220,6 +220,11 @@ def rank_weights(
             else vocab_rank
         )
         params["embedding"] = vocab_embed * model.hidden_size
+        if model.vision_params:
+            # A vision-language wrapper's encoder and projector are built on the first stage
+            # from tensor-parallel linears (QKVParallelLinear / RowParallelLinear in
+            # vllm/model_executor/models/siglip.py, v0.11), so each TP rank holds its share.
+            params["vision_tower"] = model.vision_params / par.tp
     if pp_rank == par.pp - 1:
         params["norms_other"] += model.final_params
         tied_here = model.tie_word_embeddings and par.pp == 1
@@ -228,6 +233,7 @@ def rank_weights(
     rotary = att.qk_rope_head_dim or att.head_dim
     params["rope_cache"] = float(model.max_position_embeddings * rotary)
     per = _bytes_per_param(model)
+    per["vision_tower"] = element_bytes(model.dtype)  # encoders stay unquantized
     if expert_bytes > 0:
         per["routed_experts"] = expert_bytes
     return RankWeights(pp_rank, layers, {k: v * per[k] for k, v in params.items()})
