@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -193,7 +194,11 @@ def watch(
         w.on_tick = alerts
 
     def stop(signum: int, _frame: Any) -> None:
-        w.stop.set()
+        # Not w.stop.set() here: the handler runs on the main thread, which may be inside
+        # w.stop.wait() holding the event's lock at that instant (Condition._acquire_restore),
+        # and Event.set() would then wait for that same lock forever. A short-lived thread
+        # sets it once the handler has returned and the lock is free again.
+        threading.Thread(target=w.stop.set, name="kvscope-stop", daemon=True).start()
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
