@@ -13,33 +13,17 @@ from typing import Any
 
 import typer
 
+from kvscope.cli.cost_options import GpuHourPrice, GpuSpecFile, PricesFile, Provider
 from kvscope.cli.output import print_json, stdout
 
 
 def gpus(
     name: str = typer.Argument(None, help="Show one GPU (any common spelling) [default: all]."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
-    gpu_hour_price: str | None = typer.Option(
-        None,
-        "--gpu-hour-price",
-        help="USD per GPU-hour: one number, or GPU=PRICE,GPU=PRICE [default: the prices file, "
-        "else kvscope's estimate].",
-    ),
-    prices_file: str | None = typer.Option(
-        None,
-        "--prices",
-        help="Prices file (YAML or .json; see `kvscope plan --help`) "
-        "[default: ~/.config/kvscope/prices.yaml if it exists].",
-    ),
-    provider: str | None = typer.Option(
-        None, "--provider", help="That provider's column of the prices file [default: none]."
-    ),
-    gpu_spec_file: str | None = typer.Option(
-        None,
-        "--gpu-spec",
-        help="GPU file (YAML or .json) adding GPUs or changing a shipped GPU's figures; its "
-        "entries are marked 'user' [default: ~/.config/kvscope/gpus.yaml if it exists].",
-    ),
+    gpu_hour_price: GpuHourPrice = None,
+    prices_file: PricesFile = None,
+    provider: Provider = None,
+    gpu_spec_file: GpuSpecFile = None,
 ) -> None:
     """List the GPUs kvscope knows: memory as the driver reports it, bandwidth, compute, and
     the USD per GPU-hour `kvscope plan` costs them at, with where that price comes from

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from kvscope.cli.cost_options import GpuHourPrice, GpuSpecFile, PricesFile, Provider
 from kvscope.errors import KvscopeError
 
 #: Defaults the help states where the option itself defaults to "not given" (None); tests
@@ -152,29 +153,10 @@ def plan(
         help="Requests served at once, all replicas; required by --search [default: as many "
         "as the KV cache holds, capped by --max-num-seqs].",
     ),
-    gpu_hour_price: str | None = typer.Option(
-        None,
-        "--gpu-hour-price",
-        help="USD per GPU-hour: one number for every GPU, or GPU=PRICE,GPU=PRICE; beats "
-        "--prices [default: the prices file, else kvscope's estimate in `kvscope gpus`].",
-    ),
-    prices_file: str | None = typer.Option(
-        None,
-        "--prices",
-        help="Prices file (YAML or .json): 'gpus: {H100: 2.49}' and optional 'providers: "
-        "{NAME: {H100: 2.1}}' [default: ~/.config/kvscope/prices.yaml if it exists].",
-    ),
-    provider: str | None = typer.Option(
-        None,
-        "--provider",
-        help="Take this provider's column of the prices file first [default: the file's gpus].",
-    ),
-    gpu_spec_file: str | None = typer.Option(
-        None,
-        "--gpu-spec",
-        help="GPU file (YAML or .json) adding GPUs or changing a shipped GPU's figures, "
-        "gpu_hour_usd included [default: ~/.config/kvscope/gpus.yaml if it exists].",
-    ),
+    gpu_hour_price: GpuHourPrice = None,
+    prices_file: PricesFile = None,
+    provider: Provider = None,
+    gpu_spec_file: GpuSpecFile = None,
     hbm_efficiency: float = typer.Option(
         0.8, "--hbm-efficiency", help="Achievable fraction of HBM bandwidth (kvscope option)."
     ),

@@ -15,6 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from kvscope.cli.cost_options import GpuSpecFile
 from kvscope.cli.output import print_json, stderr, stdout
 from kvscope.cli.simulate_table import print_table
 from kvscope.cli.workload import (
@@ -50,14 +51,7 @@ def simulate(
         "meta-llama/Llama-3.1-8B"
     ),
     gpu: Annotated[str, typer.Option("--gpu", help="GPU name (see `kvscope gpus`).")] = "H100",
-    gpu_spec_file: Annotated[
-        str | None,
-        typer.Option(
-            "--gpu-spec",
-            help="GPU file (YAML or .json) adding GPUs or changing a shipped GPU's figures.",
-            show_default="~/.config/kvscope/gpus.yaml if it exists",
-        ),
-    ] = None,
+    gpu_spec_file: GpuSpecFile = None,
     tp: Annotated[
         int, typer.Option("--tensor-parallel-size", "--tp", help="GPUs one replica spans.")
     ] = 1,
