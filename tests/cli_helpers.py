@@ -8,10 +8,12 @@ exactly one non-blank stderr line that starts with ``kvscope: error: ``, no trac
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +47,14 @@ def run_in_process(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> t
         code = int(stop.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    """``kvscope ARGV --json``-style run in this process: exit 0 and its one JSON object."""
+    code, out, err = run_in_process(list(argv), capsys)
+    assert code == 0, err
+    doc: dict[str, Any] = json.loads(out)
+    return doc
 
 
 def one_error_line(code: int, err: str, *needles: str) -> str:

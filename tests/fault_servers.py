@@ -66,12 +66,11 @@ class SilentServer:
         self.sock.close()
 
 
-class FaultyHttp:
-    """An aiohttp server whose ``/metrics`` answers as ``mode`` says."""
+class LoopbackAiohttp:
+    """A real aiohttp server on 127.0.0.1 on its own event-loop thread; subclasses add
+    their routes in :meth:`routes`. Started when built, stopped by :meth:`close`."""
 
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-        self.requests = 0
+    def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._runner: web.AppRunner | None = None
@@ -81,18 +80,13 @@ class FaultyHttp:
         if not self._ready.wait(10):
             raise RuntimeError("aiohttp test server did not start")
 
-    async def _metrics(self, _request: web.Request) -> web.Response:
-        self.requests += 1
-        if self.mode in ("404", "500"):
-            return web.Response(status=int(self.mode), text="no such page\n")
-        if self.mode == "html":
-            return web.Response(text="<html><body>Welcome</body></html>", content_type="text/html")
-        return web.Response(text=OTHER_PAGE if self.mode == "other" else VLLM_PAGE)
+    def routes(self, app: web.Application) -> None:
+        raise NotImplementedError
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
         app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
+        self.routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         self.loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -113,4 +107,23 @@ class FaultyHttp:
             fut.result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
-        self.loop.close()
+
+
+class FaultyHttp(LoopbackAiohttp):
+    """An aiohttp server whose ``/metrics`` answers as ``mode`` says."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.requests = 0
+        super().__init__()
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_get("/metrics", self._metrics)
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        self.requests += 1
+        if self.mode in ("404", "500"):
+            return web.Response(status=int(self.mode), text="no such page\n")
+        if self.mode == "html":
+            return web.Response(text="<html><body>Welcome</body></html>", content_type="text/html")
+        return web.Response(text=OTHER_PAGE if self.mode == "other" else VLLM_PAGE)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import one_error_line, run_in_process, run_kvscope
+from cli_helpers import one_error_line, run_in_process, run_json, run_kvscope
 from kvscope.specs.hardware import set_user_gpus
 
 FILE = """
@@ -45,16 +45,9 @@ def spec(tmp_path: Path) -> Path:
     return path
 
 
-def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
-    code, out, err = run_in_process(list(argv), capsys)
-    assert code == 0, err
-    doc: dict = json.loads(out)  # type: ignore[type-arg]
-    return doc
-
-
 def test_override_moves_the_kv_figure(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = _json(capsys, *PLAN, "--gpu", "h100")
-    mine = _json(capsys, *PLAN, "--gpu", "h100", "--gpu-spec", str(spec))
+    base = run_json(capsys, *PLAN, "--gpu", "h100")
+    mine = run_json(capsys, *PLAN, "--gpu", "h100", "--gpu-spec", str(spec))
     assert mine["gpu"] == base["gpu"] == "H100-SXM-80GB"
     assert base["gpu_memory_gib"] == pytest.approx(79.19, abs=0.01)
     assert mine["gpu_memory_gib"] == pytest.approx(84e9 / 2**30)
@@ -68,14 +61,14 @@ def test_override_moves_the_kv_figure(spec: Path, capsys: pytest.CaptureFixture[
 def test_new_gpu_plans_and_is_priced_from_the_file(
     spec: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    doc = _json(capsys, *PLAN, "--gpu", "x1", "--gpu-spec", str(spec))
+    doc = run_json(capsys, *PLAN, "--gpu", "x1", "--gpu-spec", str(spec))
     assert doc["gpu"] == "ACME-X1-64GB"
     assert doc["gpu_memory_gib"] == pytest.approx(68e9 / 2**30)
     assert doc["fits"] and doc["kv_tokens"] > 0
     assert doc["cost"]["gpu_hour_usd"] == 1.25
     assert doc["cost"]["price_source"] == f"your --gpu-spec file {spec}"
     # --gpu-hour-price still wins over the file's price.
-    flag = _json(capsys, *PLAN, "--gpu", "x1", "--gpu-spec", str(spec), "--gpu-hour-price", "2")
+    flag = run_json(capsys, *PLAN, "--gpu", "x1", "--gpu-spec", str(spec), "--gpu-hour-price", "2")
     assert flag["cost"]["gpu_hour_usd"] == 2.0
 
 
@@ -130,15 +123,15 @@ def test_per_user_file_applies_and_a_missing_flag_file_is_refused(
 
 
 def test_plan_with_a_gpu_file_stays_fast(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _json(capsys, *PLAN, "--gpu", "x1", "--gpu-spec", str(spec))  # warm imports
+    run_json(capsys, *PLAN, "--gpu", "x1", "--gpu-spec", str(spec))  # warm imports
     start = time.perf_counter()
-    _json(capsys, *PLAN, "--gpu", "b300", "--gpu-spec", str(spec))
+    run_json(capsys, *PLAN, "--gpu", "b300", "--gpu-spec", str(spec))
     assert time.perf_counter() - start < 0.5
 
 
 def test_simulate_runs_on_a_user_gpu(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wl = ("--arrival", "poisson:rate=20", "--num-requests", "30", "--seed", "3", "--json")
-    doc = _json(
+    doc = run_json(
         capsys, "simulate", "--model", "llama-3.1-8b", "--gpu", "x1", "--gpu-spec", str(spec), *wl
     )
     assert doc["completed"] == 30 and doc["rejected"] == 0

@@ -3,12 +3,11 @@ figure rests on, visible and changeable (flag > prices file > default)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from cli_helpers import one_error_line, run_in_process
+from cli_helpers import one_error_line, run_in_process, run_json
 
 LLAMA = ("plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--json")
 
@@ -22,13 +21,6 @@ def no_user_prices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cfg
 
 
-def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
-    code, out, err = run_in_process(list(argv), capsys)
-    assert code == 0, err
-    doc: dict = json.loads(out)  # type: ignore[type-arg]
-    return doc
-
-
 def test_hand_checked_dollars_per_million_tokens(capsys: pytest.CaptureFixture[str]) -> None:
     """Llama-3.1-8B (bf16) on one H100 SXM, 32 requests of 8,192 tokens, $2.99/GPU-hour.
 
@@ -38,7 +30,7 @@ def test_hand_checked_dollars_per_million_tokens(capsys: pytest.CaptureFixture[s
     80 % of 3,350 GB/s = 2,680 GB/s, so 18.42 ms per step and 32 / 0.01842 = 1,737 tokens/s.
     $2.99 per hour / (1,737 x 3,600 tokens per hour) x 1e6 = $0.478 per million tokens.
     """
-    doc = _json(
+    doc = run_json(
         capsys,
         *LLAMA,
         "--target-context",
@@ -60,8 +52,8 @@ def test_default_context_is_typical_not_the_maximum(capsys: pytest.CaptureFixtur
     """DeepSeek-V3 on 8 H200: priced at its 163,840-token maximum a request's KV leaves room
     for 3 requests and $35.9/M tokens; the default prices a typical 8,192-token request."""
     argv = ("plan", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--json")
-    default = _json(capsys, *argv)["cost"]
-    longest = _json(capsys, *argv, "--target-context", "163840")["cost"]
+    default = run_json(capsys, *argv)["cost"]
+    longest = run_json(capsys, *argv, "--target-context", "163840")["cost"]
     assert default["context_tokens"] == 8192
     assert "163,840" in default["context_source"] and "typical" in default["context_source"]
     assert longest["context_tokens"] == 163840
@@ -70,7 +62,7 @@ def test_default_context_is_typical_not_the_maximum(capsys: pytest.CaptureFixtur
 
 
 def test_short_max_model_len_is_the_context(capsys: pytest.CaptureFixture[str]) -> None:
-    c = _json(capsys, *LLAMA, "--max-model-len", "4096")["cost"]
+    c = run_json(capsys, *LLAMA, "--max-model-len", "4096")["cost"]
     assert c["context_tokens"] == 4096 and c["context_source"] == "default: --max-model-len 4,096"
 
 
@@ -87,14 +79,14 @@ def test_table_prints_the_context_and_the_price_source(
 def test_named_price_and_precedence(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     prices = tmp_path / "prices.yaml"
     prices.write_text("gpus:\n  H100: 2.49\nproviders:\n  acme:\n    H100: 2.10\n")
-    by_file = _json(capsys, *LLAMA, "--prices", str(prices))["cost"]
+    by_file = run_json(capsys, *LLAMA, "--prices", str(prices))["cost"]
     assert by_file["gpu_hour_usd"] == 2.49 and by_file["price_source"] == f"prices file {prices}"
-    by_provider = _json(capsys, *LLAMA, "--prices", str(prices), "--provider", "acme")["cost"]
+    by_provider = run_json(capsys, *LLAMA, "--prices", str(prices), "--provider", "acme")["cost"]
     assert by_provider["gpu_hour_usd"] == 2.10
     assert by_provider["price_source"].endswith("provider acme")
-    by_flag = _json(capsys, *LLAMA, "--prices", str(prices), "--gpu-hour-price", "h100-sxm=3.5")
+    by_flag = run_json(capsys, *LLAMA, "--prices", str(prices), "--gpu-hour-price", "h100-sxm=3.5")
     assert by_flag["cost"]["gpu_hour_usd"] == 3.5  # flag > file
-    other_gpu = _json(capsys, *LLAMA, "--gpu-hour-price", "A100=1.0")["cost"]
+    other_gpu = run_json(capsys, *LLAMA, "--gpu-hour-price", "A100=1.0")["cost"]
     assert other_gpu["gpu_hour_usd"] == 2.99  # only the named GPU changes; H100 stays default
     assert other_gpu["price_source"].startswith("kvscope default estimate")
     # the dollars follow the price: 3.5 / 2.49 times the file's figure
@@ -108,7 +100,7 @@ def test_per_user_prices_file_is_read(
 ) -> None:
     (no_user_prices / "kvscope").mkdir()
     (no_user_prices / "kvscope" / "prices.yaml").write_text("gpus:\n  H100-SXM-80GB: 1.99\n")
-    c = _json(capsys, *LLAMA)["cost"]
+    c = run_json(capsys, *LLAMA)["cost"]
     assert c["gpu_hour_usd"] == 1.99
     assert c["price_source"] == f"prices file {no_user_prices / 'kvscope' / 'prices.yaml'}"
 
@@ -149,16 +141,16 @@ def test_search_ranks_at_the_stated_context_and_named_prices(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = ("plan", "--model", "llama-3.1-8b", "--search", "--target-concurrency", "16", "--json")
-    base = _json(capsys, *argv)
+    base = run_json(capsys, *argv)
     assert base["target_context"] == 8192 and "typical" in base["context_source"]
     top = base["candidates"][0]
     assert top["kv_needed_tokens"] == 8192 * 16
     assert top["price_source"].startswith("kvscope default estimate")
     # Price the cheapest GPU out of the running: the ranking follows the named price.
-    dear = _json(capsys, *argv, "--gpu-hour-price", f"{top['gpu']}=100")
+    dear = run_json(capsys, *argv, "--gpu-hour-price", f"{top['gpu']}=100")
     assert dear["price_overridden"]
     assert dear["candidates"][0]["gpu"] != top["gpu"]
-    shorter = _json(capsys, *argv, "--target-context", "2048")
+    shorter = run_json(capsys, *argv, "--target-context", "2048")
     assert shorter["target_context"] == 2048
     assert shorter["candidates"][0]["kv_needed_tokens"] == 2048 * 16
 
@@ -178,13 +170,13 @@ def test_search_table_names_the_context_and_prices(capsys: pytest.CaptureFixture
 
 
 def test_gpus_lists_price_and_source(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    rows = _json(capsys, "gpus", "--json")
+    rows = run_json(capsys, "gpus", "--json")
     h100 = next(r for r in rows if r["name"] == "H100-SXM-80GB")
     assert h100["gpu_hour_usd"] == 2.99
     assert h100["gpu_hour_price_source"].startswith("kvscope default estimate: 2025 on-demand")
     prices = tmp_path / "p.json"
     prices.write_text('{"gpus": {"L4": 0.61}}')
-    one = _json(capsys, "gpus", "l4", "--json", "--prices", str(prices))
+    one = run_json(capsys, "gpus", "l4", "--json", "--prices", str(prices))
     assert one["gpu_hour_usd"] == 0.61 and one["gpu_hour_price_source"] == f"prices file {prices}"
     code, out, _ = run_in_process(["gpus", "--gpu-hour-price", "H100=2.5"], capsys)
     assert code == 0

@@ -9,11 +9,9 @@ pointed at it with ``HF_ENDPOINT``; every kvscope run is a subprocess, as a user
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +21,7 @@ import pytest
 from aiohttp import web
 
 from cli_helpers import one_error_line, run_kvscope
+from fault_servers import LoopbackAiohttp
 from kvscope.specs.registry import PRESET_DIR
 
 COMMIT = "0e9e39f249a16976918f6564b8830bc894c89659"
@@ -39,7 +38,7 @@ def _llama() -> str:
     return json.dumps(raw)
 
 
-class FakeHub:
+class FakeHub(LoopbackAiohttp):
     """A Hub on loopback: repos of files at one commit; counts every request it answers."""
 
     def __init__(self) -> None:
@@ -59,13 +58,10 @@ class FakeHub:
         self.gated = {GATED_ID}
         self.requests: list[tuple[str, str]] = []
         self.auth: list[str] = []
-        self.loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._runner: web.AppRunner | None = None
-        self.port = 0
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10)
+        super().__init__()
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/{org}/{name}/resolve/{rev}/{file}", self._resolve)
 
     def _error(self, status: int, code: str) -> web.Response:
         headers = {"X-Error-Code": code, "X-Repo-Commit": COMMIT}
@@ -96,27 +92,6 @@ class FakeHub:
             return web.Response(headers=headers)
         return web.Response(body=data, headers=headers)
 
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        app = web.Application()
-        app.router.add_route("*", "/{org}/{name}/resolve/{rev}/{file}", self._resolve)
-        self._runner = web.AppRunner(app, access_log=None)
-        self.loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        server = site._server
-        assert server is not None
-        self.port = int(server.sockets[0].getsockname()[1])
-        self._ready.set()
-        self.loop.run_forever()
-
-    def close(self) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
-
 
 @pytest.fixture
 def fake_hub() -> Iterator[FakeHub]:
@@ -139,7 +114,7 @@ def plan(env: dict[str, str], model: str, *more: str) -> Any:
 
 
 def test_first_fetch_requests_then_cache_only(fake_hub: FakeHub, tmp_path: Path) -> None:
-    env = env_for(tmp_path, f"http://127.0.0.1:{fake_hub.port}")
+    env = env_for(tmp_path, fake_hub.url)
     out = plan(env, LLAMA_ID)
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""  # no progress bar, no log line
@@ -164,7 +139,7 @@ def test_first_fetch_requests_then_cache_only(fake_hub: FakeHub, tmp_path: Path)
 
 
 def test_quant_config_json_feeds_awq(fake_hub: FakeHub, tmp_path: Path) -> None:
-    env = env_for(tmp_path, f"http://127.0.0.1:{fake_hub.port}")
+    env = env_for(tmp_path, fake_hub.url)
     dense = json.loads(plan(env, LLAMA_ID).stdout)["weights_gib"]
     out = plan(env, AWQ_ID, "--quantization", "awq")
     assert out.returncode == 0, out.stderr
@@ -177,22 +152,20 @@ def test_quant_config_json_feeds_awq(fake_hub: FakeHub, tmp_path: Path) -> None:
 def test_hf_quant_config_json_is_read(fake_hub: FakeHub, tmp_path: Path) -> None:
     # vLLM maps ModelOpt's producer block to quant_method "modelopt"; kvscope's parser has no
     # rule for it yet, and says so in one line naming the method.
-    out = plan(env_for(tmp_path, f"http://127.0.0.1:{fake_hub.port}"), MODELOPT_ID)
+    out = plan(env_for(tmp_path, fake_hub.url), MODELOPT_ID)
     one_error_line(out.returncode, out.stderr, "modelopt")
     assert ("GET", f"/{MODELOPT_ID}/resolve/main/hf_quant_config.json") in fake_hub.requests
 
 
 def test_not_found_without_token_may_be_private(fake_hub: FakeHub, tmp_path: Path) -> None:
-    out = plan(
-        env_for(tmp_path, f"http://127.0.0.1:{fake_hub.port}"), "meta-llama/Llama-3.1-8B-Instructt"
-    )
+    out = plan(env_for(tmp_path, fake_hub.url), "meta-llama/Llama-3.1-8B-Instructt")
     one_error_line(
         out.returncode, out.stderr, "no such model on the Hub, or a private one", "HF_TOKEN"
     )
 
 
 def test_not_found_with_token_names_close_presets(fake_hub: FakeHub, tmp_path: Path) -> None:
-    env = env_for(tmp_path, f"http://127.0.0.1:{fake_hub.port}", HF_TOKEN=TOKEN)
+    env = env_for(tmp_path, fake_hub.url, HF_TOKEN=TOKEN)
     out = plan(env, "meta-llama/Llama-3.1-70B-Instructt")
     line = one_error_line(
         out.returncode, out.stderr, "no such model on the Hub: meta-llama/Llama-3.1-70B-Instructt"
@@ -203,19 +176,19 @@ def test_not_found_with_token_names_close_presets(fake_hub: FakeHub, tmp_path: P
 
 
 def test_gated_without_token(fake_hub: FakeHub, tmp_path: Path) -> None:
-    out = plan(env_for(tmp_path, f"http://127.0.0.1:{fake_hub.port}"), GATED_ID)
+    out = plan(env_for(tmp_path, fake_hub.url), GATED_ID)
     one_error_line(out.returncode, out.stderr, "gated model: it needs a token", "Set HF_TOKEN")
 
 
 def test_gated_with_a_token_not_granted(fake_hub: FakeHub, tmp_path: Path) -> None:
-    env = env_for(tmp_path, f"http://127.0.0.1:{fake_hub.port}", HF_TOKEN=TOKEN)
+    env = env_for(tmp_path, fake_hub.url, HF_TOKEN=TOKEN)
     out = plan(env, GATED_ID)
     one_error_line(out.returncode, out.stderr, "the token in HF_TOKEN has no access")
     assert TOKEN not in out.stdout + out.stderr
 
 
 def test_unknown_revision(fake_hub: FakeHub, tmp_path: Path) -> None:
-    out = plan(env_for(tmp_path, f"http://127.0.0.1:{fake_hub.port}"), LLAMA_ID, "--revision", "v9")
+    out = plan(env_for(tmp_path, fake_hub.url), LLAMA_ID, "--revision", "v9")
     one_error_line(out.returncode, out.stderr, "has no revision 'v9'")
 
 
