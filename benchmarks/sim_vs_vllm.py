@@ -28,7 +28,7 @@ import numpy as np
 
 from kvscope.sim.engine import sequences_from
 from kvscope.sim.kv_pool import PagedPool
-from kvscope.sim.layout import KVLayout
+from kvscope.sim.layout import KVLayout, WindowGroup
 from kvscope.sim.scheduler import Scheduler, SchedulerConfig
 from kvscope.workload import Workload
 
@@ -49,9 +49,26 @@ def token_ids(seq: Any) -> list[int]:
     return toks[: seq.prompt]
 
 
+def layout_of(s: dict[str, Any]) -> KVLayout:
+    """The simulator's layout for a scenario's ``groups`` (one full group when absent).
+
+    The first group keeps full history (``full`` or ``mla``); every ``sliding`` or
+    ``sliding_mla`` group becomes a :class:`WindowGroup` of its block size and window.
+    """
+    groups = s.get("groups")
+    if not groups:
+        return KVLayout(s["block_size"])
+    full, *rest = groups
+    assert full["kind"] in ("full", "mla"), "the first group keeps full history"
+    windows = tuple(
+        WindowGroup(f"{g['kind']}{i}", g["block_size"], g["window"]) for i, g in enumerate(rest)
+    )
+    return KVLayout(full["block_size"], windows, name="hybrid")
+
+
 def run_sim(w: Workload, s: dict[str, Any]) -> list[dict[str, Any]]:
     """kvscope's scheduler driven exactly like the vLLM driver: arrivals by step index."""
-    layout = KVLayout(s["block_size"])
+    layout = layout_of(s)
     pool = PagedPool(s["num_blocks"], layout, enable_caching=s["enable_prefix_caching"])
     cfg = SchedulerConfig(
         max_num_seqs=s["max_num_seqs"],
@@ -89,7 +106,7 @@ def run_sim(w: Workload, s: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run_vllm(w: Workload, s: dict[str, Any], python: str) -> list[dict[str, Any]]:
-    seqs = sequences_from(w, s["block_size"])
+    seqs = sequences_from(w, layout_of(s).block_size)
     reqs = [
         {
             "id": q.request_id,
@@ -210,7 +227,10 @@ def main() -> None:
     shared = args.shared if args.shared.is_dir() else None
     failures = 0
     print(f"{'scenario':32} {'steps':>6} {'preempt':>8} {'hit tok':>8} {'result':>10}")
-    for name, w, s in scenarios(shared):
+    sys.path.insert(0, str(HERE))
+    from sim_scenarios_hybrid import scenarios as hybrid_scenarios
+
+    for name, w, s in scenarios(shared) + hybrid_scenarios(shared):
         if args.only and args.only not in name:
             continue
         t0 = time.perf_counter()

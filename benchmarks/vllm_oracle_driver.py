@@ -10,6 +10,7 @@ tokens (none for a partial prefill chunk), exactly what a GPU worker reports.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -39,24 +40,74 @@ def tiny_model_dir(max_len: int) -> str:
     return str(d)
 
 
+def group_specs(spec: dict) -> list[dict]:
+    """The scenario's KV-cache groups; one full-attention group when it names none."""
+    return spec.get("groups") or [{"kind": "full", "block_size": spec["block_size"]}]
+
+
+def scheduler_block_sizes(spec: dict) -> tuple[int, int]:
+    """(scheduler block size, hash block size): the LCM and the GCD of the groups' blocks."""
+    sizes = [g["block_size"] for g in group_specs(spec)]
+    return math.lcm(*sizes), math.gcd(*sizes)
+
+
+def build_kv_config(spec: dict, cache_config: object) -> object:
+    """A ``KVCacheConfig`` with one ``KVCacheGroupSpec`` per scenario group.
+
+    ``full``: FullAttentionSpec; ``sliding``: SlidingWindowSpec(sliding_window=W); ``mla``:
+    MLAAttentionSpec; ``sliding_mla``: SlidingWindowMLASpec (DeepSeek V4's SWA and
+    compressor-state groups). The retention interval is the one vLLM's planner copies from
+    ``CacheConfig.prefix_cache_retention_interval`` (vllm/v1/core/kv_cache_planning.py).
+    """
+    import torch
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec,
+        KVCacheConfig,
+        KVCacheGroupSpec,
+        MLAAttentionSpec,
+        SlidingWindowMLASpec,
+        SlidingWindowSpec,
+    )
+
+    groups = []
+    for i, g in enumerate(group_specs(spec)):
+        common = {"block_size": g["block_size"], "dtype": torch.float16}
+        kind = g["kind"]
+        if kind == "full":
+            kv = FullAttentionSpec(num_kv_heads=1, head_size=16, **common)
+        elif kind == "sliding":
+            kv = SlidingWindowSpec(
+                num_kv_heads=1, head_size=16, sliding_window=g["window"], **common
+            )
+        elif kind == "mla":
+            kv = MLAAttentionSpec(num_kv_heads=1, head_size=512, **common)
+        elif kind == "sliding_mla":
+            kv = SlidingWindowMLASpec(
+                num_kv_heads=1, head_size=512, sliding_window=g["window"], **common
+            )
+        else:
+            raise SystemExit(f"unknown group kind {kind!r}")
+        groups.append(KVCacheGroupSpec([f"layer{i}"], kv))
+    return KVCacheConfig(
+        num_blocks=spec["num_blocks"],
+        kv_cache_tensors=[],
+        kv_cache_groups=groups,
+        prefix_cache_retention_interval=cache_config.prefix_cache_retention_interval,  # type: ignore[attr-defined]
+    )
+
+
 def main() -> None:
     spec = json.load(sys.stdin)
-    import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.sampling_params import SamplingParams
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
     from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.kv_cache_interface import (
-        FullAttentionSpec,
-        KVCacheConfig,
-        KVCacheGroupSpec,
-    )
     from vllm.v1.outputs import ModelRunnerOutput
     from vllm.v1.request import Request
     from vllm.v1.structured_output import StructuredOutputManager
 
-    bs = spec["block_size"]
+    bs, hash_bs = scheduler_block_sizes(spec)
     max_len = spec["max_model_len"]
     model_config = ModelConfig(
         model=tiny_model_dir(max_len),
@@ -81,26 +132,18 @@ def main() -> None:
     vllm_config = VllmConfig(
         model_config=model_config, cache_config=cache_config, scheduler_config=sched_config
     )
-    kv_config = KVCacheConfig(
-        num_blocks=spec["num_blocks"],
-        kv_cache_tensors=[],
-        kv_cache_groups=[
-            KVCacheGroupSpec(
-                ["layer0"],
-                FullAttentionSpec(block_size=bs, num_kv_heads=1, head_size=16, dtype=torch.float16),
-            )
-        ],
-    )
+    kv_config = build_kv_config(spec, cache_config)
     cache_config.num_gpu_blocks = spec["num_blocks"]
     sched = Scheduler(
         vllm_config=vllm_config,
         kv_cache_config=kv_config,
         structured_output_manager=StructuredOutputManager(vllm_config),
         block_size=bs,
+        hash_block_size=hash_bs,
         log_stats=False,
     )
     init_none_hash(sha256)
-    hasher = get_request_block_hasher(bs, sha256)
+    hasher = get_request_block_hasher(hash_bs, sha256)
     pending = sorted(spec["requests"], key=lambda r: r["arrival_step"])
     nxt = 0
     step = 0

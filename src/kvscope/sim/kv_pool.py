@@ -17,8 +17,9 @@ count, and once freed they sit in the free queue as one :class:`OwnRun` (evicted
 high index down, exactly the order vLLM's reverse free gives). Unhashed free blocks are a
 single counter at the queue's front. Shareable blocks (covered by the workload's prefix
 hashes) are individual :class:`Block` objects with ids, ref counts and duplicate-hash order,
-as in vLLM. Window groups (sliding window, V4 states) draw from the same pool and are never
-cached (see :mod:`kvscope.sim.layout`).
+as in vLLM. A layout with window groups (sliding window, V4 states) is served by
+:class:`kvscope.sim.hybrid_pool.HybridPool` instead: constructing a ``PagedPool`` with such a
+layout returns one, so callers keep one constructor.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from kvscope.errors import KvscopeError
 from kvscope.sim.layout import KVLayout
@@ -38,7 +40,7 @@ class Block:
     """A shareable block: identity, prefix-cache key once full, reference count."""
 
     block_id: int
-    key: tuple[int, int] | None = None
+    key: tuple[Any, ...] | None = None
     ref_cnt: int = 0
 
 
@@ -66,6 +68,10 @@ class Hit:
     tokens: int
     evictable: int  # hit blocks now in the free queue (they stop being free when touched)
     cpu_keys: tuple[Hashable, ...] = ()  # further blocks found in the CPU offload tier
+    # hybrid layouts (HybridPool): hit blocks per KV-cache group (None = null block) and
+    # vLLM's shared_prefix_boundary (the longest single-group hit when it is longer)
+    groups: tuple[tuple[Block | None, ...], ...] = ()
+    junction: int = 0
 
     @property
     def num_blocks(self) -> int:
@@ -87,6 +93,14 @@ class PoolCounters:
 
 class PagedPool:
     """The GPU KV block pool shared by every request (one per engine replica)."""
+
+    def __new__(cls, num_blocks: int, layout: KVLayout, *args: Any, **kwargs: Any) -> PagedPool:
+        # layouts with window groups get vLLM's hybrid manager (kvscope.sim.hybrid_pool)
+        if cls is PagedPool and layout.windows:
+            from kvscope.sim.hybrid_pool import HybridPool
+
+            return super().__new__(HybridPool)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -216,11 +230,14 @@ class PagedPool:
         return (-1 - seq.index, j)
 
     # ------------------------------------------------------------------ allocation
-    def blocks_needed(self, seq: Sequence, slots: int, hit: Hit = NO_HIT) -> int:
+    def blocks_needed(
+        self, seq: Sequence, slots: int, hit: Hit = NO_HIT, cap: bool = False
+    ) -> int:
         """Blocks that allocating ``slots`` token slots would take from the free queue.
 
         vLLM ``get_num_blocks_to_allocate``: new blocks beyond those held or hit, plus hit
         blocks that are currently free (touching them removes them from the queue).
+        ``cap`` (vLLM ``apply_admission_cap``) only matters for window groups.
         """
         layout = self.layout
         full = max(-(-slots // self.block_size) - seq.held_full - hit.num_blocks, 0)

@@ -7,11 +7,13 @@ a bounded tail of the context (sliding-window attention, DeepSeek V4's SWA cache
 compressor states). All groups draw one-block units from one pool, as vLLM's hybrid
 allocator does (``vllm/v1/core/kv_cache_coordinator.py``).
 
-Window groups are held at their per-request bound once full: ``cdiv(window - 1, b) + 1``
-blocks of ``b`` tokens, the figure vLLM's startup sizer reserves
-(``SlidingWindowSpec.max_memory_usage_bytes``) and that live V4 snapshots show (26 blocks
-per request besides ``ceil(L/256)``: tant2tls/Deepseek-serving memory_tables.md). vLLM's
-own per-step count oscillates by one block below that bound while decoding.
+A decoding request holds at most ``cdiv(window - 1, b) + 1`` blocks of a window group
+(:attr:`WindowGroup.cap_blocks`; 26 per V4 request besides ``ceil(L/256)``, as live V4
+snapshots show: tant2tls/Deepseek-serving memory_tables.md). How vLLM 0.33.0 gets there
+step by step (blocks freed at the next allocation, the admission cap
+``cdiv(min(W - 1 + in_flight, max_model_len), b) + 1`` of
+``vllm/v1/kv_cache_interface.py::SlidingWindowSpec.max_admission_blocks_per_request``, window
+blocks cached) is :mod:`kvscope.sim.hybrid_pool`'s; the counts here are the steady bounds.
 
 The pool's size (blocks, block size, bytes per block) comes from the planner,
 :func:`kvscope.plan.memory.plan_memory`, exactly as ``kvscope plan`` reports it.
@@ -50,6 +52,17 @@ class WindowGroup:
     def blocks(self, slots: int) -> int:
         """Blocks held by a request with ``slots`` token slots allocated."""
         return min(-(-slots // self.block_tokens), self.cap_blocks)
+
+    def admission_cap(self, in_flight_tokens: int, max_model_len: int) -> int:
+        """Blocks vLLM's full-sequence admission check reserves at most for one request.
+
+        vLLM 0.33.0 ``vllm/v1/kv_cache_interface.py::SlidingWindowSpec.
+        max_admission_blocks_per_request``: the last ``W - 1`` processed tokens plus the
+        tokens in flight (``max_concurrent_batches x max_num_batched_tokens``), never more
+        than ``max_model_len``, plus one block for a window that starts mid-block.
+        """
+        span = min(self.window_tokens - 1 + in_flight_tokens, max_model_len)
+        return -(-span // self.block_tokens) + 1
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,9 @@ class Scheduler:
         self._admits = 0
         self.transfer_s = 0.0  # swap traffic not yet charged to a step
         self.use_cohort = True  # engines whose steps are not vLLM's turn it off
+        configure = getattr(pool, "configure", None)
+        if configure is not None:  # hybrid pools: the window admission cap's terms
+            configure(config.max_num_batched_tokens, config.max_model_len)
 
     # ------------------------------------------------------------------ queue
     @property
@@ -139,7 +142,9 @@ class Scheduler:
         cfg = self.config
         if seq.prompt >= cfg.max_model_len:
             return f"prompt of {seq.prompt} tokens >= max-model-len {cfg.max_model_len}"
-        need = self.pool.layout.blocks(min(seq.prompt + seq.max_tokens, cfg.max_model_len))
+        full_len = min(seq.prompt + seq.max_tokens, cfg.max_model_len)
+        admission = getattr(self.pool, "admission_blocks", None)  # hybrid: capped windows
+        need = admission(full_len) if admission is not None else self.pool.layout.blocks(full_len)
         if need > self.pool.capacity:
             return f"needs {need} KV blocks at full length; the pool holds {self.pool.capacity}"
         if not cfg.enable_chunked_prefill and seq.prompt > cfg.max_num_batched_tokens:
@@ -358,7 +363,8 @@ class Scheduler:
         n = min(n, budget)
         if cfg.scheduler_reserve_full_isl:
             full = min(seq.num_tokens, cfg.max_model_len)
-            if pool.blocks_needed(seq, full, hit) > pool.num_free:
+            # cap=True: vLLM's apply_admission_cap (window groups' per-request cap)
+            if pool.blocks_needed(seq, full, hit, cap=True) > pool.num_free:
                 return 0
         if pool.blocks_needed(seq, hit.tokens + n, hit) > pool.num_free:
             return 0

@@ -1,0 +1,134 @@
+"""Differential scenarios for sliding-window and hybrid KV layouts (kvscope vs vLLM 0.33.0).
+
+Each scenario's ``groups`` lists the KV-cache groups both sides build: kvscope through
+``sim_vs_vllm.layout_of`` (a :class:`kvscope.sim.layout.KVLayout`), vLLM through
+``vllm_oracle_driver.build_kv_config`` (``FullAttentionSpec``/``MLAAttentionSpec`` plus
+``SlidingWindowSpec``/``SlidingWindowMLASpec`` groups in one ``KVCacheConfig``). Covered:
+one sliding group beside full attention (gpt-oss, Gemma 2/3: windows 32 to 512 tokens, block
+sizes 8 to 32), several windows at once, DeepSeek V4's groups as its model code declares them
+(a 256-token MLA group, two SWA groups of 64-token blocks and window 128, the C4 compressor
+state in 4-row blocks over 8 rows and the C128 state in 8-row blocks over 128), prefix
+caching on and off, pools small enough to preempt, shared-prefix workloads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sim_vs_vllm import mooncake, synthetic
+
+from kvscope.workload import Workload
+
+Scenario = tuple[str, Workload, dict[str, Any]]
+
+
+def sliding(block: int, window: int, full_block: int | None = None) -> list[dict[str, Any]]:
+    """Full attention plus one sliding-window group (gpt-oss, Gemma)."""
+    return [
+        {"kind": "full", "block_size": full_block or block},
+        {"kind": "sliding", "block_size": block, "window": window},
+    ]
+
+
+def deepseek_v4() -> list[dict[str, Any]]:
+    """DeepSeek V4's groups (vLLM 0.33.0 vllm/models/deepseek_v4/attention.py,
+    compressor.py, vllm/v1/attention/backends/mla/sparse_swa.py)."""
+    return [
+        {"kind": "mla", "block_size": 256},
+        {"kind": "sliding_mla", "block_size": 64, "window": 128},
+        {"kind": "sliding_mla", "block_size": 64, "window": 128},
+        {"kind": "sliding_mla", "block_size": 4, "window": 8},
+        {"kind": "sliding_mla", "block_size": 8, "window": 128},
+    ]
+
+
+def scenarios(shared: Path | None) -> list[Scenario]:
+    base: dict[str, Any] = {
+        "block_size": 16,
+        "max_model_len": 32768,
+        "max_num_seqs": 16,
+        "max_num_batched_tokens": 256,
+        "enable_prefix_caching": True,
+    }
+    swa = {**base, "groups": sliding(16, 128)}
+    multi = {
+        **base,
+        "groups": [
+            {"kind": "full", "block_size": 16},
+            {"kind": "sliding", "block_size": 16, "window": 32},
+            {"kind": "sliding", "block_size": 16, "window": 256},
+        ],
+    }
+    v4 = {**base, "block_size": 256, "max_num_batched_tokens": 512, "groups": deepseek_v4()}
+    out: list[Scenario] = [
+        ("swa128 b16", synthetic(11, 80, False, 400, 100), {**swa, "num_blocks": 500}),
+        (
+            "swa128 b16, no caching",
+            synthetic(12, 80, False, 400, 100),
+            {**swa, "num_blocks": 500, "enable_prefix_caching": False},
+        ),
+        (
+            "swa32 b16, preemption",
+            synthetic(13, 60, False, 300, 300),
+            {**base, "groups": sliding(16, 32), "num_blocks": 100},
+        ),
+        (
+            "swa32 b16, preemption, no caching",
+            synthetic(14, 60, False, 300, 300),
+            {**base, "groups": sliding(16, 32), "num_blocks": 100, "enable_prefix_caching": False},
+        ),
+        (
+            "swa64 b8, shared prefixes",
+            synthetic(15, 80, True, 400, 80),
+            {**base, "block_size": 8, "groups": sliding(8, 64), "num_blocks": 400},
+        ),
+        (
+            "swa128 b16, shared, tiny pool",
+            synthetic(16, 60, True, 300, 200),
+            {**swa, "num_blocks": 110, "max_num_seqs": 8},
+        ),
+        (
+            "swa512 b32, long prompts",
+            synthetic(17, 40, False, 2000, 150),
+            {**base, "block_size": 32, "groups": sliding(32, 512), "num_blocks": 400},
+        ),
+        ("multi-window 32+256", synthetic(18, 80, False, 400, 100), {**multi, "num_blocks": 600}),
+        (
+            "multi-window, shared",
+            synthetic(19, 80, True, 400, 80),
+            {**multi, "num_blocks": 400},
+        ),
+        (
+            "multi-window, preemption",
+            synthetic(20, 60, False, 300, 300),
+            {**multi, "num_blocks": 150, "max_num_seqs": 8},
+        ),
+        ("DeepSeek V4 groups", synthetic(21, 40, False, 1500, 100), {**v4, "num_blocks": 600}),
+        (
+            "DeepSeek V4 groups, shared",
+            synthetic(22, 40, True, 1500, 60),
+            {**v4, "num_blocks": 600},
+        ),
+        (
+            "DeepSeek V4 groups, preemption",
+            synthetic(23, 40, False, 1200, 300),
+            {**v4, "num_blocks": 160, "max_num_seqs": 8},
+        ),
+        (
+            "DeepSeek V4 groups, no caching",
+            synthetic(24, 40, True, 1500, 60),
+            {**v4, "num_blocks": 300, "enable_prefix_caching": False},
+        ),
+    ]
+    if shared is not None:
+        trace = shared / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"
+        if trace.is_file():
+            s = {
+                **swa,
+                "num_blocks": 4000,
+                "max_num_batched_tokens": 2048,
+                "max_num_seqs": 32,
+            }
+            out.append(("swa128, Mooncake slice", mooncake(trace, 40, 0.05, s), s))
+    return out
