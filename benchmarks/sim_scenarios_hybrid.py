@@ -16,11 +16,40 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from sim_vs_vllm import mooncake, synthetic
 
 from kvscope.workload import Workload
 
 Scenario = tuple[str, Workload, dict[str, Any]]
+
+
+def families(seed: int, n: int, prefix_blocks: int, max_suffix: int, max_out: int) -> Workload:
+    """Requests of three prefix families: ``prefix_blocks`` shared 16-token hash blocks, a
+    family-wide prompt length or a longer one, then tokens of their own (system prompts and
+    conversation turns: the junction and replay-boundary cases of window caching)."""
+    rng = np.random.default_rng(seed)
+    steps = np.cumsum(rng.integers(0, 6, n)).astype(np.float64)
+    fam = rng.integers(0, 3, n)
+    prompts = prefix_blocks * 16 + np.where(
+        rng.random(n) < 0.3, 1, rng.integers(1, max_suffix, n)
+    )
+    outputs = rng.integers(1, max_out, n)
+    lens = prompts // 16
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=off[1:])
+    vals = []
+    for i in range(n):
+        own = rng.integers(10, 1 << 40, int(lens[i]) - prefix_blocks)
+        vals.extend([int(fam[i]) + 1] * prefix_blocks + own.tolist())
+    return Workload.build(
+        steps,
+        prompts,
+        outputs,
+        hash_offsets=off,
+        hash_values=np.array(vals, dtype=np.int64),
+        hash_block_size=16,
+    )
 
 
 def sliding(block: int, window: int, full_block: int | None = None) -> list[dict[str, Any]]:
@@ -107,8 +136,18 @@ def scenarios(shared: Path | None) -> list[Scenario]:
         ("DeepSeek V4 groups", synthetic(21, 40, False, 1500, 100), {**v4, "num_blocks": 600}),
         (
             "DeepSeek V4 groups, shared",
-            synthetic(22, 40, True, 1500, 60),
+            families(22, 40, 40, 900, 60),
             {**v4, "num_blocks": 600},
+        ),
+        (
+            "swa128 b16, prefix families",
+            families(25, 60, 20, 300, 60),
+            {**swa, "num_blocks": 300},
+        ),
+        (
+            "multi-window, prefix families",
+            families(26, 60, 12, 200, 60),
+            {**multi, "num_blocks": 250},
         ),
         (
             "DeepSeek V4 groups, preemption",
