@@ -172,7 +172,7 @@ def test_v4_groups_hold_their_steady_bound_while_decoding() -> None:
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.integers(1, 300), st.integers(1, 60), st.integers(0, 3), st.integers(0, 6)),
+        st.tuples(st.integers(1, 300), st.integers(1, 400), st.integers(0, 3), st.integers(0, 6)),
         min_size=1,
         max_size=25,
     ),

@@ -231,6 +231,13 @@ class Engine:
             return False
         grow, fin = cohort.next_events()
         k = min(grow - cohort.clock, fin - cohort.clock + 1)
+        bound = getattr(self.pool, "span_bound", None)
+        if bound is not None and k >= 2:
+            # hybrid pools: steady window churn must evict nothing, and with a request
+            # waiting the free count must not rise inside the span (it could be admitted)
+            k, rise = bound(k)
+            if rise > 0 and sched.num_waiting:
+                return False
         if k < 2 or sched.head_admissible(budget - nr):
             return False
         k, t_end, last_dt = self._span_times(nr, cohort.computed_total + nr, k, next_arrival)

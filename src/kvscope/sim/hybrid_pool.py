@@ -27,7 +27,9 @@ DeepSeek V4's SWA and compressor-state groups), as vLLM 0.33.0 keeps them
 
 The simulator uses this pool whenever a layout has window groups
 (:class:`kvscope.sim.kv_pool.PagedPool` hands construction over); full-attention layouts
-stay on ``PagedPool``'s fast path.
+stay on ``PagedPool``'s fast path. Decode-cohort members whose window blocks can no longer
+be hashed churn by phase (:mod:`kvscope.sim.window_churn`): the scheduler ticks them once per
+step (:meth:`HybridPool.window_step`) when no cached block can be evicted meanwhile.
 """
 
 from __future__ import annotations
@@ -41,8 +43,12 @@ from kvscope.sim.kv_pool import NO_HIT, Block, Hit, PagedPool, PoolCounters
 from kvscope.sim.layout import KVLayout
 from kvscope.sim.offload import CpuTier
 from kvscope.sim.sequence import Sequence
+from kvscope.sim.window_churn import SteadyWindows
 
 Table = list[Block | None]
+#: A window-group table entry for a private block without a hash (most of them): blocks only
+#: get an identity when they are hashed (they are interchangeable in the free queue otherwise)
+ANON = Block(-1, None, 1)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -81,7 +87,7 @@ class HybridPool(PagedPool):
         self.enable_caching = enable_caching
         self.cpu = None
         self.counters = PoolCounters()
-        self.held_total = 0
+        self._held = 0
         self.held_full_total = 0
         self._version = 0
         # group 0: full history; then one group per window group, in layout order
@@ -96,6 +102,8 @@ class HybridPool(PagedPool):
             specs.setdefault((self._bs[g], self._win[g]), []).append(g)
         self._spec_groups = [[0], *specs.values()]
         self._caps = (0,) * len(self._bs)
+        self._steady = SteadyWindows(self._bs[1:], self._win[1:])
+        self._cohort: object | None = None  # the decode cohort whose clock steady members follow
         self.configure(8192, 1 << 62)
         self._anon = self.capacity  # unhashed free blocks: the queue's front
         self._lru: OrderedDict[int, Block] = OrderedDict()  # hashed free blocks, oldest first
@@ -107,8 +115,17 @@ class HybridPool(PagedPool):
         self._ncached: dict[int, list[int]] = {}  # vLLM num_cached_block per group
         self._junction: dict[int, int] = {}  # shared_prefix_boundary per request
 
-    def configure(self, max_num_batched_tokens: int, max_model_len: int, batches: int = 1) -> None:
-        """Set the admission cap's terms (vLLM ``VllmConfig.max_in_flight_tokens``)."""
+    def configure(
+        self,
+        max_num_batched_tokens: int,
+        max_model_len: int,
+        batches: int = 1,
+        cohort: object | None = None,
+    ) -> None:
+        """Set the admission cap's terms (vLLM ``VllmConfig.max_in_flight_tokens``) and the
+        scheduler's decode cohort (its clock drives the steady members' churn)."""
+        if cohort is not None:
+            self._cohort = cohort
         in_flight = batches * max_num_batched_tokens
         self._caps = (0,) + tuple(
             w.admission_cap(in_flight, max_model_len) for w in self.layout.windows
@@ -128,6 +145,115 @@ class HybridPool(PagedPool):
     @property
     def cached_free(self) -> int:
         return len(self._lru)
+
+    # ------------------------------------------------------------------ steady churn
+    @property
+    def held_total(self) -> int:  # type: ignore[override]
+        self._sync()
+        return self._held + self._steady.held
+
+    @property
+    def num_free(self) -> int:
+        self._sync()
+        return self._free
+
+    @property
+    def used(self) -> int:
+        self._sync()
+        return self.capacity - self._free
+
+    @property
+    def usage(self) -> float:
+        self._sync()
+        return 1.0 - self._free / self.capacity
+
+    def _sync(self, to: int | None = None) -> None:
+        """Bring the steady members' churn up to the cohort clock (after an engine span)."""
+        steady = self._steady
+        if to is None:
+            if not steady.members or self._cohort is None:
+                return
+            to = self._cohort.clock  # type: ignore[attr-defined]
+        if to > steady.clock:
+            delta, allocs = steady.advance(to)
+            self._free -= delta
+            self._anon -= delta
+            self.counters.allocated_blocks += allocs
+            assert self._anon >= 0
+
+    def window_step(self, need: int) -> bool:
+        """The cohort decodes one step: apply the steady members' churn, unless the step's
+        other allocations (``need``) plus theirs could pop a cached block (then False:
+        the scheduler goes request by request, in vLLM's order)."""
+        self._sync()
+        to = self._cohort.clock + 1  # type: ignore[union-attr]
+        if self._steady.members:
+            alloc, _ = self._steady.step_counts(to)
+            if self._anon < need + alloc:
+                return False
+        self._sync(to)
+        return True
+
+    def span_bound(self, k: int) -> tuple[int, int]:
+        """Steps of an engine span whose churn evicts nothing; the free count's largest rise."""
+        self._sync()
+        if not self._steady.members:
+            return k, 0
+        return self._steady.span_bound(self._anon, k)
+
+    def leave_steady(self, seq: Sequence) -> None:
+        """``seq`` leaves the decode cohort: rebuild its window tables at its slots now."""
+        if seq.index not in self._steady.members:
+            return
+        self._sync()
+        c = self._steady.remove(seq.index)
+        tabs = self._tabs[seq.index]
+        heads = self._heads[seq.index]
+        ncached = self._ncached[seq.index]
+        done = min(c, seq.num_tokens)
+        done -= done % self.align
+        win = 0
+        for g in range(1, len(self._bs)):
+            b = self._bs[g]
+            length, head = _cdiv(c, b), (c - self._win[g]) // b
+            tabs[g] = [None] * head + [ANON] * (length - head)
+            heads[g] = head
+            ncached[g] = max(ncached[g], done // b)
+            win += length - head
+        self._held += win
+        seq.win = win
+
+    def _maybe_steady(self, seq: Sequence, slots: int) -> None:
+        """Count a decode-cohort member by phase once its window blocks cannot be hashed."""
+        if (
+            not seq.in_cohort
+            or self._cohort is None
+            or slots != seq.computed + 1
+            or seq.computed < seq.prompt
+            or self._steady.clock != self._cohort.clock + 1  # type: ignore[attr-defined]
+        ):
+            return
+        tabs = self._tabs[seq.index]
+        heads = self._heads[seq.index]
+        ncached = self._ncached[seq.index]
+        # no window block may get a hash later: every reachable one (they all end at or
+        # before the prompt's end) is behind the window or already past the hashing point
+        last = seq.prompt // self.align * self.align
+        win = 0
+        for g in range(1, len(self._bs)):
+            b = self._bs[g]
+            if slots < self._win[g] + b or last // b > max(heads[g], ncached[g]):
+                return
+            for blk in tabs[g][heads[g] :]:
+                if blk is None or blk.key is not None:
+                    return
+                win += 1
+        if win != self._steady.held_at(slots):
+            return
+        for g in range(1, len(tabs)):
+            tabs[g] = []
+        self._held -= win
+        self._steady.add(seq.index, slots - self._steady.clock)
 
     # ------------------------------------------------------------------ keys
     def _key(self, seq: Sequence, end: int) -> object:
@@ -246,6 +372,8 @@ class HybridPool(PagedPool):
         tabs = self._tabs.get(seq.index)
         bs = self._bs
         if tabs is not None:
+            if seq.index in self._steady.members:  # window churn counted in window_step
+                return max(_cdiv(slots, bs[0]) - len(tabs[0]), 0)
             return sum(max(_cdiv(slots, bs[g]) - len(tabs[g]), 0) for g in range(len(bs)))
         n = hit.evictable
         groups = hit.groups
@@ -258,7 +386,10 @@ class HybridPool(PagedPool):
         return n
 
     def allocate(self, seq: Sequence, slots: int, hit: Hit = NO_HIT) -> bool:
+        self._sync()
         tabs = self._tabs.get(seq.index)
+        if tabs is not None and seq.index in self._steady.members:
+            return self._grow_steady(seq, tabs[0], slots)
         if tabs is not None:
             self._cache_upto(seq, min(seq.computed, seq.num_tokens))
             self._remove_skipped(seq, seq.computed)
@@ -272,9 +403,12 @@ class HybridPool(PagedPool):
             new = _cdiv(slots, bs[g]) - len(tab)
             if new > 0:
                 self._take(new)
-                tab.extend(Block(self._next_id + k, None, 1) for k in range(new))
-                self._next_id += new
-                self.held_total += new
+                if g:
+                    tab.extend([ANON] * new)
+                else:
+                    tab.extend(Block(self._next_id + k, None, 1) for k in range(new))
+                    self._next_id += new
+                self._held += new
                 if g == 0:
                     seq.own += new
                     self.held_full_total += new
@@ -282,7 +416,30 @@ class HybridPool(PagedPool):
                     seq.win += new
         if slots > seq.slots:
             seq.slots = slots
-        seq.room = self._next_event(seq) - 1
+        self._maybe_steady(seq, slots)
+        if seq.index in self._steady.members:
+            seq.room = _cdiv(seq.slots, bs[0]) * bs[0]
+        else:
+            seq.room = self._next_event(seq) - 1
+        return True
+
+    def _grow_steady(self, seq: Sequence, tab: Table, slots: int) -> bool:
+        """A steady member's full-history group grows (its windows churn by phase)."""
+        b = self._bs[0]
+        self._cache_upto(seq, min(seq.computed, seq.num_tokens))
+        new = _cdiv(slots, b) - len(tab)
+        if new > self._free:
+            return False
+        if new > 0:
+            self._take(new)
+            tab.extend(Block(self._next_id + k, None, 1) for k in range(new))
+            self._next_id += new
+            self._held += new
+            self.held_full_total += new
+            seq.own += new
+        if slots > seq.slots:
+            seq.slots = slots
+        seq.room = _cdiv(seq.slots, b) * b
         return True
 
     def _adopt(self, seq: Sequence, hit: Hit) -> list[Table]:
@@ -300,7 +457,7 @@ class HybridPool(PagedPool):
                     del self._lru[blk.block_id]
                     self._free -= 1
                 blk.ref_cnt += 1
-                self.held_total += 1
+                self._held += 1
                 if g == 0:
                     seq.own += 1
                     self.held_full_total += 1
@@ -329,11 +486,16 @@ class HybridPool(PagedPool):
             if k <= h:
                 continue
             freed = tab[h:k]
-            freed.reverse()
-            for i in range(h, k):
-                tab[i] = None
+            tab[h:k] = [None] * (k - h)
             heads[g] = k
-            seq.win -= sum(1 for b in freed if b is not None)
+            n = freed.count(ANON)
+            seq.win -= k - h - freed.count(None)
+            if n == k - h:  # all private and unhashed: to the queue's front
+                self._anon += n
+                self._free += n
+                self._held -= n
+                continue
+            freed.reverse()
             self._release(freed)
 
     def _next_event(self, seq: Sequence) -> int:
@@ -388,8 +550,13 @@ class HybridPool(PagedPool):
         for blk in ordered:
             if blk is None:
                 continue
+            if blk is ANON:
+                self._held -= 1
+                self._free += 1
+                self._anon += 1
+                continue
             blk.ref_cnt -= 1
-            self.held_total -= 1
+            self._held -= 1
             if blk.ref_cnt:
                 continue
             self._free += 1
@@ -414,7 +581,8 @@ class HybridPool(PagedPool):
             return
         num_tokens -= num_tokens % self.align
         ncached = self._ncached[seq.index]
-        for g, b in enumerate(self._bs):
+        groups = self._bs[:1] if seq.index in self._steady.members else self._bs
+        for g, b in enumerate(groups):
             full = num_tokens // b
             lo = ncached[g]
             if full <= lo:
@@ -428,6 +596,9 @@ class HybridPool(PagedPool):
                 blk = tab[j]
                 if blk is None:
                     continue
+                if blk is ANON:  # the block gets an identity with its hash
+                    blk = tab[j] = Block(self._next_id, None, 1)
+                    self._next_id += 1
                 key = (g, self._key(seq, (j + 1) * b))
                 blk.key = key
                 self._cache.setdefault(key, {})[blk.block_id] = blk
@@ -449,6 +620,8 @@ class HybridPool(PagedPool):
     # ------------------------------------------------------------------ free
     def free(self, seq: Sequence, keep_private: bool = True) -> None:
         """Release every block: group after group, each table newest first."""
+        self.leave_steady(seq)
+        self._sync()
         tabs = self._tabs.pop(seq.index, None)
         if tabs is not None:
             if keep_private:
@@ -456,12 +629,21 @@ class HybridPool(PagedPool):
                 self._cache_upto(seq, min(seq.computed, seq.num_tokens))
                 del self._tabs[seq.index]
             self._version += 1
-            for tab in tabs:
+            heads = self._heads[seq.index]
+            for g, tab in enumerate(tabs):
+                live = tab[heads[g] :] if g else tab  # vLLM trim_null_head
                 if not keep_private:
-                    for blk in tab:
+                    for blk in live:
                         if blk is not None and blk.ref_cnt == 1 and blk.key is not None:
                             self._evict(blk)
-                self._release(reversed(tab))
+                n = live.count(ANON)
+                if n == len(live):
+                    self._held -= n
+                    self._free += n
+                    self._anon += n
+                    continue
+                live.reverse()
+                self._release(live)
             self.held_full_total -= seq.own
             del self._heads[seq.index]
             del self._ncached[seq.index]
@@ -476,20 +658,26 @@ class HybridPool(PagedPool):
     def check(self) -> None:
         """Internal consistency (used by tests): the free count is the queue's content, and
         every block is either free or held by a request's table."""
+        self._sync()
         assert self._anon + len(self._lru) == self._free, (self._anon, len(self._lru), self._free)
         assert 0 <= self._free <= self.capacity
         held: set[int] = set()
         refs: dict[int, int] = {}
+        anon = 0
         for tabs in self._tabs.values():
             for tab in tabs:
+                anon += tab.count(ANON)
                 for blk in tab:
-                    if blk is not None:
+                    if blk is not None and blk is not ANON:
                         held.add(blk.block_id)
                         refs[blk.block_id] = refs.get(blk.block_id, 0) + 1
-        assert len(held) + self._free == self.capacity, (len(held), self._free)
+        steady = self._steady.held
+        assert len(held) + anon + steady + self._free == self.capacity, (len(held), self._free)
         for tabs in self._tabs.values():
             for tab in tabs:
                 for blk in tab:
-                    if blk is not None:
+                    if blk is not None and blk is not ANON:
                         assert blk.ref_cnt == refs[blk.block_id]
-        assert self.held_total == sum(refs.values())
+        assert self._held == sum(refs.values()) + anon
+        assert steady == sum(self._steady.held_at(p + self._steady.clock)
+                             for p in self._steady.members.values())

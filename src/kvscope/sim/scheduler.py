@@ -107,9 +107,13 @@ class Scheduler:
         self._admits = 0
         self.transfer_s = 0.0  # swap traffic not yet charged to a step
         self.use_cohort = True  # engines whose steps are not vLLM's turn it off
+        # hybrid pools (sim/hybrid_pool.py): the window admission cap's terms, and the decode
+        # cohort whose members' window churn the pool counts by phase
         configure = getattr(pool, "configure", None)
-        if configure is not None:  # hybrid pools: the window admission cap's terms
-            configure(config.max_num_batched_tokens, config.max_model_len)
+        if configure is not None:
+            configure(config.max_num_batched_tokens, config.max_model_len, cohort=self.cohort)
+        self._window_step = getattr(pool, "window_step", None)
+        self._leave_steady = getattr(pool, "leave_steady", None)
 
     # ------------------------------------------------------------------ queue
     @property
@@ -226,6 +230,8 @@ class Scheduler:
                 need += pool.blocks_needed(seq, slots)
         if need > pool.num_free:
             return -1
+        if cohort.size and self._window_step is not None and not self._window_step(need):
+            return -1  # hybrid pool: the members' window churn could evict a cached block
         if bucket:
             pool.grow_private(bucket.values())
         if len(work) > 1:
@@ -303,6 +309,8 @@ class Scheduler:
             for seq in self.running:
                 if seq.in_cohort:
                     cohort.leave(seq)
+                    if self._leave_steady is not None:
+                        self._leave_steady(seq)
                     self._explicit[seq.admit_no] = seq
 
     def total_computed(self) -> int:
@@ -420,6 +428,8 @@ class Scheduler:
         cohort.clock += 1
         for seq in ending:
             cohort.leave(seq)
+            if self._leave_steady is not None:
+                self._leave_steady(seq)
         return ending
 
     def finish_cohort_step(self, t_end: float) -> None:

@@ -1,0 +1,116 @@
+"""Window-group churn of steadily decoding requests, counted by phase instead of per request.
+
+Once a decoding request is far enough past its prompt that none of its window blocks can
+carry a prefix-cache hash (vLLM 0.33.0 caches window blocks only at the replay boundary and at
+a shared-prefix junction, both inside the prompt), its window groups only churn: every
+``b`` tokens a block leaves the window (``remove_skipped_blocks`` frees it to the free queue's
+front, unhashed) and one is allocated for new tokens (from the front). The blocks a request
+holds in a group of ``b``-token blocks and window ``W`` depend only on its allocated slots
+``c`` modulo ``b``: ``cdiv(c, b) - (c - W) // b = (c mod b > 0) + cdiv(W - c mod b, b)``.
+
+Decode-cohort members advance one token per step on one clock, so members are counted per
+phase ``p = c - clock`` modulo each group's block size and the pool's held and free counts are
+moved by O(groups) per step (O(sum of block sizes) for a jump of many steps). Units: blocks,
+tokens, steps of the cohort clock.
+"""
+
+from __future__ import annotations
+
+from math import lcm
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class SteadyWindows:
+    """Phase counts of steady members per window group, and the blocks they hold."""
+
+    def __init__(self, blocks: tuple[int, ...], windows: tuple[int, ...]) -> None:
+        self.bs = blocks
+        self.ws = windows
+        self.cnt = [[0] * b for b in blocks]
+        # held[g][r]: blocks of group g a steady member holds with c = r (mod b)
+        self.f = [[(r > 0) + _cdiv(w - r, b) for r in range(b)] for b, w in zip(blocks, windows)]
+        self.period = lcm(*blocks) if blocks else 1
+        self.members: dict[int, int] = {}  # request index -> phase p (c = p + clock)
+        self.clock = 0
+        self.held = 0
+        self._per_step: tuple[list[int], list[int]] | None = None  # by clock mod period
+
+    def held_at(self, c: int) -> int:
+        return sum(f[c % b] for f, b in zip(self.f, self.bs))
+
+    def add(self, index: int, phase: int) -> int:
+        """Count a member whose allocated slots are ``phase + clock``; its blocks held."""
+        self.members[index] = phase
+        self._per_step = None
+        for cnt, b in zip(self.cnt, self.bs):
+            cnt[phase % b] += 1
+        h = self.held_at(phase + self.clock)
+        self.held += h
+        return h
+
+    def remove(self, index: int) -> int:
+        """Stop counting a member; returns its allocated slots now."""
+        phase = self.members.pop(index)
+        self._per_step = None
+        for cnt, b in zip(self.cnt, self.bs):
+            cnt[phase % b] -= 1
+        c = phase + self.clock
+        self.held -= self.held_at(c)
+        return c
+
+    def step_counts(self, e: int) -> tuple[int, int]:
+        """(blocks allocated, blocks freed) by the members when the clock moves to ``e``."""
+        alloc = free = 0
+        for cnt, b, w in zip(self.cnt, self.bs, self.ws):
+            alloc += cnt[(1 - e) % b]
+            free += cnt[(w - e) % b]
+        return alloc, free
+
+    def advance(self, to: int) -> tuple[int, int]:
+        """Move the clock to ``to``; returns (change in blocks held, blocks allocated)."""
+        e0 = self.clock
+        if to <= e0 or not self.members:
+            self.clock = max(to, e0)
+            return 0, 0
+        if to - e0 <= 8:
+            delta = allocs = 0
+            for e in range(e0 + 1, to + 1):
+                a, f = self.step_counts(e)
+                delta += a - f
+                allocs += a
+        else:
+            new = allocs = 0
+            for cnt, b, f in zip(self.cnt, self.bs, self.f):
+                for r, n in enumerate(cnt):
+                    if n:
+                        new += n * f[(r + to) % b]
+                        allocs += n * (_cdiv(r + to, b) - _cdiv(r + e0, b))
+            delta = new - self.held
+        self.clock = to
+        self.held += delta
+        return delta, allocs
+
+    def span_bound(self, anon: int, k: int) -> tuple[int, int]:
+        """Steps (at most ``k``) whose churn never pops past ``anon`` unhashed free blocks,
+        counting each step's allocations before its frees, and the largest rise of the free
+        count over them. The churn repeats every ``period`` steps with no net change."""
+        per = self._per_step
+        if per is None:
+            counts = [self.step_counts(e) for e in range(self.period)]
+            per = self._per_step = ([a for a, _ in counts], [f for _, f in counts])
+        allocs, frees = per
+        period = self.period
+        rise = level = 0
+        e = self.clock + 1
+        for j in range(min(k, period)):
+            i = (e + j) % period
+            a = allocs[i]
+            if anon + level < a:
+                return j, rise
+            level += frees[i] - a
+            if level > rise:
+                rise = level
+        return k, rise
