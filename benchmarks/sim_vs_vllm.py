@@ -3,8 +3,8 @@
 Both sides get the same requests (arriving at the same step), token budget, max_num_seqs,
 block size, block count and prefix-caching switch. vLLM's v1 ``Scheduler`` (with its
 ``KVCacheManager`` and ``BlockPool``) runs in a separate environment that has vLLM
-(``--vllm-python``, default /work/vllm-oracle-venv/bin/python; recipe in
-shared/reference/cpu_engines.md) through ``benchmarks/vllm_oracle_driver.py``; each step's
+(``--vllm-python``, default the venv ``scripts/build_vllm_oracle.sh`` builds, which
+``make install-test`` runs) through ``benchmarks/vllm_oracle_driver.py``; each step's
 output (one sampled token per request whose prefill is complete) is fed back. Compared per
 step: requests scheduled and tokens each, blocks in use, requests admitted and their prefix
 hits, preemptions, finished requests (so finish order too). Prints the first divergence.
