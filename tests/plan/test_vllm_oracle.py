@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from tests.oracle import vllm_python
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_oracle.py"

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.oracle import vllm_python
 
 ROOT = Path(__file__).resolve().parents[2]
