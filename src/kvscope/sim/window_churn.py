@@ -36,7 +36,9 @@ class SteadyWindows:
         self.members: dict[int, int] = {}  # request index -> phase p (c = p + clock)
         self.clock = 0
         self.held = 0
-        self._per_step: tuple[list[int], list[int]] | None = None  # by clock mod period
+        # blocks allocated / freed by all members when the clock reaches e, by e mod period
+        self._allocs = [0] * self.period
+        self._frees = [0] * self.period
 
     def held_at(self, c: int) -> int:
         return sum(f[c % b] for f, b in zip(self.f, self.bs))
@@ -44,9 +46,7 @@ class SteadyWindows:
     def add(self, index: int, phase: int) -> int:
         """Count a member whose allocated slots are ``phase + clock``; its blocks held."""
         self.members[index] = phase
-        self._per_step = None
-        for cnt, b in zip(self.cnt, self.bs):
-            cnt[phase % b] += 1
+        self._count(phase, 1)
         h = self.held_at(phase + self.clock)
         self.held += h
         return h
@@ -54,20 +54,25 @@ class SteadyWindows:
     def remove(self, index: int) -> int:
         """Stop counting a member; returns its allocated slots now."""
         phase = self.members.pop(index)
-        self._per_step = None
-        for cnt, b in zip(self.cnt, self.bs):
-            cnt[phase % b] -= 1
+        self._count(phase, -1)
         c = phase + self.clock
         self.held -= self.held_at(c)
         return c
 
+    def _count(self, phase: int, d: int) -> None:
+        period = self.period
+        for cnt, b, w in zip(self.cnt, self.bs, self.ws):
+            cnt[phase % b] += d
+            # a member allocates when its slots reach 1 (mod b), frees one at W (mod b)
+            for e in range((1 - phase) % b, period, b):
+                self._allocs[e] += d
+            for e in range((w - phase) % b, period, b):
+                self._frees[e] += d
+
     def step_counts(self, e: int) -> tuple[int, int]:
         """(blocks allocated, blocks freed) by the members when the clock moves to ``e``."""
-        alloc = free = 0
-        for cnt, b, w in zip(self.cnt, self.bs, self.ws):
-            alloc += cnt[(1 - e) % b]
-            free += cnt[(w - e) % b]
-        return alloc, free
+        i = e % self.period
+        return self._allocs[i], self._frees[i]
 
     def advance(self, to: int) -> tuple[int, int]:
         """Move the clock to ``to``; returns (change in blocks held, blocks allocated)."""
@@ -97,11 +102,7 @@ class SteadyWindows:
         """Steps (at most ``k``) whose churn never pops past ``anon`` unhashed free blocks,
         counting each step's allocations before its frees, and the largest rise of the free
         count over them. The churn repeats every ``period`` steps with no net change."""
-        per = self._per_step
-        if per is None:
-            counts = [self.step_counts(e) for e in range(self.period)]
-            per = self._per_step = ([a for a, _ in counts], [f for _, f in counts])
-        allocs, frees = per
+        allocs, frees = self._allocs, self._frees
         period = self.period
         rise = level = 0
         e = self.clock + 1
