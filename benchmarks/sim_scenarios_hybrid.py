@@ -31,9 +31,7 @@ def families(seed: int, n: int, prefix_blocks: int, max_suffix: int, max_out: in
     rng = np.random.default_rng(seed)
     steps = np.cumsum(rng.integers(0, 6, n)).astype(np.float64)
     fam = rng.integers(0, 3, n)
-    prompts = prefix_blocks * 16 + np.where(
-        rng.random(n) < 0.3, 1, rng.integers(1, max_suffix, n)
-    )
+    prompts = prefix_blocks * 16 + np.where(rng.random(n) < 0.3, 1, rng.integers(1, max_suffix, n))
     outputs = rng.integers(1, max_out, n)
     lens = prompts // 16
     off = np.zeros(n + 1, dtype=np.int64)

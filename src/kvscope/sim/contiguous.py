@@ -135,9 +135,7 @@ class ContiguousPool:
             return cur
         return min(max(need, 2 * cur), max(full, need))
 
-    def blocks_needed(
-        self, seq: Sequence, slots: int, hit: Hit = NO_HIT, cap: bool = False
-    ) -> int:
+    def blocks_needed(self, seq: Sequence, slots: int, hit: Hit = NO_HIT, cap: bool = False) -> int:
         """Blocks the request must add; ``capacity + 1`` when no placement can exist now."""
         start, cur = self._regions.get(seq.index, (0, 0))
         target = self._target(seq, slots)

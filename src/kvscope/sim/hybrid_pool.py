@@ -91,9 +91,12 @@ class HybridPool(PagedPool):
         self.held_full_total = 0
         self._version = 0
         # group 0: full history; then one group per window group, in layout order
-        self._bs = (layout.block_size,) + tuple(w.block_tokens for w in layout.windows)
-        self._win = (0,) + tuple(w.window_tokens for w in layout.windows)
-        self._need = (0,) + tuple(_cdiv(w - 1, b) for b, w in zip(self._bs[1:], self._win[1:]))
+        self._bs = (layout.block_size, *(w.block_tokens for w in layout.windows))
+        self._win = (0, *(w.window_tokens for w in layout.windows))
+        self._need = (
+            0,
+            *(_cdiv(w - 1, b) for b, w in zip(self._bs[1:], self._win[1:], strict=True)),
+        )
         #: scheduler block size: the LCM of the groups' block sizes; hits land on it
         self.align = lcm(*self._bs)
         # spec groups for the hit search: equal (block, window) groups are looked up together
@@ -106,9 +109,10 @@ class HybridPool(PagedPool):
         self._cohort: object | None = None  # the decode cohort whose clock steady members follow
         self.configure(8192, 1 << 62)
         self._anon = self.capacity  # unhashed free blocks: the queue's front
-        self._lru: OrderedDict[int, Block] = OrderedDict()  # hashed free blocks, oldest first
+        # hashed free blocks, oldest first (every entry a Block here, never an OwnRun)
+        self._lru: OrderedDict[int, Block] = OrderedDict()  # type: ignore[assignment]
         self._free = self.capacity
-        self._cache: dict[tuple[int, object], dict[int, Block]] = {}
+        self._cache: dict[tuple[int, object], dict[int, Block]] = {}  # type: ignore[assignment]
         self._next_id = 1
         self._tabs: dict[int, list[Table]] = {}  # running request -> one table per group
         self._heads: dict[int, list[int]] = {}  # leading null entries per group
@@ -127,9 +131,7 @@ class HybridPool(PagedPool):
         if cohort is not None:
             self._cohort = cohort
         in_flight = batches * max_num_batched_tokens
-        self._caps = (0,) + tuple(
-            w.admission_cap(in_flight, max_model_len) for w in self.layout.windows
-        )
+        self._caps = (0, *(w.admission_cap(in_flight, max_model_len) for w in self.layout.windows))
 
     def admission_caps(self) -> tuple[int, ...]:
         """Per window group, the most blocks the full-sequence check reserves for a request."""
@@ -293,7 +295,7 @@ class HybridPool(PagedPool):
                     full_done = True
                 else:
                     found, curr = self._window_hit(seq, gids, curr)
-                for g, lst in zip(gids, found):
+                for g, lst in zip(gids, found, strict=True):
                     blocks[g] = lst
                     lengths[g] = curr
                 longest = max(longest, curr)
@@ -331,7 +333,9 @@ class HybridPool(PagedPool):
         del out[_cdiv(n, b) :]
         return [out], n
 
-    def _window_hit(self, seq: Sequence, gids: list[int], max_length: int) -> tuple[list[Table], int]:
+    def _window_hit(
+        self, seq: Sequence, gids: list[int], max_length: int
+    ) -> tuple[list[Table], int]:
         """``SlidingWindowManager.find_longest_cache_hit`` (no EAGLE), right to left."""
         g0 = gids[0]
         b, need, align = self._bs[g0], self._need[g0], self.align
@@ -346,7 +350,7 @@ class HybridPool(PagedPool):
                 continue
             if run == 0 and b != align and ((i + 1) * b) % align:
                 continue
-            for lst, blk in zip(out, got):
+            for lst, blk in zip(out, got, strict=True):
                 lst[i] = blk
             run += 1
             if run >= need:
@@ -463,7 +467,9 @@ class HybridPool(PagedPool):
                     self.held_full_total += 1
                 else:
                     seq.win += 1
-            tabs.append([None] * skip + got)
+            row: Table = [None] * skip
+            row.extend(got)
+            tabs.append(row)
             heads[g] = skip
         if hit.groups:
             self._version += 1
@@ -537,11 +543,11 @@ class HybridPool(PagedPool):
         if key is None:
             return
         self._version += 1
-        group = self._cache.get(key)  # type: ignore[arg-type]
+        group = self._cache.get(key)
         if group is not None:
             group.pop(blk.block_id, None)
             if not group:
-                del self._cache[key]  # type: ignore[arg-type]
+                del self._cache[key]
         blk.key = None
         self.counters.evictions += 1
 
@@ -679,5 +685,6 @@ class HybridPool(PagedPool):
                     if blk is not None and blk is not ANON:
                         assert blk.ref_cnt == refs[blk.block_id]
         assert self._held == sum(refs.values()) + anon
-        assert steady == sum(self._steady.held_at(p + self._steady.clock)
-                             for p in self._steady.members.values())
+        assert steady == sum(
+            self._steady.held_at(p + self._steady.clock) for p in self._steady.members.values()
+        )

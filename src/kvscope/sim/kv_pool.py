@@ -230,9 +230,7 @@ class PagedPool:
         return (-1 - seq.index, j)
 
     # ------------------------------------------------------------------ allocation
-    def blocks_needed(
-        self, seq: Sequence, slots: int, hit: Hit = NO_HIT, cap: bool = False
-    ) -> int:
+    def blocks_needed(self, seq: Sequence, slots: int, hit: Hit = NO_HIT, cap: bool = False) -> int:
         """Blocks that allocating ``slots`` token slots would take from the free queue.
 
         vLLM ``get_num_blocks_to_allocate``: new blocks beyond those held or hit, plus hit

@@ -31,7 +31,10 @@ class SteadyWindows:
         self.ws = windows
         self.cnt = [[0] * b for b in blocks]
         # held[g][r]: blocks of group g a steady member holds with c = r (mod b)
-        self.f = [[(r > 0) + _cdiv(w - r, b) for r in range(b)] for b, w in zip(blocks, windows)]
+        self.f = [
+            [(r > 0) + _cdiv(w - r, b) for r in range(b)]
+            for b, w in zip(blocks, windows, strict=True)
+        ]
         self.period = lcm(*blocks) if blocks else 1
         self.members: dict[int, int] = {}  # request index -> phase p (c = p + clock)
         self.clock = 0
@@ -41,7 +44,7 @@ class SteadyWindows:
         self._frees = [0] * self.period
 
     def held_at(self, c: int) -> int:
-        return sum(f[c % b] for f, b in zip(self.f, self.bs))
+        return sum(f[c % b] for f, b in zip(self.f, self.bs, strict=True))
 
     def add(self, index: int, phase: int) -> int:
         """Count a member whose allocated slots are ``phase + clock``; its blocks held."""
@@ -61,7 +64,7 @@ class SteadyWindows:
 
     def _count(self, phase: int, d: int) -> None:
         period = self.period
-        for cnt, b, w in zip(self.cnt, self.bs, self.ws):
+        for cnt, b, w in zip(self.cnt, self.bs, self.ws, strict=True):
             cnt[phase % b] += d
             # a member allocates when its slots reach 1 (mod b), frees one at W (mod b)
             for e in range((1 - phase) % b, period, b):
@@ -83,15 +86,15 @@ class SteadyWindows:
         if to - e0 <= 8:
             delta = allocs = 0
             for e in range(e0 + 1, to + 1):
-                a, f = self.step_counts(e)
-                delta += a - f
+                a, fr = self.step_counts(e)
+                delta += a - fr
                 allocs += a
         else:
             new = allocs = 0
-            for cnt, b, f in zip(self.cnt, self.bs, self.f):
+            for cnt, b, held in zip(self.cnt, self.bs, self.f, strict=True):
                 for r, n in enumerate(cnt):
                     if n:
-                        new += n * f[(r + to) % b]
+                        new += n * held[(r + to) % b]
                         allocs += n * (_cdiv(r + to, b) - _cdiv(r + e0, b))
             delta = new - self.held
         self.clock = to
