@@ -39,23 +39,16 @@ from collections.abc import Iterable
 from math import lcm
 
 from kvscope.errors import KvscopeError
+from kvscope.sim.hybrid_hits import ANON, HybridHitSearch, Table
+from kvscope.sim.hybrid_hits import cdiv as _cdiv
 from kvscope.sim.kv_pool import NO_HIT, Block, Hit, PagedPool, PoolCounters
 from kvscope.sim.layout import KVLayout
 from kvscope.sim.offload import CpuTier
 from kvscope.sim.sequence import Sequence
-from kvscope.sim.window_churn import SteadyWindows
-
-Table = list[Block | None]
-#: A window-group table entry for a private block without a hash (most of them): blocks only
-#: get an identity when they are hashed (they are interchangeable in the free queue otherwise)
-ANON = Block(-1, None, 1)
+from kvscope.sim.window_churn import SteadyChurn, SteadyWindows
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-class HybridPool(PagedPool):
+class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
     """Block tables per group and one shared free queue (see the module docstring)."""
 
     #: Spans need a block-free interval; window groups change every few tokens.
@@ -106,7 +99,7 @@ class HybridPool(PagedPool):
         self._spec_groups = [[0], *specs.values()]
         self._caps = (0,) * len(self._bs)
         self._steady = SteadyWindows(self._bs[1:], self._win[1:])
-        self._cohort: object | None = None  # the decode cohort whose clock steady members follow
+        self._cohort = None  # the decode cohort whose clock steady members follow
         self.configure(8192, 1 << 62)
         self._anon = self.capacity  # unhashed free blocks: the queue's front
         # hashed free blocks, oldest first (every entry a Block here, never an OwnRun)
@@ -148,229 +141,7 @@ class HybridPool(PagedPool):
     def cached_free(self) -> int:
         return len(self._lru)
 
-    # ------------------------------------------------------------------ steady churn
-    @property
-    def held_total(self) -> int:  # type: ignore[override]
-        self._sync()
-        return self._held + self._steady.held
-
-    @property
-    def num_free(self) -> int:
-        self._sync()
-        return self._free
-
-    @property
-    def used(self) -> int:
-        self._sync()
-        return self.capacity - self._free
-
-    @property
-    def usage(self) -> float:
-        self._sync()
-        return 1.0 - self._free / self.capacity
-
-    def _sync(self, to: int | None = None) -> None:
-        """Bring the steady members' churn up to the cohort clock (after an engine span)."""
-        steady = self._steady
-        if to is None:
-            if not steady.members or self._cohort is None:
-                return
-            to = self._cohort.clock  # type: ignore[attr-defined]
-        if to > steady.clock:
-            delta, allocs = steady.advance(to)
-            self._free -= delta
-            self._anon -= delta
-            self.counters.allocated_blocks += allocs
-            assert self._anon >= 0
-
-    def window_step(self, need: int) -> bool:
-        """The cohort decodes one step: apply the steady members' churn, unless the step's
-        other allocations (``need``) plus theirs could pop a cached block (then False:
-        the scheduler goes request by request, in vLLM's order)."""
-        self._sync()
-        to = self._cohort.clock + 1  # type: ignore[union-attr]
-        if self._steady.members:
-            alloc, _ = self._steady.step_counts(to)
-            if self._anon < need + alloc:
-                return False
-        self._sync(to)
-        return True
-
-    def span_bound(self, k: int) -> tuple[int, int]:
-        """Steps of an engine span whose churn evicts nothing; the free count's largest rise."""
-        self._sync()
-        if not self._steady.members:
-            return k, 0
-        return self._steady.span_bound(self._anon, k)
-
-    def leave_steady(self, seq: Sequence) -> None:
-        """``seq`` leaves the decode cohort: rebuild its window tables at its slots now."""
-        if seq.index not in self._steady.members:
-            return
-        self._sync()
-        c = self._steady.remove(seq.index)
-        tabs = self._tabs[seq.index]
-        heads = self._heads[seq.index]
-        ncached = self._ncached[seq.index]
-        done = min(c, seq.num_tokens)
-        done -= done % self.align
-        win = 0
-        for g in range(1, len(self._bs)):
-            b = self._bs[g]
-            length, head = _cdiv(c, b), (c - self._win[g]) // b
-            tabs[g] = [None] * head + [ANON] * (length - head)
-            heads[g] = head
-            ncached[g] = max(ncached[g], done // b)
-            win += length - head
-        self._held += win
-        seq.win = win
-
-    def _maybe_steady(self, seq: Sequence, slots: int) -> None:
-        """Count a decode-cohort member by phase once its window blocks cannot be hashed."""
-        if (
-            not seq.in_cohort
-            or self._cohort is None
-            or slots != seq.computed + 1
-            or seq.computed < seq.prompt
-            or self._steady.clock != self._cohort.clock + 1  # type: ignore[attr-defined]
-        ):
-            return
-        tabs = self._tabs[seq.index]
-        heads = self._heads[seq.index]
-        ncached = self._ncached[seq.index]
-        # no window block may get a hash later: every reachable one (they all end at or
-        # before the prompt's end) is behind the window or already past the hashing point
-        last = seq.prompt // self.align * self.align
-        win = 0
-        for g in range(1, len(self._bs)):
-            b = self._bs[g]
-            if slots < self._win[g] + b or last // b > max(heads[g], ncached[g]):
-                return
-            for blk in tabs[g][heads[g] :]:
-                if blk is None or blk.key is not None:
-                    return
-                win += 1
-        if win != self._steady.held_at(slots):
-            return
-        for g in range(1, len(tabs)):
-            tabs[g] = []
-        self._held -= win
-        self._steady.add(seq.index, slots - self._steady.clock)
-
-    # ------------------------------------------------------------------ keys
-    def _key(self, seq: Sequence, end: int) -> object:
-        """Identity of the tokens ``[0, end)`` of ``seq`` (vLLM's chained block hash)."""
-        if seq.trace_hashes is not None and end <= len(seq.trace_hashes) * seq.hash_block_size:
-            return seq.trace_hashes[(end - 1) // seq.hash_block_size], end
-        return -1 - seq.index, end
-
-    def _cached(self, seq: Sequence, gids: list[int], end: int) -> list[Block] | None:
-        out = []
-        key = self._key(seq, end)
-        for g in gids:
-            found = self._cache.get((g, key))
-            if not found:
-                return None
-            out.append(next(iter(found.values())))
-        return out
-
-    # ------------------------------------------------------------------ lookup
-    def _lookup(self, seq: Sequence) -> Hit:
-        """``HybridKVCacheCoordinator.find_longest_cache_hit``: a fixed point over groups."""
-        ngroups = len(self._bs)
-        hit_length = seq.num_tokens - 1
-        longest = 0
-        blocks: list[list[Block | None]] = [[] for _ in range(ngroups)]
-        lengths = [0] * ngroups
-        full_done = False
-        simple = len(self._spec_groups) == 2
-        while True:
-            curr = hit_length
-            for gids in self._spec_groups:
-                if gids[0] == 0 and full_done:
-                    curr = min(curr, lengths[0])
-                    continue
-                if gids[0] == 0:
-                    found, curr = self._full_hit(seq, curr)
-                    full_done = True
-                else:
-                    found, curr = self._window_hit(seq, gids, curr)
-                for g, lst in zip(gids, found, strict=True):
-                    blocks[g] = lst
-                    lengths[g] = curr
-                longest = max(longest, curr)
-            if curr >= hit_length:
-                break
-            hit_length = curr
-            if simple:
-                break
-        del blocks[0][_cdiv(hit_length, self._bs[0]) :]
-        evictable = 0
-        for g in range(ngroups):
-            skip = self._skipped_blocks(g, hit_length)
-            evictable += sum(1 for b in blocks[g][skip:] if b is not None and b.ref_cnt == 0)
-        junction = longest if longest > hit_length else 0  # vLLM shared_prefix_boundary
-        return Hit(
-            (),
-            None,
-            0,
-            hit_length,
-            evictable,
-            groups=tuple(tuple(lst) for lst in blocks),
-            junction=junction,
-        )
-
-    def _full_hit(self, seq: Sequence, max_length: int) -> tuple[list[Table], int]:
-        b = self._bs[0]
-        out: Table = []
-        for j in range(max_length // b):
-            found = self._cached(seq, [0], (j + 1) * b)
-            if found is None:
-                break
-            out.append(found[0])
-        n = len(out) * b
-        n -= n % self.align
-        del out[_cdiv(n, b) :]
-        return [out], n
-
-    def _window_hit(
-        self, seq: Sequence, gids: list[int], max_length: int
-    ) -> tuple[list[Table], int]:
-        """``SlidingWindowManager.find_longest_cache_hit`` (no EAGLE), right to left."""
-        g0 = gids[0]
-        b, need, align = self._bs[g0], self._need[g0], self.align
-        nmax = max_length // b
-        out: list[Table] = [[None] * nmax for _ in gids]
-        run = 0
-        found_run = False
-        for i in range(nmax - 1, -1, -1):
-            got = self._cached(seq, gids, (i + 1) * b)
-            if got is None:
-                run = 0
-                continue
-            if run == 0 and b != align and ((i + 1) * b) % align:
-                continue
-            for lst, blk in zip(out, got, strict=True):
-                lst[i] = blk
-            run += 1
-            if run >= need:
-                for lst in out:
-                    del lst[i + run :]
-                found_run = True
-                break
-        if not found_run:
-            for lst in out:
-                del lst[run:]
-            while b != align and (len(out[0]) * b) % align:
-                for lst in out:
-                    lst.pop()
-        return out, len(out[0]) * b
-
     # ------------------------------------------------------------------ allocation
-    def _skipped_blocks(self, g: int, processed: int) -> int:
-        w = self._win[g]
-        return max(0, processed - w + 1) // self._bs[g] if w else 0
-
     def blocks_needed(self, seq: Sequence, slots: int, hit: Hit = NO_HIT, cap: bool = False) -> int:
         """``get_num_blocks_to_allocate`` summed over groups (``cap``: the admission cap)."""
         tabs = self._tabs.get(seq.index)

@@ -17,6 +17,11 @@ tokens, steps of the cohort clock.
 from __future__ import annotations
 
 from math import lcm
+from typing import Any
+
+from kvscope.sim.hybrid_hits import ANON, Table, cdiv
+from kvscope.sim.kv_pool import PoolCounters
+from kvscope.sim.sequence import Sequence
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -118,3 +123,136 @@ class SteadyWindows:
             if level > rise:
                 rise = level
         return k, rise
+
+
+class SteadyChurn:
+    """The pool's side of the steady counts (mixed into
+    :class:`~kvscope.sim.hybrid_pool.HybridPool`): settle them to the cohort clock, tick
+    them once per decode step, bound engine spans, rebuild a member's tables when it leaves."""
+
+    capacity: int
+    align: int
+    counters: PoolCounters
+    _bs: tuple[int, ...]
+    _win: tuple[int, ...]
+    _free: int
+    _anon: int
+    _held: int
+    _steady: SteadyWindows
+    _cohort: Any  # the scheduler's DecodeCohort (its ``clock``), None before configure
+    _tabs: dict[int, list[Table]]
+    _heads: dict[int, list[int]]
+    _ncached: dict[int, list[int]]
+
+    @property
+    def held_total(self) -> int:
+        """Blocks held, summed over requests (the steady members' by their phase)."""
+        self._sync()
+        return self._held + self._steady.held
+
+    @held_total.setter
+    def held_total(self, value: int) -> None:
+        raise AttributeError("held_total of a hybrid pool is derived")
+
+    @property
+    def num_free(self) -> int:
+        self._sync()
+        return self._free
+
+    @property
+    def used(self) -> int:
+        self._sync()
+        return self.capacity - self._free
+
+    @property
+    def usage(self) -> float:
+        self._sync()
+        return 1.0 - self._free / self.capacity
+
+    def _sync(self, to: int | None = None) -> None:
+        """Bring the steady members' churn up to the cohort clock (after an engine span)."""
+        steady = self._steady
+        if to is None:
+            if not steady.members or self._cohort is None:
+                return
+            to = self._cohort.clock
+        if to > steady.clock:
+            delta, allocs = steady.advance(to)
+            self._free -= delta
+            self._anon -= delta
+            self.counters.allocated_blocks += allocs
+            assert self._anon >= 0
+
+    def window_step(self, need: int) -> bool:
+        """The cohort decodes one step: apply the steady members' churn, unless the step's
+        other allocations (``need``) plus theirs could pop a cached block (then False:
+        the scheduler goes request by request, in vLLM's order)."""
+        self._sync()
+        to = self._cohort.clock + 1
+        if self._steady.members:
+            alloc, _ = self._steady.step_counts(to)
+            if self._anon < need + alloc:
+                return False
+        self._sync(to)
+        return True
+
+    def span_bound(self, k: int) -> tuple[int, int]:
+        """Steps of an engine span whose churn evicts nothing; the free count's largest rise."""
+        self._sync()
+        if not self._steady.members:
+            return k, 0
+        return self._steady.span_bound(self._anon, k)
+
+    def leave_steady(self, seq: Sequence) -> None:
+        """``seq`` leaves the decode cohort: rebuild its window tables at its slots now."""
+        if seq.index not in self._steady.members:
+            return
+        self._sync()
+        c = self._steady.remove(seq.index)
+        tabs = self._tabs[seq.index]
+        heads = self._heads[seq.index]
+        ncached = self._ncached[seq.index]
+        done = min(c, seq.num_tokens)
+        done -= done % self.align
+        win = 0
+        for g in range(1, len(self._bs)):
+            b = self._bs[g]
+            length, head = cdiv(c, b), (c - self._win[g]) // b
+            tabs[g] = [None] * head + [ANON] * (length - head)
+            heads[g] = head
+            ncached[g] = max(ncached[g], done // b)
+            win += length - head
+        self._held += win
+        seq.win = win
+
+    def _maybe_steady(self, seq: Sequence, slots: int) -> None:
+        """Count a decode-cohort member by phase once its window blocks cannot be hashed."""
+        if (
+            not seq.in_cohort
+            or self._cohort is None
+            or slots != seq.computed + 1
+            or seq.computed < seq.prompt
+            or self._steady.clock != self._cohort.clock + 1
+        ):
+            return
+        tabs = self._tabs[seq.index]
+        heads = self._heads[seq.index]
+        ncached = self._ncached[seq.index]
+        # no window block may get a hash later: every reachable one (they all end at or
+        # before the prompt's end) is behind the window or already past the hashing point
+        last = seq.prompt // self.align * self.align
+        win = 0
+        for g in range(1, len(self._bs)):
+            b = self._bs[g]
+            if slots < self._win[g] + b or last // b > max(heads[g], ncached[g]):
+                return
+            for blk in tabs[g][heads[g] :]:
+                if blk is None or blk.key is not None:
+                    return
+                win += 1
+        if win != self._steady.held_at(slots):
+            return
+        for g in range(1, len(tabs)):
+            tabs[g] = []
+        self._held -= win
+        self._steady.add(seq.index, slots - self._steady.clock)
