@@ -111,6 +111,9 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         self._heads: dict[int, list[int]] = {}  # leading null entries per group
         self._ncached: dict[int, list[int]] = {}  # vLLM num_cached_block per group
         self._junction: dict[int, int] = {}  # shared_prefix_boundary per request
+        self._pend_heap = []
+        self._pend_of = {}
+        self._hashed_live = set()
 
     def configure(
         self,
@@ -192,6 +195,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         if slots > seq.slots:
             seq.slots = slots
         self._maybe_steady(seq, slots)
+        self._note_hashed(seq)
         if seq.index in self._steady.members:
             seq.room = _cdiv(seq.slots, bs[0]) * bs[0]
         else:
@@ -347,6 +351,8 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
     # ------------------------------------------------------------------ hashing
     def cache(self, seq: Sequence, num_tokens: int) -> None:
         self._cache_upto(seq, min(num_tokens, seq.num_tokens))
+        if seq.index in self._tabs:
+            self._note_hashed(seq)
 
     def _cache_upto(self, seq: Sequence, num_tokens: int) -> None:
         """``HybridKVCacheCoordinator.cache_blocks``: full blocks up to ``num_tokens``
@@ -400,6 +406,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         self.leave_steady(seq)
         self._sync()
         tabs = self._tabs.pop(seq.index, None)
+        self._hashed_live.discard(seq.index)
         if tabs is not None:
             if keep_private:
                 self._tabs[seq.index] = tabs
@@ -448,14 +455,21 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
                     if blk is not None and blk is not ANON:
                         held.add(blk.block_id)
                         refs[blk.block_id] = refs.get(blk.block_id, 0) + 1
-        steady = self._steady.held
+        own = sum(refs.values())
+        pending = [blk for pend in self._pend_of.values() for blk in pend.values()]
+        for blk in pending:  # hashed blocks steady members hold (counted by phase)
+            held.add(blk.block_id)
+            refs[blk.block_id] = refs.get(blk.block_id, 0) + 1
+        steady = self._steady.held - len(pending)
         assert len(held) + anon + steady + self._free == self.capacity, (len(held), self._free)
         for tabs in self._tabs.values():
             for tab in tabs:
                 for blk in tab:
                     if blk is not None and blk is not ANON:
                         assert blk.ref_cnt == refs[blk.block_id]
-        assert self._held == sum(refs.values()) + anon
-        assert steady == sum(
+        for blk in pending:
+            assert blk.ref_cnt == refs[blk.block_id]
+        assert self._held == own + anon
+        assert self._steady.held == sum(
             self._steady.held_at(p + self._steady.clock) for p in self._steady.members.values()
         )

@@ -16,11 +16,12 @@ tokens, steps of the cohort clock.
 
 from __future__ import annotations
 
+import heapq
 from math import lcm
 from typing import Any
 
 from kvscope.sim.hybrid_hits import ANON, Table, cdiv
-from kvscope.sim.kv_pool import PoolCounters
+from kvscope.sim.kv_pool import Block, PoolCounters
 from kvscope.sim.sequence import Sequence
 
 
@@ -143,6 +144,14 @@ class SteadyChurn:
     _tabs: dict[int, list[Table]]
     _heads: dict[int, list[int]]
     _ncached: dict[int, list[int]]
+    _lru: Any
+    _version: int
+    enable_caching: bool
+    # hashed window blocks steady members still hold, released when their window passes:
+    # heap of (clock, admission order, group, -index, request, block) = vLLM's free order
+    _pend_heap: list[tuple[int, int, int, int, int, Block]]
+    _pend_of: dict[int, dict[tuple[int, int], Block]]
+    _hashed_live: set[int]  # other running requests holding hashed window blocks
 
     @property
     def held_total(self) -> int:
@@ -181,6 +190,23 @@ class SteadyChurn:
             self._free -= delta
             self._anon -= delta
             self.counters.allocated_blocks += allocs
+            heap = self._pend_heap
+            while heap and heap[0][0] <= to:
+                _due, _no, g, negj, index, blk = heapq.heappop(heap)
+                pend = self._pend_of.get(index)
+                if pend is None or pend.pop((g, -negj), None) is None:
+                    continue  # its request left the steady counts first
+                # the counts freed it to the front; it is hashed: the back, or still shared
+                self._anon -= 1
+                blk.ref_cnt -= 1
+                if blk.ref_cnt:
+                    self._free -= 1
+                elif blk.key is not None and self.enable_caching:
+                    self._lru[blk.block_id] = blk
+                    self._version += 1
+                else:
+                    blk.key = None
+                    self._anon += 1
             assert self._anon >= 0
 
     def window_step(self, need: int) -> bool:
@@ -193,6 +219,9 @@ class SteadyChurn:
             alloc, _ = self._steady.step_counts(to)
             if self._anon < need + alloc:
                 return False
+            heap = self._pend_heap
+            if heap and heap[0][0] <= to and self._hashed_live:
+                return False  # hashed frees of both kinds this step: vLLM's order decides
         self._sync(to)
         return True
 
@@ -201,7 +230,7 @@ class SteadyChurn:
         self._sync()
         if not self._steady.members:
             return k, 0
-        return self._steady.span_bound(self._anon, k)
+        return self._steady.span_bound(self._anon - len(self._pend_heap), k)
 
     def leave_steady(self, seq: Sequence) -> None:
         """``seq`` leaves the decode cohort: rebuild its window tables at its slots now."""
@@ -222,11 +251,27 @@ class SteadyChurn:
             heads[g] = head
             ncached[g] = max(ncached[g], done // b)
             win += length - head
+        for (g, j), blk in self._pend_of.pop(seq.index, {}).items():
+            tabs[g][j] = blk
         self._held += win
         seq.win = win
+        self._note_hashed(seq)
+
+    def _note_hashed(self, seq: Sequence) -> None:
+        """Track whether ``seq``'s live window entries include hashed blocks."""
+        tabs = self._tabs.get(seq.index)
+        if tabs is not None and seq.index not in self._steady.members:
+            heads = self._heads[seq.index]
+            for g in range(1, len(tabs)):
+                live = tabs[g][heads[g] :]
+                if len(live) != live.count(ANON) + live.count(None):
+                    self._hashed_live.add(seq.index)
+                    return
+        self._hashed_live.discard(seq.index)
 
     def _maybe_steady(self, seq: Sequence, slots: int) -> None:
-        """Count a decode-cohort member by phase once its window blocks cannot be hashed."""
+        """Count a decode-cohort member by phase once no window block of it can get a hash;
+        the hashed ones it still holds are released by clock (``_pend_heap``)."""
         if (
             not seq.in_cohort
             or self._cohort is None
@@ -242,17 +287,30 @@ class SteadyChurn:
         # before the prompt's end) is behind the window or already past the hashing point
         last = seq.prompt // self.align * self.align
         win = 0
+        pend: list[tuple[int, int, Block]] = []
         for g in range(1, len(self._bs)):
             b = self._bs[g]
             if slots < self._win[g] + b or last // b > max(heads[g], ncached[g]):
                 return
-            for blk in tabs[g][heads[g] :]:
-                if blk is None or blk.key is not None:
+            tab = tabs[g]
+            for j in range(heads[g], len(tab)):
+                blk = tab[j]
+                if blk is None:
                     return
+                if blk is not ANON:
+                    pend.append((g, j, blk))
                 win += 1
         if win != self._steady.held_at(slots):
             return
         for g in range(1, len(tabs)):
             tabs[g] = []
         self._held -= win
-        self._steady.add(seq.index, slots - self._steady.clock)
+        phase = slots - self._steady.clock
+        self._steady.add(seq.index, phase)
+        self._hashed_live.discard(seq.index)
+        if pend:
+            mine = self._pend_of[seq.index] = {}
+            for g, j, blk in pend:
+                mine[(g, j)] = blk
+                due = self._win[g] + (j + 1) * self._bs[g] - phase  # window passes block j
+                heapq.heappush(self._pend_heap, (due, seq.admit_no, g, -j, seq.index, blk))
