@@ -271,13 +271,13 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
             heads[g] = k
             n = freed.count(ANON)
             seq.win -= k - h - freed.count(None)
-            if n == k - h:  # all private and unhashed: to the queue's front
-                self._anon += n
-                self._free += n
-                self._held -= n
-                continue
-            freed.reverse()
-            self._release(freed)
+            self._anon += n  # private and unhashed: to the queue's front
+            self._free += n
+            self._held -= n
+            if n < k - h:
+                real = [b for b in freed if b is not ANON]
+                real.reverse()
+                self._release(real)
 
     def _next_event(self, seq: Sequence) -> int:
         """Smallest slot count above ``seq.slots`` at which an allocation changes the pool."""
@@ -421,13 +421,13 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
                         if blk is not None and blk.ref_cnt == 1 and blk.key is not None:
                             self._evict(blk)
                 n = live.count(ANON)
-                if n == len(live):
-                    self._held -= n
-                    self._free += n
-                    self._anon += n
-                    continue
-                live.reverse()
-                self._release(live)
+                self._held -= n
+                self._free += n
+                self._anon += n
+                if n < len(live):
+                    real = [b for b in live if b is not ANON]
+                    real.reverse()
+                    self._release(real)
             self.held_full_total -= seq.own
             del self._heads[seq.index]
             del self._ncached[seq.index]
