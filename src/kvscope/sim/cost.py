@@ -17,6 +17,12 @@ on a step. The per-step overhead (scheduler, sampler, input preparation: Vidur's
 overheads", microsoft/vidur and its MLSys'24 paper) defaults to 3 ms, a kvscope
 choice meant to be calibrated: ``kvscope simulate --calibrate`` fits all three from a
 measured run. Everything is vectorised so a span of decode steps costs one numpy call.
+
+Speculative decoding (:class:`DrafterCost`): the verification pass is the step above with
+every draft token in ``tokens``; the drafter adds its own passes over the requests that sample:
+MTP and EAGLE one forward of a single decoder layer per draft token (1/L of the target's
+roofline, L its layers; DeepSeek's MTP module is one layer beside the shared head), a draft
+model its own roofline per draft token, n-gram and suffix matching nothing (host-side).
 """
 
 from __future__ import annotations
@@ -140,6 +146,7 @@ class CostModel:
     def __init__(self, terms: HardwareTerms, coef: CostCoefficients | None = None) -> None:
         self.terms = terms
         self.coef = coef or CostCoefficients()
+        self.drafter: DrafterCost | None = None  # speculative decoding's proposer
 
     def bytes_and_flops(self, tokens: F64, context: F64) -> tuple[F64, F64]:
         """Per-GPU bytes moved and FLOPs for each step."""
@@ -176,3 +183,24 @@ class CostModel:
         compute = flops / (h.peak_flops * c.mfu)
         memory = nbytes / (h.hbm_bandwidth * c.mbu)
         return c.overhead_s + (compute if compute > memory else memory)
+
+    def roofline_time(self, tokens: int, context: int) -> float:
+        """One pass without the per-step overhead (a drafter's pass inside a step)."""
+        return self.step_time(tokens, context) - self.coef.overhead_s
+
+
+@dataclass(frozen=True)
+class DrafterCost:
+    """A speculative drafter's time in one step: ``passes`` forwards over the proposers."""
+
+    passes: int  # forward passes per step (k sequential drafts; 1 if drafted in parallel)
+    fraction: float = 0.0  # of the target's pass (MTP/EAGLE: one layer of the target's L)
+    model: CostModel | None = None  # a separate draft model's own roofline
+
+    def time(self, target: CostModel, requests: int, context: int) -> float:
+        """Seconds the drafter adds to a step in which ``requests`` requests sample."""
+        if not self.passes or not requests:
+            return 0.0
+        if self.model is not None:
+            return self.passes * self.model.roofline_time(requests, context)
+        return self.passes * self.fraction * target.roofline_time(requests, context)

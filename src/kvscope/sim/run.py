@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from kvscope.errors import KvscopeError
 from kvscope.sim.allocator import BlockAllocator
-from kvscope.sim.cost import CostCoefficients, CostModel, HardwareTerms
+from kvscope.sim.cost import CostCoefficients, CostModel, DrafterCost, HardwareTerms
 from kvscope.sim.engine import Engine, EngineStats, Mode, sequences_from
 from kvscope.sim.kv_pool import PagedPool
 from kvscope.sim.layout import KVLayout, layout_for
@@ -24,6 +24,7 @@ from kvscope.sim.offload import CpuTier
 from kvscope.sim.outputs import requests_table, steps_table, summary_figures, write_run_dir
 from kvscope.sim.scheduler import Policy, Scheduler, SchedulerConfig
 from kvscope.sim.sequence import Sequence
+from kvscope.sim.spec_decode import SpecDecodeConfig, apply_hash_lookahead, parse_spec_config
 from kvscope.validate import count, finite
 from kvscope.workload import Workload
 from kvscope.workload.lengths import MAX_TOKENS
@@ -65,6 +66,11 @@ class SimConfig:
     cost_file: str | None = None
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
+    # speculative decoding: vLLM's --speculative-config JSON, kvscope's acceptance model and
+    # the seed of its draws (the workload's --seed)
+    speculative_config: str | None = None
+    spec_acceptance: str | None = None
+    spec_seed: int = 0
 
     def __post_init__(self) -> None:
         """Every field checked once here, so the CLI, ``--sweep`` points and library callers
@@ -100,6 +106,19 @@ class SimConfig:
             value = getattr(self, name)
             if value is not None:
                 finite(value, flag, low=0, low_open=True)
+        self.spec_decode()
+
+    def spec_decode(self) -> SpecDecodeConfig | None:
+        """The checked speculative-decoding model, or None when it is off."""
+        if self.speculative_config is None:
+            if self.spec_acceptance is not None:
+                raise KvscopeError("--spec-acceptance needs --speculative-config.")
+            return None
+        if self.engine != "vllm" or self.allocator != "paged":
+            raise KvscopeError(
+                "--speculative-config is simulated for --engine vllm with the paged allocator."
+            )
+        return parse_spec_config(self.speculative_config, self.spec_acceptance, self.spec_seed)
 
     def with_flag(self, flag: str, value: str) -> SimConfig:
         """A copy with one ``--flag`` (as typed on the command line) set; used by sweeps."""
@@ -324,13 +343,18 @@ def simulate(
         contiguous = ContiguousPool(pool.num_blocks, layout, policy)
         contiguous.max_len = max_len
         alloc = contiguous
+    spec = cfg.spec_decode()
     if cfg.engine == "sglang":
         from kvscope.sim.sglang import SglangScheduler
 
         sched: Scheduler = SglangScheduler(sched_cfg, alloc)
     else:
-        sched = Scheduler(sched_cfg, alloc)
+        sched = Scheduler(sched_cfg, alloc, spec)
     seqs = sequences_from(workload, layout.block_size)
+    if spec is not None:
+        apply_hash_lookahead(seqs, layout.block_size, spec.hash_lookahead(cfg.enable_prefix_caching))
+        cost.drafter = drafter_cost(spec, cfg, terms, coef)
+        info["speculative"] = spec.summary()
     engine = Engine(
         sched, cost, mode=cfg.mode, sample_interval_s=cfg.sample_interval_s, on_progress=progress
     )
@@ -351,7 +375,7 @@ def simulate(
         compactions=getattr(alloc, "compactions", 0),
         cost=asdict(coef),
     )
-    req = requests_table(seqs)
+    req = requests_table(seqs, spec=spec is not None)
     steps = steps_table(stats.rows)
     slo = {
         k: v for k, v in (("ttft_s", cfg.slo_ttft_s), ("tpot_s", cfg.slo_tpot_s)) if v is not None
@@ -361,3 +385,24 @@ def simulate(
     if interrupted:
         raise SimInterrupted(result)
     return result
+
+
+def drafter_cost(
+    spec: SpecDecodeConfig, cfg: SimConfig, terms: HardwareTerms, coef: CostCoefficients
+) -> DrafterCost:
+    """The drafter's step cost (see :class:`kvscope.sim.cost.DrafterCost`)."""
+    from kvscope.specs.hardware import get_gpu
+    from kvscope.specs.registry import load_model
+
+    k = spec.num_speculative_tokens
+    passes = 1 if spec.parallel_drafting else k
+    if spec.method in ("ngram", "ngram_gpu", "suffix"):
+        return DrafterCost(0)
+    if spec.method == "draft_model":
+        assert spec.model is not None
+        draft = load_model(spec.model, dtype=cfg.dtype)
+        tp = spec.draft_tensor_parallel_size or cfg.tp
+        own = HardwareTerms.from_specs(draft, get_gpu(cfg.gpu), tp=tp, kv_cache_dtype=cfg.kv_cache_dtype)
+        return DrafterCost(passes, model=CostModel(own, coef))
+    layers = load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision).num_layers
+    return DrafterCost(passes, fraction=1.0 / max(layers, 1))
