@@ -352,7 +352,9 @@ def simulate(
         sched = Scheduler(sched_cfg, alloc, spec)
     seqs = sequences_from(workload, layout.block_size)
     if spec is not None:
-        apply_hash_lookahead(seqs, layout.block_size, spec.hash_lookahead(cfg.enable_prefix_caching))
+        apply_hash_lookahead(
+            seqs, layout.block_size, spec.hash_lookahead(cfg.enable_prefix_caching)
+        )
         cost.drafter = drafter_cost(spec, cfg, terms, coef)
         info["speculative"] = spec.summary()
     engine = Engine(
@@ -402,7 +404,9 @@ def drafter_cost(
         assert spec.model is not None
         draft = load_model(spec.model, dtype=cfg.dtype)
         tp = spec.draft_tensor_parallel_size or cfg.tp
-        own = HardwareTerms.from_specs(draft, get_gpu(cfg.gpu), tp=tp, kv_cache_dtype=cfg.kv_cache_dtype)
+        own = HardwareTerms.from_specs(
+            draft, get_gpu(cfg.gpu), tp=tp, kv_cache_dtype=cfg.kv_cache_dtype
+        )
         return DrafterCost(passes, model=CostModel(own, coef))
     layers = load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision).num_layers
     return DrafterCost(passes, fraction=1.0 / max(layers, 1))

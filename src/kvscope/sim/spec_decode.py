@@ -209,7 +209,9 @@ def parse_spec_config(text: str, acceptance: str | None, seed: int = 0) -> SpecD
         raise KvscopeError(f"--speculative-config: num_speculative_tokens must be >= 1, not {k!r}.")
     tp = doc.get("draft_tensor_parallel_size")
     if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1):
-        raise KvscopeError(f"--speculative-config: draft_tensor_parallel_size must be >= 1, not {tp!r}.")
+        raise KvscopeError(
+            f"--speculative-config: draft_tensor_parallel_size must be >= 1, not {tp!r}."
+        )
     rates, source = _acceptance(doc, acceptance, min(k, MAX_SPEC_TOKENS))
     return SpecDecodeConfig(
         method=method,
