@@ -46,7 +46,7 @@ from kvscope.sim.allocator import BlockAllocator
 from kvscope.sim.cohort import FINISH, GROW, DecodeCohort
 from kvscope.sim.kv_pool import Hit
 from kvscope.sim.sequence import Sequence
-from kvscope.sim.spec_decode import SpecDecodeConfig
+from kvscope.sim.spec_decode import SpecDecodeConfig, pad_admission, verify
 
 Policy = Literal["fcfs", "priority"]
 
@@ -399,7 +399,8 @@ class Scheduler:
         n = seq.num_tokens - hit.tokens
         if self.spec is not None:
             budget = min(budget, self._inb - self._ds)
-            n = self._spec_pad(seq, hit, n, budget)
+            pad = self._step_running > 0 and not self._step_prefill
+            n = pad_admission(self.spec, seq, hit.tokens, n, budget, pad, cfg.max_model_len)
             if n == 0:
                 return 0
         if 0 < cfg.long_prefill_token_threshold < n:
@@ -416,24 +417,6 @@ class Scheduler:
             slots = min(slots + self._look, cfg.max_model_len)
         if pool.blocks_needed(seq, slots, hit) > pool.num_free:
             return 0
-        return n
-
-    def _spec_pad(self, seq: Sequence, hit: Hit, n: int, budget: int) -> int:
-        """vLLM's ``pad_spec_decode``: a one-token admission after a running decode (or with
-        a hit) runs as ``1 + k`` tokens with placeholder drafts; 0 when that cannot fit."""
-        assert self.spec is not None
-        k = self.spec.num_speculative_tokens
-        seq.spec_pad = False
-        if (
-            n == 1
-            and not self._step_prefill
-            and (self._step_running or hit.tokens > 0)
-            and hit.tokens + k + 2 <= self.config.max_model_len
-        ):
-            if k + 1 > budget:
-                return 0  # vLLM prefers not scheduling to scheduling it unpadded
-            seq.spec_pad = True
-            return k + 1
         return n
 
     def _admit(self, plan: StepPlan, budget: int, now: float) -> int:
@@ -527,7 +510,10 @@ class Scheduler:
             if spec is None:
                 seq.outputs += 1
             else:
-                self._verify(spec, seq)
+                a = verify(spec, seq, self._verify_step)
+                if a >= 0:
+                    self.step_accepted[seq.request_id] = a
+                self.pool.cache(seq, seq.computed)  # vLLM hashes what the step made final
             if seq.first_token_s != seq.first_token_s:  # NaN: first token
                 seq.first_token_s = t_end
             if seq.outputs >= seq.max_tokens:
@@ -545,25 +531,3 @@ class Scheduler:
                 del self._explicit[seq.admit_no]
                 cohort.join(seq)
         return done
-
-    def _verify(self, spec: SpecDecodeConfig, seq: Sequence) -> None:
-        """After a sampling step: roll back rejected drafts, append accepted + 1 tokens
-        (stopping at ``max_tokens`` as ``check_stop`` does), hash the blocks now final."""
-        d = seq.step_drafts
-        a = 0
-        if d:
-            a = 0 if seq.spec_pad else spec.accepted(seq.index, self._verify_step, d)
-            seq.computed -= d - a
-            seq.spec_drafted += d
-            seq.spec_accepted += a
-            seq.spec_verifies += 1
-            self.step_accepted[seq.request_id] = a
-        new = 1 + a
-        room = seq.max_tokens - seq.outputs
-        if new > room:
-            seq.computed -= new - room  # tokens past the stop are dropped
-            new = room
-        seq.outputs += new
-        seq.step_drafts = 0
-        seq.spec_pad = False
-        self.pool.cache(seq, seq.computed)

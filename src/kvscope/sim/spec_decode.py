@@ -18,6 +18,7 @@ request index, engine step, position), no global generator.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -37,26 +38,77 @@ METHODS = (*EAGLE_METHODS, *KVLESS_METHODS, "draft_model")
 #: Methods vLLM 0.33.0 accepts that kvscope does not model (one line says so).
 UNMODELLED = ("dflash", "dspark", "custom_class", "extract_hidden_states")
 #: ``SpeculativeMethod`` MTP model types of vLLM 0.33.0, all normalised to ``mtp``.
-MTP_ALIASES = (
-    "deepseek_mtp dots3_note_mtp mimo_mtp mimo_v2_mtp glm4_moe_mtp glm4_moe_lite_mtp "
-    "glm_ocr_mtp ernie_mtp nemotron_h_mtp exaone_moe_mtp exaone4_5_mtp qwen3_next_mtp "
-    "qwen4_exp_mtp qwen3_5_mtp longcat_flash_mtp bailing_hybrid_v3_mtp minimax_m3_mtp "
-    "bailing_hybrid_mtp kimi_k3_mtp pangu_ultra_moe_mtp step3p5_mtp step5_mtp hy_v3_mtp "
-    "hy_v4_mtp gemma4_mtp inkling_mtp glm5_next_mtp"
-).split()
+MTP_ALIASES = [
+    "deepseek_mtp",
+    "dots3_note_mtp",
+    "mimo_mtp",
+    "mimo_v2_mtp",
+    "glm4_moe_mtp",
+    "glm4_moe_lite_mtp",
+    "glm_ocr_mtp",
+    "ernie_mtp",
+    "nemotron_h_mtp",
+    "exaone_moe_mtp",
+    "exaone4_5_mtp",
+    "qwen3_next_mtp",
+    "qwen4_exp_mtp",
+    "qwen3_5_mtp",
+    "longcat_flash_mtp",
+    "bailing_hybrid_v3_mtp",
+    "minimax_m3_mtp",
+    "bailing_hybrid_mtp",
+    "kimi_k3_mtp",
+    "pangu_ultra_moe_mtp",
+    "step3p5_mtp",
+    "step5_mtp",
+    "hy_v3_mtp",
+    "hy_v4_mtp",
+    "gemma4_mtp",
+    "inkling_mtp",
+    "glm5_next_mtp",
+]
 #: Every field of vLLM 0.33.0's ``SpeculativeConfig`` a user may set (others are refused).
 KNOWN_KEYS = frozenset(
-    "enforce_eager num_speculative_tokens model method draft_tensor_parallel_size "
-    "tensor_parallel_size quantization moe_backend attention_backend kv_cache_dtype "
-    "max_model_len revision code_revision index_share_for_mtp_iteration "
-    "disable_padded_drafter_batch disable_eagle_block_drop disable_lookahead_block_hashes "
-    "draft_lm_head_quantization use_local_argmax_reduction use_heterogeneous_vocab "
-    "prompt_lookup_max prompt_lookup_min parallel_drafting "
-    "num_speculative_tokens_per_batch_size suffix_decoding_max_tree_depth "
-    "suffix_decoding_max_cached_requests suffix_decoding_max_spec_factor "
-    "suffix_decoding_min_token_prob rejection_sample_method synthetic_acceptance_rates "
-    "synthetic_acceptance_length enable_adaptive_verification draft_sample_method "
-    "dspark_draft_topk xpress_topc fly_window_size fly_entropy_threshold fly_entropy_top_k".split()
+    [
+        "enforce_eager",
+        "num_speculative_tokens",
+        "model",
+        "method",
+        "draft_tensor_parallel_size",
+        "tensor_parallel_size",
+        "quantization",
+        "moe_backend",
+        "attention_backend",
+        "kv_cache_dtype",
+        "max_model_len",
+        "revision",
+        "code_revision",
+        "index_share_for_mtp_iteration",
+        "disable_padded_drafter_batch",
+        "disable_eagle_block_drop",
+        "disable_lookahead_block_hashes",
+        "draft_lm_head_quantization",
+        "use_local_argmax_reduction",
+        "use_heterogeneous_vocab",
+        "prompt_lookup_max",
+        "prompt_lookup_min",
+        "parallel_drafting",
+        "num_speculative_tokens_per_batch_size",
+        "suffix_decoding_max_tree_depth",
+        "suffix_decoding_max_cached_requests",
+        "suffix_decoding_max_spec_factor",
+        "suffix_decoding_min_token_prob",
+        "rejection_sample_method",
+        "synthetic_acceptance_rates",
+        "synthetic_acceptance_length",
+        "enable_adaptive_verification",
+        "draft_sample_method",
+        "dspark_draft_topk",
+        "xpress_topc",
+        "fly_window_size",
+        "fly_entropy_threshold",
+        "fly_entropy_top_k",
+    ]
 )
 #: Most draft tokens per step kvscope accepts (vLLM sets no bound; this catches typos).
 MAX_SPEC_TOKENS = 64
@@ -143,6 +195,55 @@ class SpecDecodeConfig:
             "expected_accepted_tokens": self.expected_accepted(),
             "expected_tokens_per_step": 1.0 + self.expected_accepted(),
         }
+
+
+# ---------------------------------------------------------------------- scheduler hooks
+def pad_admission(
+    spec: SpecDecodeConfig,
+    seq: Any,
+    hit_tokens: int,
+    n: int,
+    budget: int,
+    after_decodes: bool,
+    max_len: int,
+) -> int:
+    """vLLM's ``pad_spec_decode`` (``Scheduler.schedule``, waiting loop): a one-token
+    admission runs as ``1 + k`` tokens with placeholder drafts (never accepted) when running
+    decodes and no running prefill chunk were scheduled, or it has a prefix hit, and the
+    positions fit ``max_len``. Returns the tokens to schedule; 0 when 1 + k exceeds the
+    budget (vLLM then stops admitting rather than schedule it unpadded)."""
+    k = spec.num_speculative_tokens
+    seq.spec_pad = False
+    if n == 1 and (after_decodes or hit_tokens > 0) and hit_tokens + k + 2 <= max_len:
+        if k + 1 > budget:
+            return 0
+        seq.spec_pad = True
+        return k + 1
+    return n
+
+
+def verify(spec: SpecDecodeConfig, seq: Any, step: int) -> int:
+    """After a step that samples ``seq``: roll ``computed`` back by the rejected drafts
+    (``update_from_output``), append the accepted drafts plus one token, stopping at
+    ``max_tokens`` as ``check_stop`` does (tokens past it dropped, ``computed`` with them).
+    Returns the accepted drafts, or -1 when no drafts were verified."""
+    d = seq.step_drafts
+    a = -1
+    if d:
+        a = 0 if seq.spec_pad else spec.accepted(seq.index, step, d)
+        seq.computed -= d - a
+        seq.spec_drafted += d
+        seq.spec_accepted += a
+        seq.spec_verifies += 1
+    new = 1 + max(a, 0)
+    room = seq.max_tokens - seq.outputs
+    if new > room:
+        seq.computed -= new - room
+        new = room
+    seq.outputs += new
+    seq.step_drafts = 0
+    seq.spec_pad = False
+    return a
 
 
 def apply_hash_lookahead(seqs: list[Any], block_size: int, shift: int) -> None:
@@ -276,7 +377,7 @@ def load_rates(path: str | Path, k: int) -> tuple[float, ...]:
                 f"{path}: expected num_drafts > 0 and a num_accepted_tokens_per_pos list."
             )
         counts = [float(n), *(float(c) for c in per_pos[:k])]
-        doc = [b / a if a > 0 else 0.0 for a, b in zip(counts, counts[1:], strict=False)]
+        doc = [b / a if a > 0 else 0.0 for a, b in itertools.pairwise(counts)]
     if not isinstance(doc, list):
         raise KvscopeError(f"{path}: expected a JSON list of rates or vLLM's counters.")
     return _rates(doc[:k], f"{path}", k)
