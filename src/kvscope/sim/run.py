@@ -24,7 +24,8 @@ from kvscope.sim.offload import CpuTier
 from kvscope.sim.outputs import requests_table, steps_table, summary_figures, write_run_dir
 from kvscope.sim.scheduler import Policy, Scheduler, SchedulerConfig
 from kvscope.sim.sequence import Sequence
-from kvscope.sim.spec_decode import SpecDecodeConfig, apply_hash_lookahead, parse_spec_config
+from kvscope.sim.spec_config import parse_spec_config
+from kvscope.sim.spec_decode import SpecDecodeConfig, apply_hash_lookahead
 from kvscope.validate import count, finite
 from kvscope.workload import Workload
 from kvscope.workload.lengths import MAX_TOKENS
