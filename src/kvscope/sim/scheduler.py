@@ -121,6 +121,7 @@ class Scheduler:
         self._admits = 0
         self.transfer_s = 0.0  # swap traffic not yet charged to a step
         self.use_cohort = True  # engines whose steps are not vLLM's turn it off
+        self._threshold = config.long_prefill_token_threshold  # this step's (see schedule)
         self.spec = spec
         self._look = spec.lookahead_tokens if spec is not None else 0
         self._ds = spec.draft_slots if spec is not None else 0
@@ -163,7 +164,11 @@ class Scheduler:
         cfg = self.config
         if seq.prompt >= cfg.max_model_len:
             return f"prompt of {seq.prompt} tokens >= max-model-len {cfg.max_model_len}"
-        need = self.pool.layout.blocks(min(seq.prompt + seq.max_tokens, cfg.max_model_len))
+        # the last sampled token never gets a slot: the request's KV peaks at prompt + output - 1
+        peak = seq.prompt + seq.max_tokens - 1
+        if self.spec is not None:  # the last decode verifies k drafts with lookahead slots
+            peak += self.spec.num_speculative_tokens + self._look
+        need = self.pool.layout.blocks(min(peak, cfg.max_model_len))
         if need > self.pool.capacity:
             return f"needs {need} KV blocks at full length; the pool holds {self.pool.capacity}"
         if not cfg.enable_chunked_prefill and seq.prompt > cfg.max_num_batched_tokens:
@@ -196,6 +201,10 @@ class Scheduler:
         budget = self.config.max_num_batched_tokens
         self._inb = budget
         self._step_prefill = False
+        # vLLM lifts --long-prefill-token-threshold when one request is all there is (nobody
+        # to starve): Scheduler.schedule counts running + waiting before its loops
+        lone = len(self.running) + self.num_waiting <= 1
+        self._threshold = 0 if lone else self.config.long_prefill_token_threshold
         fast = self._fast_running(plan, budget) if self.spec is None else -1
         if fast < 0:
             self._dissolve()
@@ -239,8 +248,8 @@ class Scheduler:
         for seq in self._explicit.values():
             c = seq.computed
             n = seq.prompt + seq.outputs - c
-            if 0 < cfg.long_prefill_token_threshold < n:
-                n = cfg.long_prefill_token_threshold
+            if 0 < self._threshold < n:
+                n = self._threshold
             n = min(n, cfg.max_model_len - c - 1)
             if n > 0:
                 work.append((seq, n, c + n))
@@ -281,7 +290,7 @@ class Scheduler:
         running = self.running
         scheduled = plan.scheduled
         max_len = cfg.max_model_len
-        threshold = cfg.long_prefill_token_threshold
+        threshold = self._threshold
         look, ds = self._look, self._ds  # 0 without speculative decoding
         i = 0
         while i < len(running) and budget > 0:
@@ -360,7 +369,9 @@ class Scheduler:
 
     def _victim(self) -> Sequence:
         if self.config.policy == "priority":
-            return max(self.running, key=lambda r: (r.priority, r.arrival_s))
+            # vLLM: max over (priority, arrival_time); a live server stamps arrival_time as
+            # requests come, so among equal trace timestamps the last one added goes first
+            return max(self.running, key=lambda r: (r.priority, r.arrival_s, r.index))
         return self.running[-1]
 
     def _preempt(self, victim: Sequence, plan: StepPlan) -> None:
@@ -403,8 +414,8 @@ class Scheduler:
             n = pad_admission(self.spec, seq, hit.tokens, n, budget, pad, cfg.max_model_len)
             if n == 0:
                 return 0
-        if 0 < cfg.long_prefill_token_threshold < n:
-            n = cfg.long_prefill_token_threshold
+        if 0 < self._threshold < n:
+            n = self._threshold
         if not cfg.enable_chunked_prefill and n > budget:
             return 0
         n = min(n, budget)
