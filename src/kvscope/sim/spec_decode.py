@@ -32,6 +32,7 @@ METHODS = (*EAGLE_METHODS, *KVLESS_METHODS, "draft_model")
 #: Most draft tokens per step kvscope accepts (vLLM sets no bound; this catches typos).
 MAX_SPEC_TOKENS = 64
 _M64 = (1 << 64) - 1
+_K1, _K2 = 0xD1B54A32D192ED03, 0x9E3779B97F4A7C15  # odd 64-bit multipliers (Weyl steps)
 
 
 @dataclass(frozen=True)
@@ -96,10 +97,11 @@ class SpecDecodeConfig:
         """Accepted drafts of request ``index`` verifying ``drafts`` drafts at ``step``."""
         rates = self.acceptance
         n = 0
-        base = _mix(_mix(_mix(self.seed & _M64) ^ index) ^ step)
+        # one stream per (seed, request, step): Weyl-spaced keys, each position one mix
+        base = _mix((self.seed * _K1 + index * _K2 + step) & _M64)
         while n < drafts:
             a = rates[n]
-            if a < 1.0 and (a <= 0.0 or _mix(base ^ n) >> 11 >= a * 2.0**53):
+            if a < 1.0 and (a <= 0.0 or _mix(base + n) >> 11 >= a * 2.0**53):
                 break
             n += 1
         return n
