@@ -268,6 +268,8 @@ def test_cli_run_writes_spec_columns_and_figures(
     assert tuple(req.column_names[: len(REQUEST_COLUMNS)]) == REQUEST_COLUMNS
     drafted = sum(req.column("spec_draft_tokens").to_pylist())
     accepted = sum(req.column("spec_accepted_tokens").to_pylist())
+    rates = [r for r in req.column("spec_acceptance").to_pylist() if r == r]
+    assert rates and all(0.0 <= r <= 1.0 for r in rates)
     steps = pq.read_table(tmp_path / "r" / "steps.parquet")
     assert sum(steps.column("draft_tokens").to_pylist()) == drafted
     assert sum(steps.column("accepted_tokens").to_pylist()) == accepted
