@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from tests.cli_helpers import one_error_line, one_error_line_of, run_in_process, run_kvscope
 
 from kvscope.sim.data_parallel import DataParallelGroup, RankLoad, pick_rank
 from kvscope.sim.engine import sequences_from
-from tests.cli_helpers import one_error_line, one_error_line_of, run_in_process, run_kvscope
 
 from .helpers import outcome, run, workload
 
@@ -197,9 +197,8 @@ def test_one_replica_group_is_the_plain_engine() -> None:
     w = workload(
         np.cumsum(rng.exponential(0.02, n)), rng.integers(10, 600, n), rng.integers(1, 80, n)
     )
-    sched = {"max_num_seqs": 16, "max_num_batched_tokens": 256}
-    plain, _ = run(w, num_blocks=120, **sched)
-    cfg = SchedulerConfig(max_model_len=65536, **sched)
+    plain, _ = run(w, num_blocks=120, max_num_seqs=16, max_num_batched_tokens=256)
+    cfg = SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=256, max_model_len=65536)
     pool = PagedPool(120, KVLayout(16), enable_caching=True)
     engine = Engine(Scheduler(cfg, pool), toy_cost(), sample_interval_s=0.0)
     grouped = sequences_from(w, 16)
@@ -268,3 +267,29 @@ def test_pipeline_has_a_bubble_and_fills_with_a_batch() -> None:
     batch = np.array([1.0, 64.0])
     got = two.step_times(batch, batch * 8192)
     assert got.tolist() == [two.step_time(1, 8192), two.step_time(64, 64 * 8192)]
+
+
+def test_each_replica_is_an_independent_engine() -> None:
+    """The replicas share a clock and nothing else: the requests DP rank 2 served, replayed
+    alone through one engine of the same deployment, finish at exactly the same times."""
+    from kvscope.sim import SimConfig, simulate
+    from kvscope.workload import Workload, build_workload
+
+    w = build_workload(arrival="poisson:rate=80", num_requests=2000, seed=2)
+    cfg = SimConfig(model="meta-llama/Llama-3.1-8B", gpu="H100", sample_interval_s=1.0)
+    grouped = simulate(w, replace_dp(cfg, 4))
+    ranks = grouped.requests.column("dp_rank").to_numpy()
+    mine = ranks == 2
+    assert 400 < mine.sum() < 600  # dealt about evenly
+    alone = simulate(
+        Workload.build(w.arrival_s[mine], w.prompt_tokens[mine], w.output_tokens[mine]), cfg
+    )
+    got = grouped.requests.column("finish_s").to_numpy()[mine]
+    assert np.array_equal(got, alone.requests.column("finish_s").to_numpy())
+    assert grouped.figures["dp_ranks"][2]["requests"] == mine.sum()
+
+
+def replace_dp(cfg: Any, dp: int) -> Any:
+    from dataclasses import replace
+
+    return replace(cfg, dp=dp)

@@ -36,7 +36,8 @@ PipelineParallelSize = Annotated[
     int, typer.Option("--pipeline-parallel-size", "--pp", help="Pipeline-parallel stages.")
 ]
 DataParallelSize = Annotated[
-    int, typer.Option(
+    int,
+    typer.Option(
         "--data-parallel-size",
         "--dp",
         help="Data-parallel replicas, each its own engine and KV pool.",

@@ -48,10 +48,15 @@ class RankLoad:
     @property
     def score(self) -> float:
         """vLLM 0.33.0's engine load score (lower takes the request)."""
-        score = float(max(self.in_flight, self.waiting + self.running))
-        if self.waiting:
-            score += self.waiting * KV_PRESSURE_WEIGHT * max(0.0, self.kv_usage - KV_PRESSURE_FLOOR)
-        return score
+        return load_score(self.in_flight, self.waiting, self.running, self.kv_usage)
+
+
+def load_score(in_flight: int, waiting: int, running: int, kv_usage: float) -> float:
+    """vLLM 0.33.0 ``DPLBAsyncMPClient``'s load score of one engine (one API client)."""
+    score = float(max(in_flight, waiting + running))
+    if waiting:
+        score += waiting * KV_PRESSURE_WEIGHT * max(0.0, kv_usage - KV_PRESSURE_FLOOR)
+    return score
 
 
 def pick_rank(loads: list[RankLoad], start: int) -> int:
@@ -81,21 +86,34 @@ class DataParallelGroup:
         self._done = [0] * len(engines)  # finished requests counted as out of flight
 
     def run(self, seqs: list[Sequence]) -> list[int]:
-        """Serve ``seqs`` (in arrival order) to the end; the DP rank of each, in order."""
+        """Serve ``seqs`` (in arrival order) to the end; the DP rank of each, in order.
+
+        Per arrival each engine is advanced to it and scored in the balancer's scan order
+        (the engines are independent, so the order they are advanced in does not matter);
+        the same choice as :func:`pick_rank` over :meth:`loads`, without the objects.
+        """
+        engines, queues = self.engines, self.queues
+        n_eng, n = len(engines), len(seqs)
         ranks: list[int] = []
         start = 0
-        n = len(seqs)
         for k, seq in enumerate(seqs):
             a = seq.arrival_s
-            for engine, queue in zip(self.engines, self.queues, strict=True):
+            best, best_score = start, math.inf
+            for j in range(n_eng):
+                idx = start + j
+                if idx >= n_eng:
+                    idx -= n_eng
+                engine, queue = engines[idx], queues[idx]
                 engine.advance(queue, a)
-            r = pick_rank(self._loads(a), start)
-            start = (start + 1) % len(self.engines)
-            self.queues[r].append(seq)
-            ranks.append(r)
+                score = load_score(*self._load(idx, a))
+                if score < best_score:
+                    best, best_score = idx, score
+            start = start + 1 if start + 1 < n_eng else 0
+            queues[best].append(seq)
+            ranks.append(best)
             if self.on_progress is not None and not k & 4095:
-                self.on_progress(sum(len(e.sched.finished) for e in self.engines), n)
-        for engine, queue in zip(self.engines, self.queues, strict=True):
+                self.on_progress(sum(len(e.sched.finished) for e in engines), n)
+        for engine, queue in zip(engines, queues, strict=True):
             engine.finish(queue)
         return ranks
 
@@ -104,26 +122,23 @@ class DataParallelGroup:
         for engine in self.engines:
             engine.settle()
 
-    def _loads(self, t: float) -> list[RankLoad]:
-        out = []
-        for r, engine in enumerate(self.engines):
-            finished = engine.sched.finished
-            done = self._done[r]
-            # An engine's clock may run past t (the step under way): a request it finished
-            # after t is still in flight at t. NaN (rejected, no finish time) counts as done.
-            while done < len(finished) and not finished[done].finish_s > t:
-                done += 1
-            self._done[r] = done
-            sched = engine.sched
-            out.append(
-                RankLoad(
-                    in_flight=len(self.queues[r]) - done,
-                    waiting=sched.num_waiting,
-                    running=len(sched.running),
-                    kv_usage=engine.pool.usage,
-                )
-            )
-        return out
+    def loads(self, t: float) -> list[RankLoad]:
+        """What the balancer sees of each engine at ``t`` (engines advanced to ``t``)."""
+        return [RankLoad(*self._load(r, t)) for r in range(len(self.engines))]
+
+    def _load(self, r: int, t: float) -> tuple[int, int, int, float]:
+        engine = self.engines[r]
+        sched = engine.sched
+        finished = sched.finished
+        done = self._done[r]
+        # An engine's clock may run past t (the step under way): a request it finished
+        # after t is still in flight at t. NaN (rejected, no finish time) counts as done.
+        while done < len(finished) and not finished[done].finish_s > t:
+            done += 1
+        self._done[r] = done
+        waiting = sched.num_waiting
+        usage = engine.pool.usage if waiting else 0.0  # only weighs with a queue
+        return len(self.queues[r]) - done, waiting, len(sched.running), usage
 
 
 def merged_stats(stats: list[EngineStats], wall_s: float, cpu_s: float) -> EngineStats:

@@ -160,6 +160,9 @@ class Engine:
         then may end after it), and when it can make no progress it waits for the next
         arrival instead of giving up; :meth:`finish` serves what is left.
         """
+        i = self._next
+        if self.t >= until and (i >= len(seqs) or seqs[i].arrival_s > self.t):
+            return  # already there, nothing new to add: the loop would return at once
         self._loop(seqs, until)
 
     def finish(self, seqs: list[Sequence]) -> EngineStats:
