@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from tests.cli_helpers import one_error_line, one_error_line_of, run_in_process, run_kvscope
 
+from cli_helpers import one_error_line, one_error_line_of, run_in_process, run_kvscope
 from kvscope.sim.data_parallel import DataParallelGroup, RankLoad, pick_rank
 from kvscope.sim.engine import sequences_from
 
