@@ -12,13 +12,14 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TESTSTAMP := $(VENV)/.installed-test
 SYSSTAMP  := $(VENV)/.installed-system
+ORACLESTAMP := $(VENV)/.installed-vllm-oracle
 TORCHSTAMP := $(VENV)/.installed-torch-cpu
 # The torch the tests run on (comm, memtrace): its CPU build, installed first, so that the
 # [torch] extra below finds it there and pip never reaches for the CUDA build.
 TORCH_VERSION   ?= 2.13.0
 TORCH_INDEX_URL ?=
 
-.PHONY: install install-test install-torch-cpu system-deps run test lint typecheck pytest clean
+.PHONY: install install-test install-torch-cpu install-vllm-oracle system-deps run test lint typecheck pytest clean
 
 # [nvml]: nvidia-ml-py, pure Python and small, so `kvscope watch --nvml` works after
 # `make run` (on a GPU-less box it says "NVML not available: ..." and goes on).
@@ -40,9 +41,16 @@ $(SYSSTAMP): $(STAMP) scripts/install_system_deps.sh scripts/build_llama_server.
 	PIP="$(PY) -m pip" bash scripts/install_system_deps.sh
 	touch $(SYSSTAMP)
 
+# The vLLM 0.33.0 oracle (its own venv, cached under ~/.cache/kvscope, ~3 min the first
+# time): the differential tests drive vLLM's real scheduler and KV manager in it.
+$(ORACLESTAMP): $(STAMP) scripts/build_vllm_oracle.sh scripts/install_torch_cpu.sh
+	PYTHON="$(PYTHON)" TORCH_INDEX_URL="$(TORCH_INDEX_URL)" bash scripts/build_vllm_oracle.sh
+	touch $(ORACLESTAMP)
+
 install: $(STAMP)
-install-test: $(TESTSTAMP) $(SYSSTAMP)
+install-test: $(TESTSTAMP) $(SYSSTAMP) $(ORACLESTAMP)
 install-torch-cpu: $(TORCHSTAMP)
+install-vllm-oracle: $(ORACLESTAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/kvscope demo

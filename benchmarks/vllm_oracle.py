@@ -2,7 +2,7 @@
 
 Runs inside a separate venv holding vllm==0.33.0 (CPU torch), never the project's:
 
-    VLLM_TARGET_DEVICE=cpu /work/vllm-oracle-venv/bin/python benchmarks/vllm_oracle.py
+    VLLM_TARGET_DEVICE=cpu ~/.cache/kvscope/vllm-oracle-0.33.0/bin/python benchmarks/vllm_oracle.py
 
 For each model kind it builds the per-layer KV-cache specs vLLM's attention layers declare
 (FullAttentionSpec for GQA, MLAAttentionSpec for MLA, SlidingWindowSpec for gpt-oss's

@@ -1,14 +1,19 @@
 """Drive vLLM's own v1 Scheduler on CPU with a request list; print one JSON line per step.
 
-Runs under a separate environment that has vLLM 0.33.0 (``--no-deps``) and CPU torch, as
-shared/reference/cpu_engines.md describes; ``benchmarks/sim_vs_vllm.py`` starts it. Input
-(stdin, JSON): the engine settings and the requests with their prompt token ids. The model
-"runs" by feeding back one sampled token per request whose computed tokens caught up with its
-tokens (none for a partial prefill chunk), exactly what a GPU worker reports.
+Runs under the oracle environment ``scripts/build_vllm_oracle.sh`` builds (vLLM 0.33.0 with
+``--no-deps`` beside CPU torch); ``benchmarks/sim_vs_vllm.py`` starts it. Input (stdin, JSON):
+``{"scenarios": [...]}``, each with its engine settings and its requests (prompt token ids,
+arrival step, priority); all scenarios run in this one process, so vLLM is imported once.
+The model "runs" by feeding back one sampled token per request whose computed tokens caught
+up with its tokens (none for a partial prefill chunk), exactly what a GPU worker reports.
+Sampled token ids differ between requests (derived from the request id and output index), so
+two identical prompts do not share their output blocks by accident. Output: one JSON line per
+step, tagged with its scenario's name, then ``{"scenario": name, "end": true}``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -39,21 +44,34 @@ def tiny_model_dir(max_len: int) -> str:
     return str(d)
 
 
-def main() -> None:
-    spec = json.load(sys.stdin)
+def sampled_token(request_id: str, index: int) -> int:
+    """A token id unique to (request, output position): outputs never collide across requests."""
+    h = hashlib.blake2b(f"{request_id}/{index}".encode(), digest_size=4).digest()
+    return 10 + int.from_bytes(h, "little") % 31_000
+
+
+def build_kv_config(spec: dict, torch: object) -> object:
+    """The KVCacheConfig for the scenario: one full-attention group of ``num_blocks`` blocks."""
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+
+    bs = spec["block_size"]
+    return KVCacheConfig(
+        num_blocks=spec["num_blocks"],
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                ["layer0"],
+                FullAttentionSpec(block_size=bs, num_kv_heads=1, head_size=16, dtype=torch.float16),
+            )
+        ],
+    )
+
+
+def build_scheduler(spec: dict) -> object:
+    """vLLM's v1 Scheduler configured as the scenario says (no device, no tokenizer)."""
     import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-    from vllm.sampling_params import SamplingParams
-    from vllm.utils.hashing import sha256
-    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
     from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.kv_cache_interface import (
-        FullAttentionSpec,
-        KVCacheConfig,
-        KVCacheGroupSpec,
-    )
-    from vllm.v1.outputs import ModelRunnerOutput
-    from vllm.v1.request import Request
     from vllm.v1.structured_output import StructuredOutputManager
 
     bs = spec["block_size"]
@@ -69,8 +87,10 @@ def main() -> None:
         max_num_seqs=spec["max_num_seqs"],
         max_num_batched_tokens=spec["max_num_batched_tokens"],
         max_model_len=max_len,
-        enable_chunked_prefill=True,
+        enable_chunked_prefill=spec.get("enable_chunked_prefill", True),
         is_encoder_decoder=False,
+        policy=spec.get("policy", "fcfs"),
+        long_prefill_token_threshold=spec.get("long_prefill_token_threshold", 0),
     )
     cache_config = CacheConfig(
         block_size=bs,
@@ -81,26 +101,29 @@ def main() -> None:
     vllm_config = VllmConfig(
         model_config=model_config, cache_config=cache_config, scheduler_config=sched_config
     )
-    kv_config = KVCacheConfig(
-        num_blocks=spec["num_blocks"],
-        kv_cache_tensors=[],
-        kv_cache_groups=[
-            KVCacheGroupSpec(
-                ["layer0"],
-                FullAttentionSpec(block_size=bs, num_kv_heads=1, head_size=16, dtype=torch.float16),
-            )
-        ],
-    )
+    kv_config = build_kv_config(spec, torch)
     cache_config.num_gpu_blocks = spec["num_blocks"]
-    sched = Scheduler(
+    return Scheduler(
         vllm_config=vllm_config,
         kv_cache_config=kv_config,
         structured_output_manager=StructuredOutputManager(vllm_config),
         block_size=bs,
         log_stats=False,
     )
+
+
+def run_scenario(spec: dict) -> None:
+    """Drive one scenario to the end, printing a row per step."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.request import Request
+
+    name = spec.get("name", "")
+    sched = build_scheduler(spec)
     init_none_hash(sha256)
-    hasher = get_request_block_hasher(bs, sha256)
+    hasher = get_request_block_hasher(spec["block_size"], sha256)
     pending = sorted(spec["requests"], key=lambda r: r["arrival_step"])
     nxt = 0
     step = 0
@@ -108,9 +131,16 @@ def main() -> None:
         while nxt < len(pending) and pending[nxt]["arrival_step"] <= step:
             r = pending[nxt]
             sp = SamplingParams(max_tokens=r["max_tokens"], ignore_eos=True)
+            # arrival_time as a live server stamps it: unique and in the order requests came
             sched.add_request(
                 Request(
-                    r["id"], r["tokens"], sp, None, arrival_time=float(nxt), block_hasher=hasher
+                    r["id"],
+                    r["tokens"],
+                    sp,
+                    None,
+                    arrival_time=float(nxt),
+                    block_hasher=hasher,
+                    priority=r.get("priority", 0),
                 )
             )
             nxt += 1
@@ -126,7 +156,7 @@ def main() -> None:
             req = sched.requests[rid]
             # computed tokens were advanced at schedule time; a token is sampled once caught up
             caught_up = req.num_computed_tokens >= req.num_tokens
-            sampled[rid] = [1000 + req.num_output_tokens] if caught_up else []
+            sampled[rid] = [sampled_token(rid, req.num_output_tokens)] if caught_up else []
         ids = list(out.num_scheduled_tokens)
         mro = ModelRunnerOutput(
             req_ids=ids,
@@ -141,6 +171,7 @@ def main() -> None:
                     finished.append(o.request_id)
         pool = sched.kv_cache_manager.block_pool
         row = {
+            "scenario": name,
             "step": step,
             "scheduled": dict(out.num_scheduled_tokens),
             "used_blocks": pool.num_gpu_blocks - 1 - pool.get_num_free_blocks(),
@@ -154,6 +185,13 @@ def main() -> None:
         step += 1
         if step > spec.get("max_steps", 1_000_000):
             break
+    print(json.dumps({"scenario": name, "end": True}), flush=True)
+
+
+def main() -> None:
+    data = json.load(sys.stdin)
+    for spec in data.get("scenarios", [data]):
+        run_scenario(spec)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Record a real vLLM ``/metrics`` page from vLLM's own code, on CPU, without a GPU.
 
-Runs in a separate venv holding vllm==0.33.0 installed with --no-deps and CPU torch (recipe in
-shared/reference/cpu_engines.md), never in the project's venv:
+Runs in a separate venv holding vllm==0.33.0 installed with --no-deps and CPU torch
+(scripts/build_vllm_oracle.sh builds it), never in the project's venv:
 
-    VLLM_TARGET_DEVICE=cpu /work/vllm-oracle-venv/bin/python scripts/record_vllm_metrics.py OUT_DIR
+    ORACLE=~/.cache/kvscope/vllm-oracle-0.33.0
+    VLLM_TARGET_DEVICE=cpu $ORACLE/bin/python scripts/record_vllm_metrics.py OUT_DIR
 
 vLLM's v1 ``Scheduler`` (real KV-cache manager, prefix caching on, a 96-block pool) is driven
 by a seeded request stream; a stand-in model runner samples one token per decoding request

@@ -1,4 +1,4 @@
-"""vLLM 0.33's own KV sizing code agrees with kvscope (needs the oracle venv; skips without)."""
+"""vLLM 0.33's own KV sizing code agrees with kvscope (the oracle venv, tests/oracle.py)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.oracle import vllm_python
 
-ORACLE_PY = Path(os.environ.get("KVSCOPE_VLLM_ORACLE_PY", "/work/vllm-oracle-venv/bin/python"))
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_oracle.py"
 
 
 @pytest.mark.integration
 @pytest.mark.slow
 def test_vllm_get_kv_cache_configs_matches_kvscope() -> None:
-    if not ORACLE_PY.exists():
-        pytest.skip(f"no vLLM oracle venv at {ORACLE_PY} (see shared/reference/cpu_engines.md)")
+    python = vllm_python()
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}
     proc = subprocess.run(
-        [str(ORACLE_PY), str(SCRIPT)],
+        [python, str(SCRIPT)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -107,6 +107,7 @@ class Scheduler:
         self._admits = 0
         self.transfer_s = 0.0  # swap traffic not yet charged to a step
         self.use_cohort = True  # engines whose steps are not vLLM's turn it off
+        self._threshold = config.long_prefill_token_threshold  # this step's (see schedule)
 
     # ------------------------------------------------------------------ queue
     @property
@@ -139,7 +140,8 @@ class Scheduler:
         cfg = self.config
         if seq.prompt >= cfg.max_model_len:
             return f"prompt of {seq.prompt} tokens >= max-model-len {cfg.max_model_len}"
-        need = self.pool.layout.blocks(min(seq.prompt + seq.max_tokens, cfg.max_model_len))
+        # the last sampled token never gets a slot: the request's KV peaks at prompt + output - 1
+        need = self.pool.layout.blocks(min(seq.prompt + seq.max_tokens - 1, cfg.max_model_len))
         if need > self.pool.capacity:
             return f"needs {need} KV blocks at full length; the pool holds {self.pool.capacity}"
         if not cfg.enable_chunked_prefill and seq.prompt > cfg.max_num_batched_tokens:
@@ -170,6 +172,10 @@ class Scheduler:
         """One ``schedule()`` call: running requests first, then waiting ones."""
         plan = StepPlan()
         budget = self.config.max_num_batched_tokens
+        # vLLM lifts --long-prefill-token-threshold when one request is all there is (nobody
+        # to starve): Scheduler.schedule counts running + waiting before its loops
+        lone = len(self.running) + self.num_waiting <= 1
+        self._threshold = 0 if lone else self.config.long_prefill_token_threshold
         fast = self._fast_running(plan, budget)
         if fast < 0:
             self._dissolve()
@@ -207,8 +213,8 @@ class Scheduler:
         for seq in self._explicit.values():
             c = seq.computed
             n = seq.prompt + seq.outputs - c
-            if 0 < cfg.long_prefill_token_threshold < n:
-                n = cfg.long_prefill_token_threshold
+            if 0 < self._threshold < n:
+                n = self._threshold
             n = min(n, cfg.max_model_len - c - 1)
             if n > 0:
                 work.append((seq, n, c + n))
@@ -249,7 +255,7 @@ class Scheduler:
         running = self.running
         scheduled = plan.scheduled
         max_len = cfg.max_model_len
-        threshold = cfg.long_prefill_token_threshold
+        threshold = self._threshold
         i = 0
         while i < len(running) and budget > 0:
             seq = running[i]
@@ -315,7 +321,9 @@ class Scheduler:
 
     def _victim(self) -> Sequence:
         if self.config.policy == "priority":
-            return max(self.running, key=lambda r: (r.priority, r.arrival_s))
+            # vLLM: max over (priority, arrival_time); a live server stamps arrival_time as
+            # requests come, so among equal trace timestamps the last one added goes first
+            return max(self.running, key=lambda r: (r.priority, r.arrival_s, r.index))
         return self.running[-1]
 
     def _preempt(self, victim: Sequence, plan: StepPlan) -> None:
@@ -351,8 +359,8 @@ class Scheduler:
         cfg = self.config
         pool = self.pool
         n = seq.num_tokens - hit.tokens
-        if 0 < cfg.long_prefill_token_threshold < n:
-            n = cfg.long_prefill_token_threshold
+        if 0 < self._threshold < n:
+            n = self._threshold
         if not cfg.enable_chunked_prefill and n > budget:
             return 0
         n = min(n, budget)
