@@ -51,6 +51,10 @@ LAYOUTS = [
     (*V4_FLAGS, "--tp", "8"),
     (*V4_FLAGS, "--dp", "8", "--enable-expert-parallel", "--num-gpus", "8"),
     ("--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--dp", "2"),
+    (
+        *("--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--engine", "sglang"),
+        *("--tp", "8", "--dp", "8", "--enable-dp-attention", "--enable-expert-parallel"),
+    ),
     ("--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--engine-version", "0.10.0"),
 ]
 

@@ -153,8 +153,15 @@ class HardwareTerms:
             scale = float(par.dp) if ep > 1 else 1.0
             fixed, per_token = _comm_terms(c, gpu, tp, pp, ep)
         experts = c.num_experts * c.expert_bytes * c.moe_layers / (ep if ep > 1 else tp)
+        dense = c.body_bytes / tp + c.replicated_bytes + c.head_bytes / tp
+        if par is not None and par.dp_attention and par.attn_tp != par.tp:
+            # SGLang DP attention: attention is split over attn_tp ranks, the dense and
+            # shared-expert MLPs and the head over the whole TP group.
+            attn = float(model.weight_bytes["attention"])
+            rest = c.body_bytes - attn
+            dense = attn / tp + rest / par.tp + c.replicated_bytes + c.head_bytes / par.tp
         return cls(
-            dense_weight_bytes=(c.body_bytes / tp + c.replicated_bytes + c.head_bytes / tp) / pp,
+            dense_weight_bytes=dense / pp,
             expert_weight_bytes=experts / pp,
             num_experts=c.num_experts,
             experts_per_token=c.experts_per_token,
