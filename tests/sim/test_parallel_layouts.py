@@ -8,6 +8,7 @@ vLLM 0.33.0's DP load balancer (``vllm/v1/engine/core_client.py::DPLBAsyncMPClie
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,7 @@ def test_tp8_pp2_deepseek_v3_on_16_h100(capsys: pytest.CaptureFixture[str], tmp_
         (("--enable-expert-parallel",), ("--enable-expert-parallel", "no routed experts")),
         (("--enable-dp-attention",), ("--enable-dp-attention", "--data-parallel-size")),
         (("--dp", "0"), ("--data-parallel-size",)),
+        (("--dp", "5000"), ("--data-parallel-size", "1,024")),
         (("--engine-version", "x.y"), ("--engine-version",)),
     ],
 )
@@ -297,3 +299,81 @@ def replace_dp(cfg: Any, dp: int) -> Any:
     from dataclasses import replace
 
     return replace(cfg, dp=dp)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_pp2_steps_are_vllm_batch_queue_pairs() -> None:
+    """vLLM 0.33.0 with two batches in flight (PP2's batch queue) against kvscope's PP2
+    engine, whose step is two micro-batches with twice the token budget: a decoding request
+    is in one micro-batch at a time (it is not scheduled again until its token is back)
+    while a long prompt's chunks fill consecutive micro-batches, so each pair of vLLM
+    batches schedules what one kvscope step does, step after step."""
+    import subprocess
+
+    from kvscope.sim.run import SimConfig, build_pool, engine_for
+    from kvscope.sim.scheduler import StepPlan
+    from oracle import vllm_python
+
+    reqs = [(10, 6), (10, 6), (200, 3), (40, 9)]
+    spec = {
+        "block_size": 16,
+        "num_blocks": 400,
+        "max_model_len": 2048,
+        "max_num_seqs": 8,
+        "max_num_batched_tokens": 64,
+        "enable_prefix_caching": False,
+        "pp": 2,
+        "requests": [
+            {"id": f"r{i}", "tokens": list(range(100 * i, 100 * i + n)), "max_tokens": m}
+            for i, (n, m) in enumerate(reqs)
+        ],
+    }
+    here = Path(__file__).resolve().parent
+    proc = subprocess.run(
+        [
+            vllm_python(),
+            str(here / "oracle_pp_batch_queue.py"),
+            str(here.parents[1] / "benchmarks"),
+        ],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    batches = json.loads(proc.stdout.strip().splitlines()[-1])
+    # decode tokens never in two batches in flight at once; the prompt's chunks are
+    for a, b in itertools.pairwise(batches):
+        assert not any(a.get(r) == 1 and b.get(r) for r in a), (a, b)
+    assert sum(1 for b in batches if b.get("r2", 0) > 1) >= 3  # pipelined prefill chunks
+    vllm_steps = [
+        sum(batches[i].values()) + (sum(batches[i + 1].values()) if i + 1 < len(batches) else 0)
+        for i in range(0, len(batches), 2)
+    ]
+    while vllm_steps and vllm_steps[-1] == 0:
+        vllm_steps.pop()
+
+    # the engine `kvscope simulate --pp 2` builds for these flags
+    cfg = SimConfig(
+        tp=1,
+        pp=2,
+        block_size=16,
+        num_gpu_blocks_override=400,
+        max_num_seqs=8,
+        max_num_batched_tokens=64,
+        max_model_len=2048,
+        enable_prefix_caching=False,
+        mode="step",
+    )
+    w = workload([0.0] * len(reqs), [n for n, _ in reqs], [m for _, m in reqs])
+    engine, _, _ = engine_for(w, cfg, *build_pool(cfg), None)
+    ours: list[int] = []
+
+    def record(plan: StepPlan, _t: float) -> None:
+        ours.append(plan.tokens)
+
+    engine.on_step = record
+    engine.run(sequences_from(w, 16))
+    assert ours == vllm_steps, (ours, vllm_steps)

@@ -86,6 +86,7 @@ class SimConfig:
                 raise KvscopeError(f"--{flag} must be {_or(allowed)}, got '{value}'.")
         count(self.tp, "--tensor-parallel-size", low=1, high=MAX_TP)
         _ = self.parallelism  # the planner's checks: sizes, --num-gpus, DP attention vs TP
+        count(self.dp, "--data-parallel-size", low=1, high=MAX_DP_REPLICAS)
         if self.engine_version is not None:
             from kvscope.plan.config import parse_version
 
@@ -161,6 +162,9 @@ _FIELD_OF_FLAG = {
 }
 #: Most tensor-parallel ranks one replica may have (a bound for typos, far past real systems).
 MAX_TP = 4096
+#: Most DP replicas one simulation runs: each is a whole engine, stepped at every arrival, so
+#: the cost grows with requests x replicas (the largest public DP deployments use tens).
+MAX_DP_REPLICAS = 1024
 #: Largest host KV tier (GiB): a pebibyte, past any host, so block counts stay finite.
 MAX_CPU_OFFLOAD_GIB = 2**20
 #: Smallest positive steps.parquet sample interval (s).
