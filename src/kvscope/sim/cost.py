@@ -28,7 +28,12 @@ group (``dp`` ranks' batches, each assumed as loaded as this one). With
 ``vllm/config/vllm.py::VllmConfig.max_concurrent_batches``: PP keeps ``pp`` batches in flight,
 and a decoding request is in one of them at a time), each of ``1/m`` of the step's tokens and
 context (``m = min(pp, tokens)`` micro-batches carry work; the rest are the bubble): its time
-is ``pp`` stage times, a stage holding ``1/pp`` of the layers.
+is ``pp`` stage times, a stage holding ``1/pp`` of the layers. vLLM groups requests into
+micro-batches by when they were scheduled, not evenly; where a stage time is affine in tokens
+and context (memory-bound decode) the sum over micro-batches is the same either way. The
+scheduler gets ``pp`` times the token budget per step: a long prompt's chunks fill
+consecutive micro-batches (pinned against vLLM's Scheduler with ``pp`` batches in flight,
+tests/sim/test_parallel_layouts.py).
 """
 
 from __future__ import annotations
