@@ -8,6 +8,8 @@ block size, block count and prefix-caching switch. vLLM's v1 ``Scheduler`` (with
 output (one sampled token per request whose prefill is complete) is fed back. Compared per
 step: requests scheduled and tokens each, blocks in use, requests admitted and their prefix
 hits, preemptions, finished requests (so finish order too). Prints the first divergence.
+A scenario with ``speculative`` settings (benchmarks/sim_scenarios_spec.py) also compares
+the drafts each request verifies per step; vLLM gets kvscope's acceptance decisions.
 
 Token ids for vLLM come from the workload's prefix hashes: a hashed block's tokens are drawn
 from a generator seeded by its chained hash (equal hashes, equal tokens); everything else is

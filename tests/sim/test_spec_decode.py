@@ -277,3 +277,31 @@ def test_cli_run_writes_spec_columns_and_figures(
     assert summary is not None
     figs = summary["figures"]["speculative"] if "figures" in summary else summary["speculative"]
     assert figs["accepted_tokens"] == accepted and 0.4 < figs["acceptance_rate"] < 0.6
+
+
+def test_a_draft_model_costs_its_own_roofline_and_mtp_one_layer() -> None:
+    """Acceptance 0 makes drafting pure cost: each drafter slows the run by its own passes."""
+    from kvscope.sim import SimConfig, simulate
+
+    w = Workload.build(np.arange(20) * 0.05, np.full(20, 500), np.full(20, 200))
+
+    def tpot(sc: str | None) -> float:
+        acc = "0" if sc else None
+        cfg = SimConfig(
+            model="meta-llama/Llama-3.1-70B",
+            gpu="H100",
+            tp=4,
+            speculative_config=sc,
+            spec_acceptance=acc,
+        )
+        return float(simulate(w, cfg).figures["tpot_p50_s"])
+
+    plain = tpot(None)
+    ngram = tpot('{"method": "ngram", "num_speculative_tokens": 3}')
+    mtp = tpot('{"method": "mtp", "num_speculative_tokens": 3}')
+    draft = tpot(
+        '{"method": "draft_model", "model": "meta-llama/Llama-3.1-8B",'
+        ' "num_speculative_tokens": 3, "draft_tensor_parallel_size": 1}'
+    )
+    assert plain <= ngram < mtp < draft  # ngram only verifies; MTP 3 layers of 80; 8B x 3
+    assert mtp / ngram == pytest.approx(1 + 3 / 80, rel=0.02)
