@@ -41,6 +41,32 @@ def _tiny_prompts(seed: int, n: int) -> Workload:
     return Workload.build(steps, prompts, rng.integers(1, 60, n))
 
 
+def _full_hits_beside_prefills(seed: int, n: int) -> Workload:
+    """Block-aligned-plus-one prompts sharing all their blocks (a hit leaves one token, the
+    padding case) among long unique prompts whose chunks run as prefills at the same time."""
+    rng = np.random.default_rng(seed)
+    steps = np.cumsum(rng.integers(0, 3, n)).astype(np.float64)
+    long = rng.random(n) < 0.4
+    prompts = np.where(long, rng.integers(400, 700, n), 65)
+    blocks = prompts // 16
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(blocks, out=off[1:])
+    vals = np.concatenate(
+        [
+            rng.integers(100, 10**9, b) if lg else np.arange(4) + 7
+            for b, lg in zip(blocks, long, strict=True)
+        ]
+    )
+    return Workload.build(
+        steps,
+        prompts,
+        rng.integers(5, 80, n),
+        hash_offsets=off,
+        hash_values=vals,
+        hash_block_size=16,
+    )
+
+
 def scenarios(shared: Path | None) -> list[tuple[str, Workload, dict[str, Any]]]:
     """The spec-decode scenarios, each with kvscope's acceptance decisions attached."""
     sys.path.insert(0, str(HERE))
@@ -118,6 +144,16 @@ def scenarios(shared: Path | None) -> list[tuple[str, Workload, dict[str, Any]]]
             "spec eagle3 k=3 a=0.7, one-token prompts, cached",
             _tiny_prompts(29, 60),
             {**base, "num_blocks": 120, "speculative": _spec("eagle3", 3, 0.7, 9)},
+        ),
+        (
+            "spec ngram k=3 a=0.7, full-prefix hits beside chunked prefills",
+            _full_hits_beside_prefills(30, 60),
+            {**base, "num_blocks": 400, "speculative": _spec("ngram", 3, 0.7, 10)},
+        ),
+        (
+            "spec draft_model k=1 a=0.7, full-prefix hits beside chunked prefills",
+            _full_hits_beside_prefills(31, 60),
+            {**base, "num_blocks": 120, "speculative": _spec("draft_model", 1, 0.7, 11)},
         ),
     ]
     for _name, w, s in cases:

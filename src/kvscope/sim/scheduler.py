@@ -410,8 +410,11 @@ class Scheduler:
         n = seq.num_tokens - hit.tokens
         if self.spec is not None:
             budget = min(budget, self._inb - self._ds)
-            pad = self._step_running > 0 and not self._step_prefill
-            n = pad_admission(self.spec, seq, hit.tokens, n, budget, pad, cfg.max_model_len)
+            if not self._step_prefill:  # vLLM pads only when no running prefill chunk ran
+                after = self._step_running > 0
+                n = pad_admission(self.spec, seq, hit.tokens, n, budget, after, cfg.max_model_len)
+            else:
+                seq.spec_pad = False
             if n == 0:
                 return 0
         if 0 < self._threshold < n:

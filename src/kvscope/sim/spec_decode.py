@@ -130,9 +130,10 @@ def pad_admission(
 ) -> int:
     """vLLM's ``pad_spec_decode`` (``Scheduler.schedule``, waiting loop): a one-token
     admission runs as ``1 + k`` tokens with placeholder drafts (never accepted) when running
-    decodes and no running prefill chunk were scheduled, or it has a prefix hit, and the
-    positions fit ``max_len``. Returns the tokens to schedule; 0 when 1 + k exceeds the
-    budget (vLLM then stops admitting rather than schedule it unpadded)."""
+    requests were scheduled or it has a prefix hit, and the positions fit ``max_len`` (the
+    caller checks that no running prefill chunk was scheduled). Returns the tokens to
+    schedule; 0 when 1 + k exceeds the budget (vLLM then stops admitting rather than schedule
+    it unpadded)."""
     k = spec.num_speculative_tokens
     seq.spec_pad = False
     if n == 1 and (after_decodes or hit_tokens > 0) and hit_tokens + k + 2 <= max_len:
