@@ -48,6 +48,8 @@ class StepRow:
     preemptions: int
     prefix_hit_tokens: int
     fragmentation: float
+    draft_tokens: int = 0  # speculative drafts verified (counted in decode/prefill tokens)
+    accepted_tokens: int = 0  # drafts accepted
 
 
 @dataclass
@@ -63,6 +65,8 @@ class EngineStats:
     tokens: int = 0
     wall_s: float = 0.0
     cpu_s: float = 0.0  # process CPU time of the loop (wall time on an unloaded core)
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
     rows: list[StepRow] = field(default_factory=list)
 
 
@@ -129,9 +133,11 @@ class Engine:
         self.stats = EngineStats()
         self.t = 0.0
         self._next_sample = 0.0
-        self._acc = [0, 0, 0, 0, 0, 0]  # steps, tokens, prefill, decode, preemptions, hits
+        # steps, tokens, prefill, decode, preemptions, hits, drafts, accepted drafts
+        self._acc = [0, 0, 0, 0, 0, 0, 0, 0]
         self._acc_s = 0.0  # busy seconds since the last row
         self._last_dt = 0.0  # duration of the last step (a hint for attempting spans)
+        self._next = 0  # index of the next request of the list to add (resumable loop)
 
     # ------------------------------------------------------------------ main loop
     def run(self, seqs: list[Sequence]) -> EngineStats:
@@ -150,6 +156,31 @@ class Engine:
         self.stats.cpu_s = time.process_time() - c0
         return self.stats
 
+    def advance(self, seqs: list[Sequence], until: float) -> None:
+        """Serve ``seqs`` while the clock is before ``until``: no step starts at or after it.
+
+        For a driver of several engines on one clock (:mod:`kvscope.sim.data_parallel`):
+        ``seqs`` is a list the driver appends to in arrival order, never with an arrival
+        after ``until``. The engine stops when its clock reaches ``until`` (the step under way
+        then may end after it), and when it can make no progress it waits for the next
+        arrival instead of giving up; :meth:`finish` serves what is left.
+        """
+        i = self._next
+        if self.t >= until and (i >= len(seqs) or seqs[i].arrival_s > self.t):
+            return  # already there, nothing new to add: the loop would return at once
+        self._loop(seqs, until)
+
+    def finish(self, seqs: list[Sequence]) -> EngineStats:
+        """Serve the rest of ``seqs`` to the end, after :meth:`advance` calls (as :meth:`run`
+        does, resuming where the last call stopped)."""
+        self._loop(seqs)
+        self._sample(force=True)
+        return self.stats
+
+    def settle(self) -> None:
+        """Make the state readable after an interrupted :meth:`advance` or :meth:`finish`."""
+        self._settle(time.perf_counter(), time.process_time())
+
     def _settle(self, t0: float, c0: float) -> None:
         """Make an interrupted run's state consistent enough to report."""
         sched = self.sched
@@ -160,10 +191,14 @@ class Engine:
         self.stats.wall_s = time.perf_counter() - t0
         self.stats.cpu_s = time.process_time() - c0
 
-    def _loop(self, seqs: list[Sequence]) -> None:
+    def _loop(self, seqs: list[Sequence], until: float = math.inf) -> None:
+        self._next = self._steps(seqs, until)
+
+    def _steps(self, seqs: list[Sequence], until: float) -> int:
+        """The loop proper; returns the index of the next request to add."""
         sched = self.sched
         n = len(seqs)
-        i = 0
+        i = self._next
         loops = 0
         while True:
             loops += 1
@@ -174,28 +209,34 @@ class Engine:
                 i += 1
             if sched.idle:
                 if i >= n:
-                    break
+                    return i
                 self.t = seqs[i].arrival_s
                 continue
-            next_arrival = seqs[i].arrival_s if i < n else math.inf
+            if self.t >= until:
+                return i  # a driver's horizon (advance): the next step starts at or after it
+            next_arrival = seqs[i].arrival_s if i < n else until
             if self.spans and self._span(next_arrival):
                 continue
             plan = sched.schedule(self.t)
             if plan.tokens == 0:
                 if plan.preempted:
                     continue  # a request preempted itself; it is re-admitted next step
-                if i < n:
+                if next_arrival < math.inf:
                     self.t = max(self.t, next_arrival)
                     continue
                 self._give_up()
-                break
+                return i
             dt = self.cost.step_time(plan.tokens, plan.context_tokens)
+            if plan.proposers and self.cost.drafter is not None:
+                dt += self.cost.drafter.time(self.cost, plan.proposers, plan.context_tokens)
             self._last_dt = dt
             dt += self.pool.take_overhead_s(self.t) + sched.take_transfer_s()
             self._acc[4] += len(plan.preempted)
             self._acc[5] += plan.hit_tokens
             self._advance(dt, plan.tokens, plan.prefill_tokens, plan.decode_tokens, 1)
             sched.update(plan, self.t)
+            if sched.spec is not None:
+                self._spec_counts(plan.draft_tokens, sum(sched.step_accepted.values()))
             if self.on_step is not None:
                 self.on_step(plan, self.t)
 
@@ -328,6 +369,13 @@ class Engine:
         if self.t >= self._next_sample:
             self._sample()
 
+    def _spec_counts(self, drafts: int, accepted: int) -> None:
+        """Speculative decoding: drafts verified and accepted in the step just done."""
+        self._acc[6] += drafts
+        self._acc[7] += accepted
+        self.stats.draft_tokens += drafts
+        self.stats.accepted_tokens += accepted
+
     def _sample(self, force: bool = False) -> None:
         acc = self._acc
         if acc[0] == 0 and not force:
@@ -353,9 +401,11 @@ class Engine:
                 preemptions=acc[4],
                 prefix_hit_tokens=acc[5],
                 fragmentation=pool.fragmentation,
+                draft_tokens=acc[6],
+                accepted_tokens=acc[7],
             )
         )
-        self._acc = [0, 0, 0, 0, 0, 0]
+        self._acc = [0, 0, 0, 0, 0, 0, 0, 0]
         self._acc_s = 0.0
         step = self.sample_interval_s
         self._next_sample = (math.floor(self.t / step) + 1) * step if step > 0 else self.t
