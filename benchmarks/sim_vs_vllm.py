@@ -414,11 +414,7 @@ def main() -> None:
     if not Path(args.vllm_python).exists():
         raise SystemExit(f"no vLLM environment at {args.vllm_python}; make install-test builds it")
     shared = args.shared if args.shared.is_dir() else None
-    sys.path.insert(0, str(HERE))
-    from sim_scenarios_hybrid import scenarios as hybrid_scenarios
-
-    every = scenarios(shared) + hybrid_scenarios(shared)
-    cases = [c for c in every if not args.only or args.only in c[0]]
+    cases = [c for c in scenarios(shared) if not args.only or args.only in c[0]]
     t0 = time.perf_counter()
     results = check(cases, args.vllm_python)
     failures = 0

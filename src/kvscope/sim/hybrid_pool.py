@@ -133,12 +133,14 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         """Per window group, the most blocks the full-sequence check reserves for a request."""
         return self._caps[1:]
 
-    def admission_blocks(self, tokens: int) -> int:
-        """Blocks the full-sequence admission check asks for a fresh request of ``tokens``."""
+    def admission_blocks(self, tokens: int, peak: int | None = None) -> int:
+        """Blocks the full-sequence admission check asks for a fresh request of ``tokens``;
+        with ``peak``, the most the request ever needs: that check at its prompt, or its
+        blocks at ``peak`` tokens while decoding (windows at their steady bound)."""
         n = _cdiv(tokens, self._bs[0])
         for g in range(1, len(self._bs)):
             n += min(_cdiv(tokens, self._bs[g]), self._caps[g])
-        return n
+        return n if peak is None else max(n, self.layout.blocks(peak))
 
     @property
     def cached_free(self) -> int:

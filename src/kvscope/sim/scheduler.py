@@ -177,7 +177,10 @@ class Scheduler:
             peak += self.spec.num_speculative_tokens + self._look
         full_len = min(peak, cfg.max_model_len)
         admission = getattr(self.pool, "admission_blocks", None)  # hybrid: capped windows
-        need = admission(full_len) if admission is not None else self.pool.layout.blocks(full_len)
+        if admission is not None:  # vLLM's admission checks the prompt, then windows slide
+            need = admission(min(seq.prompt, cfg.max_model_len), full_len)
+        else:
+            need = self.pool.layout.blocks(full_len)
         if need > self.pool.capacity:
             return f"needs {need} KV blocks at full length; the pool holds {self.pool.capacity}"
         if not cfg.enable_chunked_prefill and seq.prompt > cfg.max_num_batched_tokens:
