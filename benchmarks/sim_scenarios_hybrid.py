@@ -148,9 +148,11 @@ def scenarios(shared: Path | None) -> list[Scenario]:
             {**multi, "num_blocks": 250},
         ),
         (
+            # every request's admission reservation fits the pool (kvscope rejects one that
+            # never can, vLLM would queue it for ever); long outputs grow into preemption
             "DeepSeek V4 groups, preemption",
-            synthetic(23, 40, False, 1200, 300),
-            {**v4, "num_blocks": 160, "max_num_seqs": 8},
+            synthetic(23, 30, False, 1200, 1500),
+            {**v4, "num_blocks": 110, "max_num_seqs": 8, "max_num_batched_tokens": 128},
         ),
         (
             "DeepSeek V4 groups, no caching",

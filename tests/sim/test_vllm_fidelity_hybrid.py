@@ -34,5 +34,6 @@ def test_hybrid_scenarios_match_vllm_step_by_step() -> None:
     assert len(results) >= 12
     # the scenarios exercise what they are named for: preemption, window-cache hits on V4
     assert by_name["swa32 b16, preemption"][2] > 0
+    assert by_name["DeepSeek V4 groups, preemption"][2] > 0
     assert by_name["DeepSeek V4 groups, shared"][3] > 0
     assert by_name["swa128 b16, prefix families"][3] > 0
