@@ -80,7 +80,10 @@ def simulate(
         ),
     ] = None,
     engine: Annotated[
-        str, typer.Option("--engine", help="vllm (v1 scheduler) or sglang (prefill-first).")
+        str,
+        typer.Option(
+            "--engine", help="vllm (v1 scheduler), sglang (prefill-first) or llama.cpp (slots)."
+        ),
     ] = "vllm",
     gpu_memory_utilization: Annotated[
         float | None,
@@ -138,6 +141,10 @@ def simulate(
             help="Longest request accepted (prompt + output tokens).",
             show_default="the model's max_position_embeddings",
         ),
+    ] = None,
+    ctx_size: Annotated[
+        int | None,
+        typer.Option("--ctx-size", help="llama.cpp's -c: KV tokens over all slots (llama.cpp)."),
     ] = None,
     prefix_caching: Annotated[
         bool,
@@ -230,6 +237,7 @@ def simulate(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         max_model_len=max_model_len,
+        ctx_size=ctx_size,
         enable_prefix_caching=prefix_caching,
         enable_chunked_prefill=chunked_prefill,
         cpu_offload_gib=cpu_offload_gib,

@@ -15,7 +15,7 @@ deterministic and free of optimiser dependencies.
 from __future__ import annotations
 
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +167,7 @@ def load_requests(run_dir: Path) -> Any:
         raise KvscopeError(f"{run_dir}: cannot read ({err.strerror or err}).") from None
     if mode is None or not stat.S_ISDIR(mode):
         what = "no such directory" if mode is None else "not a directory"
-        raise KvscopeError(f"{run_dir}: {what}; --calibrate takes a bench run directory.")
+        raise KvscopeError(f"{run_dir}: {what}; expected a bench run directory (with requests.parquet).")
     try:
         # absolute: pyarrow would take a relative "file:/x" or "s3:/x" for a URI
         table = read_table(run_dir.absolute(), "requests")
@@ -207,3 +207,83 @@ def calibrate_run_dir(run_dir: Path, cfg: Any) -> Fit:
     data = decode_samples(table)
     coef, mape = fit_coefficients(terms, data)
     return Fit(coef, {"requests_used": len(data.tpot), "tpot_mape": mape, "run_dir": str(run_dir)})
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fit over several measured runs and its scores on runs it did not see."""
+
+    coefficients: CostCoefficients
+    report: dict[str, Any]
+    #: (label, score) per held-out run: ``--holdout`` runs, else leave-one-out folds.
+    scores: tuple[tuple[str, Any], ...]
+
+
+def _fit_tables(tables: list[tuple[Path, Any]], terms: HardwareTerms) -> tuple[CostCoefficients, float, int]:
+    parts = [decode_samples(t) for _p, t in tables]
+    owners, offset = [], 0
+    for d in parts:
+        owners.append(d.prefill_owner + offset)
+        offset += len(d.tpot)
+    data = DecodeSamples(
+        np.concatenate([d.batch for d in parts]),
+        np.concatenate([d.ctx for d in parts]),
+        np.concatenate([d.tpot for d in parts]),
+        np.concatenate([d.steps for d in parts]),
+        np.concatenate(owners),
+        np.concatenate([d.prefill_tokens for d in parts]),
+    )
+    coef, mape = fit_coefficients(terms, data)
+    runs = ", ".join(str(p) for p, _t in tables)
+    return replace(coef, source=f"fitted by kvscope calibrate on {runs}"), mape, len(data.tpot)
+
+
+def calibrate_runs(
+    run_dirs: list[Path],
+    cfg: Any,
+    *,
+    holdout: list[Path] | None = None,
+    min_requests: int = 10,
+    scratch: Path | None = None,
+) -> Calibration:
+    """Fit the cost coefficients of deployment ``cfg`` (a SimConfig) on ``run_dirs`` and score
+    the fit on ``holdout`` runs (replayed through the simulator), or, with no holdout and
+    several runs, leave-one-out: each run is scored with a fit on the others. The returned
+    coefficients are always the fit on every run of ``run_dirs``."""
+    import tempfile
+
+    from kvscope.sim.holdout import score_run
+    from kvscope.sim.run import build_pool
+
+    if not run_dirs:
+        raise KvscopeError("calibration needs at least one bench run directory.")
+    held = list(holdout or [])
+    tables = [(Path(d), load_requests(Path(d))) for d in [*run_dirs, *held]]
+    for path, table in tables:
+        done = int(np.sum(np.asarray(table.column("status").to_pylist(), dtype=object) == "ok"))
+        if done < min_requests:
+            raise KvscopeError(
+                f"{path}: {done} completed requests; calibration needs at least {min_requests}."
+            )
+    fit_tables, held_tables = tables[: len(run_dirs)], tables[len(run_dirs) :]
+    _pool, _layout, terms, _info = build_pool(cfg)
+    coef, mape, used = _fit_tables(fit_tables, terms)
+    scores: list[tuple[str, Any]] = []
+    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+        path = Path(tmp) / "cost.json"
+        if held_tables:
+            coef.save(path)
+            scores = [(f"holdout {p.name}", score_run(p, t, cfg, str(path))) for p, t in held_tables]
+        elif len(fit_tables) > 1:
+            for k, (p, t) in enumerate(fit_tables):
+                fold, _m, _u = _fit_tables(fit_tables[:k] + fit_tables[k + 1 :], terms)
+                fold.save(path)
+                scores.append((f"leave-out {p.name}", score_run(p, t, cfg, str(path))))
+    report = {
+        "runs": [str(p) for p, _t in fit_tables],
+        "holdout": [str(p) for p, _t in held_tables],
+        "requests_used": used,
+        "tpot_mape": mape,
+        "scores": [{"label": label, **s.as_dict()} for label, s in scores],
+    }
+    return Calibration(coef, report, tuple(scores))

@@ -35,7 +35,7 @@ Allocator = Literal["paged", "contiguous"]
 class SimConfig:
     """A deployment to simulate: model, GPU, parallelism and the engine flags."""
 
-    engine: Literal["vllm", "sglang"] = "vllm"
+    engine: Literal["vllm", "sglang", "llama.cpp"] = "vllm"
     model: str = "meta-llama/Llama-3.1-8B"
     revision: str | None = None  # Hugging Face revision of a Hub id (branch, tag or commit)
     gpu: str = "H100"
@@ -49,6 +49,7 @@ class SimConfig:
     max_num_seqs: int | None = None  # None: the engine's default, as the planner resolves it
     max_num_batched_tokens: int | None = None
     max_model_len: int | None = None
+    ctx_size: int | None = None  # llama.cpp's -c (KV tokens over all slots); llama.cpp only
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     cpu_offload_gib: float = 0.0
@@ -130,7 +131,7 @@ MAX_CPU_OFFLOAD_GIB = 2**20
 #: Smallest positive steps.parquet sample interval (s).
 MIN_SAMPLE_INTERVAL_S = 1e-6
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "engine": ("vllm", "sglang"),
+    "engine": ("vllm", "sglang", "llama.cpp"),
     "scheduling_policy": ("fcfs", "priority"),
     "preemption_mode": ("recompute", "swap"),
     "allocator": ("paged", "contiguous"),
@@ -155,6 +156,7 @@ _COUNT_FLAGS = {
     "max_num_seqs": 1,
     "max_num_batched_tokens": 1,
     "max_model_len": 1,
+    "ctx_size": 2,
 }
 
 
@@ -211,6 +213,13 @@ def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
 
+    if cfg.engine == "llama.cpp":
+        from kvscope.sim import llama_cpp
+
+        llama_cpp.check_config(cfg)
+        return llama_cpp.build_pool(cfg)
+    if cfg.ctx_size is not None:
+        raise KvscopeError("--ctx-size is llama.cpp's -c; it needs --engine llama.cpp.")
     model = load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision)
     gpu = get_gpu(cfg.gpu)
     plan = plan_memory(
