@@ -43,10 +43,17 @@ class CostCoefficients:
     mfu: float = 0.45  # the planner's default (kvscope.plan.roofline.Efficiency.flops)
     mbu: float = 0.8  # the planner's default (kvscope.plan.roofline.Efficiency.hbm)
     source: str = "defaults (kvscope.plan.roofline.Efficiency; 3 ms per-step overhead)"
+    #: Host seconds per decoded token on top of the roofline (sampling, detokenising,
+    #: streaming each sequence's token); 0 unless fitted. Written to the file only when set,
+    #: so files without it read as before.
+    decode_token_s: float = 0.0
 
     def __post_init__(self) -> None:
-        problem = "cost coefficients need 0 < mfu <= 1, 0 < mbu <= 1 and overhead_s >= 0"
-        for name in ("overhead_s", "mfu", "mbu"):
+        problem = (
+            "cost coefficients need 0 < mfu <= 1, 0 < mbu <= 1, overhead_s >= 0 and "
+            "decode_token_s >= 0"
+        )
+        for name in ("overhead_s", "mfu", "mbu", "decode_token_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise KvscopeError(f"{problem}; {name} is {value!r}.")
@@ -54,14 +61,17 @@ class CostCoefficients:
         # a step time.
         if not (0 < self.mfu <= 1 and 0 < self.mbu <= 1 and 0 <= self.overhead_s < float("inf")):
             raise KvscopeError(problem + ".")
+        if not 0 <= self.decode_token_s < float("inf"):
+            raise KvscopeError(problem + ".")
         if not isinstance(self.source, str):
             raise KvscopeError(f"cost coefficients: source must be text, not {self.source!r}.")
 
     def save(self, path: str | Path) -> Path:
         """Write the coefficients as JSON (atomically: a reader never sees half a file)."""
-        return write_text_atomic(
-            path, json.dumps(asdict(self), indent=2) + "\n", "cost coefficients"
-        )
+        doc = asdict(self)
+        if not self.decode_token_s:
+            del doc["decode_token_s"]
+        return write_text_atomic(path, json.dumps(doc, indent=2) + "\n", "cost coefficients")
 
     @classmethod
     def load(cls, path: str | Path) -> CostCoefficients:
@@ -69,7 +79,7 @@ class CostCoefficients:
         doc = load_json(p, "cost coefficients file")
         if not isinstance(doc, dict):
             raise KvscopeError(f"{p}: cost coefficients must be a JSON object.")
-        known = {"overhead_s", "mfu", "mbu", "source"}
+        known = {"overhead_s", "mfu", "mbu", "source", "decode_token_s"}
         unknown = set(doc) - known
         if unknown:
             raise KvscopeError(
@@ -152,16 +162,19 @@ class CostModel:
         flops = (2.0 * h.active_params * tokens + h.attn_flops_per_ctx_token * context) / h.tp
         return nbytes, flops
 
-    def step_times(self, tokens: F64, context: F64) -> F64:
-        """Seconds per step (vectorised); zero-token steps cost the overhead only."""
+    def step_times(self, tokens: F64, context: F64, decode: F64 | None = None) -> F64:
+        """Seconds per step (vectorised); zero-token steps cost the overhead only.
+        ``decode``: decoded tokens of each step (default: all of ``tokens``)."""
         nbytes, flops = self.bytes_and_flops(tokens, context)
         h, c = self.terms, self.coef
         compute = flops / (h.peak_flops * c.mfu)
         memory = nbytes / (h.hbm_bandwidth * c.mbu)
         out: F64 = c.overhead_s + np.maximum(compute, memory)
+        if c.decode_token_s:
+            out = out + c.decode_token_s * (tokens if decode is None else decode)
         return out
 
-    def step_time(self, tokens: int, context: int) -> float:
+    def step_time(self, tokens: int, context: int, decode: int = -1) -> float:
         """One step, in plain floats: the same operations in the same order as
         :meth:`step_times` (IEEE-754 gives the same result), without numpy's call overhead."""
         h, c = self.terms, self.coef
@@ -175,4 +188,7 @@ class CostModel:
         flops = (2.0 * h.active_params * t + h.attn_flops_per_ctx_token * ctx) / h.tp
         compute = flops / (h.peak_flops * c.mfu)
         memory = nbytes / (h.hbm_bandwidth * c.mbu)
-        return c.overhead_s + (compute if compute > memory else memory)
+        out = c.overhead_s + (compute if compute > memory else memory)
+        if c.decode_token_s:
+            out = out + c.decode_token_s * float(tokens if decode < 0 else decode)
+        return out
