@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_kvscope
 from kvscope.errors import KvscopeError
 from kvscope.sim import SimConfig, simulate
 from kvscope.sim.calibrate import calibrate_runs
 from kvscope.sim.cost import CostCoefficients
 from kvscope.workload import build_workload
-from cli_helpers import run_kvscope
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_bad_input_is_an_error(runs: list[Path], tmp_path: Path) -> None:
     with pytest.raises(KvscopeError, match="at least one"):
         calibrate_runs([], SimConfig())
     (tmp_path / "empty").mkdir()
-    with pytest.raises(KvscopeError, match="no requests.parquet"):
+    with pytest.raises(KvscopeError, match=r"no requests\.parquet"):
         calibrate_runs([tmp_path / "empty"], SimConfig())
     with pytest.raises(KvscopeError, match="200 completed requests; calibration needs at least"):
         calibrate_runs(runs[:1], SimConfig(), min_requests=500)

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from llama_cpp import llama_server_binary
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -50,9 +50,7 @@ def calibrate(
     ] = None,
     max_num_batched_tokens: Annotated[
         int | None,
-        typer.Option(
-            "--max-num-batched-tokens", help="Token budget of one step (llama.cpp: -b)."
-        ),
+        typer.Option("--max-num-batched-tokens", help="Token budget of one step (llama.cpp: -b)."),
     ] = None,
     max_model_len: Annotated[
         int | None, typer.Option("--max-model-len", help="Longest request accepted.")
@@ -99,9 +97,7 @@ def calibrate(
     cal = calibrate_runs(list(runs), cfg, holdout=list(holdout or []), min_requests=min_requests)
     path = None if out is None else cal.coefficients.save(out)
     if json_out:
-        print_json(
-            {"coefficients": cal.coefficients, "fit": cal.report, "out": path and str(path)}
-        )
+        print_json({"coefficients": cal.coefficients, "fit": cal.report, "out": path and str(path)})
         return
     c = cal.coefficients
     stdout.print(

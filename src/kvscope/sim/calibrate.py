@@ -282,15 +282,15 @@ def calibrate_runs(
             return replace(r, source=c.source + " (refined by replay)"), m, u, err
 
         coef, mape, used, refined = fit(fit_data)
-        path = str(Path(tmp) / "cost.json")
+        cost = str(Path(tmp) / "cost.json")
         if held_tables:
-            coef.save(path)
-            scores = [(f"holdout {p.name}", cases[p].score(cfg, path)) for p, _t in held_tables]
+            coef.save(cost)
+            scores = [(f"holdout {p.name}", cases[p].score(cfg, cost)) for p, _t in held_tables]
         elif len(fit_data) > 1:
             for k, (p, _t) in enumerate(fit_data):
                 fold = fit(fit_data[:k] + fit_data[k + 1 :])[0]
-                fold.save(path)
-                scores.append((f"leave-out {p.name}", cases[p].score(cfg, path)))
+                fold.save(cost)
+                scores.append((f"leave-out {p.name}", cases[p].score(cfg, cost)))
     report = {
         "runs": [str(p) for p, _t in fit_data],
         "holdout": [str(p) for p, _t in held_tables],

@@ -225,7 +225,7 @@ def refine_by_replay(
 
     floor = (1e-6, 1e-4, 1e-4, 1e-7)
     x = [max(start.overhead_s, floor[0]), start.mfu, start.mbu, max(start.decode_token_s, floor[3])]
-    best = loss(tuple(x))  # type: ignore[arg-type]
+    best = loss((x[0], x[1], x[2], x[3]))
     step = 1.0  # natural-log step: x e^{+-step}
     for _ in range(rounds):
         moved = False
@@ -236,7 +236,7 @@ def refine_by_replay(
                 y[k] = max(y[k], floor[k])
                 if y[k] == x[k]:
                     continue
-                err = loss(tuple(y))  # type: ignore[arg-type]
+                err = loss((y[0], y[1], y[2], y[3]))
                 if err < best:
                     best, x, moved = err, y, True
                     break
