@@ -50,15 +50,19 @@ def slot_context(ctx_size: int, parallel: int) -> int:
     return per
 
 
-def build_pool(cfg: Any) -> tuple[Any, Any, Any, dict[str, Any]]:
-    """Pool, layout, cost terms and pool info for a llama.cpp deployment (``cfg`` a SimConfig):
-    the same tuple :func:`kvscope.sim.run.build_pool` returns for vLLM and SGLang."""
+def replica_pools(cfg: Any, replicas: int) -> tuple[list[Any], Any, Any, dict[str, Any]]:
+    """Pools, layout, cost terms and pool info for a llama.cpp deployment (``cfg`` a
+    SimConfig): what :func:`kvscope.sim.deployment.replica_pools` returns for vLLM and
+    SGLang. llama-server is one engine on one device: one replica, no TP/PP/DP."""
     from kvscope.sim.cost import HardwareTerms
     from kvscope.sim.kv_pool import PagedPool
     from kvscope.sim.layout import layout_for
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
 
+    check_config(cfg)
+    if replicas != 1 or cfg.tp != 1 or cfg.pp != 1 or cfg.dp != 1:
+        raise KvscopeError("--engine llama.cpp is one llama-server: --tp, --pp and --dp must be 1.")
     model = load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision)
     gpu = get_gpu(cfg.gpu)
     parallel = cfg.max_num_seqs or DEFAULT_PARALLEL
@@ -68,7 +72,7 @@ def build_pool(cfg: Any) -> tuple[Any, Any, Any, dict[str, Any]]:
     layout = layout_for(model, BLOCK_SIZE)
     blocks = parallel * -(-per_slot // BLOCK_SIZE) + 1  # +1: the pool's null block
     pool = PagedPool(blocks, layout, enable_caching=False)
-    terms = HardwareTerms.from_specs(model, gpu, tp=cfg.tp, kv_cache_dtype=cfg.kv_cache_dtype)
+    terms = HardwareTerms.from_specs(model, gpu, kv_cache_dtype=cfg.kv_cache_dtype)
     info = {
         "num_gpu_blocks": blocks,
         "capacity": pool.capacity,
@@ -82,8 +86,9 @@ def build_pool(cfg: Any) -> tuple[Any, Any, Any, dict[str, Any]]:
         "max_num_seqs": parallel,
         "max_num_batched_tokens": n_batch,
         "ctx_size": ctx,
+        "kv_tokens": parallel * per_slot,
     }
-    return pool, layout, terms, info
+    return [pool], layout, terms, info
 
 
 def check_config(cfg: Any) -> None:
