@@ -189,7 +189,7 @@ class Engine:
                     continue
                 self._give_up()
                 break
-            dt = self.cost.step_time(plan.tokens, plan.context_tokens)
+            dt = self.cost.plan_time(plan)
             self._last_dt = dt
             dt += self.pool.take_overhead_s(self.t) + sched.take_transfer_s()
             self._acc[4] += len(plan.preempted)

@@ -22,6 +22,7 @@ from kvscope.sim.kv_pool import PagedPool
 from kvscope.sim.layout import KVLayout, layout_for
 from kvscope.sim.offload import CpuTier
 from kvscope.sim.outputs import requests_table, steps_table, summary_figures, write_run_dir
+from kvscope.sim.roofline import cost_model_for, cost_summary
 from kvscope.sim.scheduler import Policy, Scheduler, SchedulerConfig
 from kvscope.sim.sequence import Sequence
 from kvscope.validate import count, finite
@@ -63,6 +64,7 @@ class SimConfig:
     mode: Mode = "span"
     sample_interval_s: float = 0.1
     cost_file: str | None = None
+    cost_model: str = "roofline"  # roofline, fitted or aic (kvscope.sim.roofline.cost_model_for)
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
 
@@ -138,6 +140,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "contiguous_growth": ("reserve-max", "grow"),
     "contiguous_fit": ("first", "best"),
     "compaction": ("immediate", "lazy", "none"),
+    "cost_model": ("roofline", "fitted", "aic"),
 }
 _CHOICE_FLAGS = {
     "engine": "engine",
@@ -148,6 +151,7 @@ _CHOICE_FLAGS = {
     "contiguous_growth": "contiguous-growth",
     "contiguous_fit": "contiguous-fit",
     "compaction": "compaction",
+    "cost_model": "cost-model",
 }
 #: Integer flags and their least value (the pool-size check names too-small pools itself).
 _COUNT_FLAGS = {
@@ -303,7 +307,7 @@ def simulate(
         swap_s_per_block=float(info["block_bytes"]) / terms.pcie_bandwidth,
     )
     coef = CostCoefficients.load(cfg.cost_file) if cfg.cost_file else CostCoefficients()
-    cost = CostModel(terms, coef)
+    cost, family = cost_model_for(cfg, CostModel(terms, coef))
     alloc: BlockAllocator = pool
     if cfg.allocator == "contiguous":
         from kvscope.sim.contiguous import ContiguousPolicy, ContiguousPool
@@ -357,6 +361,7 @@ def simulate(
         k: v for k, v in (("ttft_s", cfg.slo_ttft_s), ("tpot_s", cfg.slo_tpot_s)) if v is not None
     }
     figs = summary_figures(seqs, req, steps, stats, info, slo or None)
+    figs["cost_model"] = cost_summary(cost, family)
     result = SimResult(cfg, seqs, stats, info, req, steps, figs, interrupted)
     if interrupted:
         raise SimInterrupted(result)
