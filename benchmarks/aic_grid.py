@@ -78,9 +78,10 @@ def points() -> list[Point]:
     return out
 
 
-def models_for(model: str, gpu: str, tp: int) -> tuple[Any, Any, Any]:
-    """(plain roofline, fitted-roofline terms, AIC adapter or None) for one deployment."""
-    from kvscope.sim.cost import CostModel, HardwareTerms
+def models_for(model: str, gpu: str, tp: int) -> tuple[Any, Any, Any, Any]:
+    """(plain roofline, the planner's (it without the 3 ms per-step overhead), fitted-roofline
+    terms, AIC adapter or None) for one deployment."""
+    from kvscope.sim.cost import CostCoefficients, CostModel, HardwareTerms
     from kvscope.sim.cost_aic import AicCostModel, build_aic
     from kvscope.sim.roofline import FittedRoofline, FitTerms
     from kvscope.specs.hardware import get_gpu
@@ -88,12 +89,13 @@ def models_for(model: str, gpu: str, tp: int) -> tuple[Any, Any, Any]:
 
     m, g = load_model(model), get_gpu(gpu)
     plain = CostModel(HardwareTerms.from_specs(m, g, tp=tp))
+    planner = CostModel(plain.terms, CostCoefficients(overhead_s=0.0))
     terms = FitTerms.from_specs(m, g, tp=tp)
     logging.disable(logging.WARNING)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         aic = build_aic(FittedRoofline(terms), model, g.name, "vllm", tp, None)
-    return plain, terms, aic if isinstance(aic, AicCostModel) else None
+    return plain, planner, terms, aic if isinstance(aic, AicCostModel) else None
 
 
 def aic_seconds(aic: Any, pt: Point) -> float:
@@ -110,12 +112,12 @@ def plain_seconds(plain: Any, pt: Point) -> float:
 def evaluate() -> list[dict[str, Any]]:
     """Every grid point with AIC's, the plain roofline's seconds and the fit's inputs."""
     rows: list[dict[str, Any]] = []
-    cache: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+    cache: dict[tuple[str, str, int], tuple[Any, Any, Any, Any]] = {}
     for pt in points():
         key = (pt.model, pt.gpu, pt.tp)
         if key not in cache:
             cache[key] = models_for(*key)
-        plain, terms, aic = cache[key]
+        plain, planner, terms, aic = cache[key]
         if aic is None:
             continue
         rows.append(
@@ -124,6 +126,7 @@ def evaluate() -> list[dict[str, Any]]:
                 "terms": terms,
                 "aic_s": aic_seconds(aic, pt),
                 "roofline_s": plain_seconds(plain, pt),
+                "planner_s": plain_seconds(planner, pt),
             }
         )
     return rows

@@ -5,7 +5,8 @@ DeepSeek V4 deployments; decode at several batch sizes and contexts, prefill chu
 step), fits the seven constants of :mod:`kvscope.sim.roofline` per family by least squares on
 ``log(kvscope / AIC)`` over the training points, and writes them with the AIC version, every
 grid point (AIC's seconds included, so a test can re-query AIC) and the train and held-out
-errors of the plain and the fitted roofline to ``src/kvscope/sim/roofline_fit.json``.
+errors of the plain roofline (``simulate``'s, with its 3 ms per-step overhead, and
+``plan``'s, without it) and the fitted one to ``src/kvscope/sim/roofline_fit.json``.
 
 Run: ``PYTHONPATH=src python benchmarks/fit_roofline.py`` (about a minute on one core).
 """
@@ -103,6 +104,7 @@ def main() -> None:
             aic = np.array([r["aic_s"] for r in subset])
             entry[name] = {
                 "roofline": stats(list(np.array([r["roofline_s"] for r in subset]) / aic)),
+                "planner": stats(list(np.array([r["planner_s"] for r in subset]) / aic)),
                 "fitted": stats(list(predict(subset, c) / aic)),
             }
         doc["families"][fam] = entry

@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from kvscope.cli.cost_options import GpuSpecFile
+from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
 from kvscope.cli.output import print_json, stderr, stdout
 from kvscope.cli.simulate_table import print_table
 from kvscope.cli.workload import (
@@ -174,6 +174,7 @@ def simulate(
         Path | None,
         typer.Option("--cost", help="Cost coefficients JSON (OUT/cost.json of --calibrate)."),
     ] = None,
+    cost_model: CostModelOpt = "roofline",
     calibrate: Annotated[
         Path | None,
         typer.Option("--calibrate", help="Fit cost coefficients from a bench run directory."),
@@ -208,6 +209,7 @@ def simulate(
     json_out: JsonOpt = False,
 ) -> None:
     """Replay a workload through a simulated vLLM-like engine: KV usage, preemptions, latency."""
+    from kvscope.cli.cost_options import show_cost_warnings
     from kvscope.cli.workload import build_from_flags
     from kvscope.sim import SimConfig
     from kvscope.specs.user_gpus import use_gpu_file
@@ -239,9 +241,11 @@ def simulate(
         mode=mode,  # type: ignore[arg-type]
         sample_interval_s=resolution,
         cost_file=str(cost_file) if cost_file else None,
+        cost_model=cost_model,
         slo_ttft_s=slo_ttft,
         slo_tpot_s=slo_tpot,
     )
+    show_cost_warnings()
     if calibrate is not None:
         _calibrate(calibrate, cfg, out, force, json_out)
         return

@@ -184,7 +184,7 @@ class AicCostModel(CostModel):
             warnings.warn(
                 AicFallbackWarning(
                     f"AIC has no data for {self.target.describe()} at {what} "
-                    f"({str(err).splitlines()[0][:160]}); those steps use the fitted roofline."
+                    f"({_first_line(err)}); those steps use the fitted roofline."
                 ),
                 stacklevel=3,
             )
@@ -275,9 +275,26 @@ def build_aic(
         warnings.warn(
             AicFallbackWarning(
                 f"AIC has no data for {target.describe()} "
-                f"({str(err).splitlines()[0][:200]}); step times use the fitted roofline."
+                f"({_first_line(err)}); step times use the fitted roofline."
+            ),
+            stacklevel=2,
+        )
+        return fallback
+    try:  # one batch-1 decode: where even that has no tables, nothing of this target has
+        handle.decode_step_latency(1, 1023, 1)
+    except (ValueError, RuntimeError) as err:
+        warnings.warn(
+            AicFallbackWarning(
+                f"AIC has no data for {target.describe()} ({_first_line(err)}); "
+                "step times use the fitted roofline."
             ),
             stacklevel=2,
         )
         return fallback
     return AicCostModel(fallback, target, handle)
+
+
+def _first_line(err: Exception) -> str:
+    """AIC's message without the perf-table path it ends with."""
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return text.split(" at /")[0][:240]

@@ -77,6 +77,14 @@ class SimConfig:
             if value not in allowed:
                 raise KvscopeError(f"--{flag} must be {_or(allowed)}, got '{value}'.")
         count(self.tp, "--tensor-parallel-size", low=1, high=MAX_TP)
+        if self.cost_model == "aic":
+            from importlib.util import find_spec
+
+            if find_spec("aiconfigurator_core") is None:
+                raise KvscopeError(
+                    "--cost-model aic needs AIConfigurator: install kvscope[aic] "
+                    "(pip install 'kvscope[aic]')."
+                )
         for name in ("gpu_memory_utilization", "mem_fraction_static"):
             value = getattr(self, name)
             if value is not None:
