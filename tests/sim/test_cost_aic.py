@@ -12,10 +12,10 @@ import warnings
 
 import numpy as np
 import pytest
+from tests.sim.helpers import workload
 
 from kvscope.errors import KvscopeError
 from kvscope.sim import SimConfig, simulate
-from tests.sim.helpers import workload
 
 aic = pytest.importorskip("aiconfigurator_core", reason="kvscope[aic] is not installed")
 
@@ -141,3 +141,28 @@ def test_aic_extra_missing_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         SimConfig(cost_model="aic")
     with pytest.raises(KvscopeError, match="--cost-model must be roofline, fitted or aic"):
         SimConfig(cost_model="vidur")
+
+
+def test_plan_shows_the_cost_models_side_by_side(
+    capsys: pytest.CaptureFixture[str], handle: object
+) -> None:
+    from tests.cli_helpers import run_json
+
+    argv = ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H200", "--cost-model", "aic"]
+    doc = run_json(capsys, *argv, "--json")
+    models = doc["step_models"]["models"]
+    assert set(models) == {"roofline", "fitted", "aic"}
+    assert models["fitted"]["expected_error"]["family"] == "dense"
+    ctx = doc["step_models"]["shapes"]["decode_batch1"][4]  # 8,192: on AIC's stride
+    ms = handle.decode_step_latency(1, ctx - 1, 1)  # type: ignore[attr-defined]
+    assert models["aic"]["step_s"]["decode_batch1"] == pytest.approx(ms / 1e3, rel=1e-12)
+
+
+def test_unknown_cost_model_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.cli_helpers import one_error_line, run_in_process
+
+    code, _out, err = run_in_process(["simulate", "--cost-model", "vidur"], capsys)
+    one_error_line(code, err, "--cost-model must be roofline, fitted or aic")
+    code, _out, err = run_in_process(["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu",
+                                      "H200", "--cost-model", "vidur"], capsys)  # fmt: skip
+    one_error_line(code, err, "--cost-model must be roofline, fitted or aic")

@@ -12,12 +12,12 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from tests.sim.helpers import workload
 
 from kvscope.sim import SimConfig, simulate
 from kvscope.sim.roofline import FAMILIES, FittedRoofline, FitTerms, constants, fit_data
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
-from tests.sim.helpers import workload
 
 #: One held-out deployment per family is asked of AIC (the whole set takes half a minute).
 ASKED = {
@@ -103,8 +103,9 @@ def test_fitted_roofline_changes_step_times_not_scheduling() -> None:
         cfg = SimConfig(gpu="H200", cost_model=cm, mode="step", sample_interval_s=0.0)
         res = simulate(w, cfg)
         rows[cm] = res.steps.to_pylist()
-    shape = [(r["prefill_tokens"], r["decode_tokens"], r["running"]) for r in rows["roofline"]]
-    assert shape == [(r["prefill_tokens"], r["decode_tokens"], r["running"]) for r in rows["fitted"]]
+    keys = ("prefill_tokens", "decode_tokens", "running")
+    plans = {cm: [tuple(r[k] for k in keys) for r in rows[cm]] for cm in rows}
+    assert plans["roofline"] == plans["fitted"]
     assert [r["step_time_s"] for r in rows["roofline"]] != [
         r["step_time_s"] for r in rows["fitted"]
     ]
