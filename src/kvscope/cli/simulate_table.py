@@ -69,9 +69,11 @@ def print_table(results: list[dict[str, Any]], sweep: bool, console: Any) -> Non
         if r.get("run_dir"):
             table.add_row("run dir", r["run_dir"])
     console.print(table)
-    footer = cost_footer(results[0].get("cost_model"))
-    if footer:
-        console.print(f"[dim]{footer}[/dim]")
+    footers = {cost_footer(r.get("cost_model")): r.get("point") for r in results}
+    for footer, point in footers.items():
+        if footer:
+            label = f"{point}: " if point and len(footers) > 1 else ""
+            console.print(f"[dim]{label}{footer}[/dim]")
 
 
 def cost_footer(cost: dict[str, Any] | None) -> str:

@@ -107,14 +107,11 @@ def aic_version() -> str:
 
 
 def _aic_model_ids() -> set[str]:
-    from importlib import resources
+    """Models AIC reads from its own cached configs (``common.DefaultHFModels``); for any
+    other id it would fetch config.json from the Hugging Face Hub."""
+    from aiconfigurator_core.sdk.common import DefaultHFModels
 
-    root = resources.files("aiconfigurator_core") / "model_configs"
-    return {
-        p.name.removesuffix("_config.json").replace("--", "/", 1)
-        for p in root.iterdir()
-        if p.name.endswith("_config.json") and not p.name.endswith("_hf_quant_config.json")
-    }
+    return set(DefaultHFModels)
 
 
 def resolve_target(
