@@ -291,7 +291,9 @@ def plan(
         context,
     )
     _warn(perf.warnings)
-    steps = plan_perf.step_models(spec, gpu_spec, par, memory, perf, eng.engine, cost_model)
+    from kvscope.cli import plan_cost_models
+
+    steps = plan_cost_models.step_models(spec, gpu_spec, par, memory, perf, eng.engine, cost_model)
     if as_json or out:
         from kvscope.cli.output import print_json, to_jsonable
 
@@ -319,7 +321,7 @@ def plan(
     from kvscope.cli.output import stdout
 
     stdout.print(plan_perf.performance_table(perf))
-    stdout.print(plan_perf.step_models_table(steps))
+    stdout.print(plan_cost_models.step_models_table(steps))
 
 
 def _check_request_flags(
