@@ -12,12 +12,20 @@ from typing import Any
 import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuHourPrice, GpuSpecFile, PricesFile, Provider
+from kvscope.cli.parallel_options import (
+    DataParallelSize,
+    EnableDpAttention,
+    EnableExpertParallel,
+    EngineVersion,
+    NumGpus,
+    PipelineParallelSize,
+    TensorParallelSize,
+)
 from kvscope.errors import KvscopeError
 
-#: Defaults the help states where the option itself defaults to "not given" (None); tests
-#: check them against kvscope.plan.config.DEFAULT_ENGINE_VERSION and
-#: kvscope.plan.performance.TYPICAL_CONTEXT_TOKENS (not imported here: start-up time).
-_VERSIONS = "vLLM 0.33.0, SGLang 0.5.23"
+#: Default the help states where the option itself defaults to "not given" (None); tests
+#: check it against kvscope.plan.performance.TYPICAL_CONTEXT_TOKENS (not imported here:
+#: start-up time).
 _TYPICAL = "8,192"
 
 
@@ -34,34 +42,12 @@ def plan(
         help="GPU name, any spelling `kvscope gpus` takes; required unless --search, where "
         "it limits the search [default: every GPU].",
     ),
-    num_gpus: int | None = typer.Option(
-        None,
-        "--num-gpus",
-        help="GPUs in all [default: TP x PP x DP]; with --search the only count tried "
-        "[default: 1, 2, 4, 8, 16].",
-    ),
-    tensor_parallel_size: int | None = typer.Option(
-        None,
-        "--tensor-parallel-size",
-        "--tp",
-        help="Tensor-parallel size [default: --num-gpus / (PP x DP), else 1].",
-    ),
-    pipeline_parallel_size: int = typer.Option(
-        1, "--pipeline-parallel-size", "--pp", help="Pipeline-parallel stages."
-    ),
-    data_parallel_size: int = typer.Option(
-        1, "--data-parallel-size", "--dp", help="Data-parallel replicas."
-    ),
-    enable_expert_parallel: bool = typer.Option(
-        False,
-        "--enable-expert-parallel",
-        help="MoE: split experts over TP x DP ranks [default: off].",
-    ),
-    enable_dp_attention: bool = typer.Option(
-        False,
-        "--enable-dp-attention",
-        help="SGLang: attention data-parallel over --dp ranks [default: off].",
-    ),
+    num_gpus: NumGpus = None,
+    tensor_parallel_size: TensorParallelSize = None,
+    pipeline_parallel_size: PipelineParallelSize = 1,
+    data_parallel_size: DataParallelSize = 1,
+    enable_expert_parallel: EnableExpertParallel = False,
+    enable_dp_attention: EnableDpAttention = False,
     dtype: str | None = typer.Option(
         None, "--dtype", help="Model dtype [default: auto, the config's torch_dtype]."
     ),
@@ -113,11 +99,7 @@ def plan(
     ),
     engine: str = typer.Option("vllm", "--engine", help="Engine: vllm or sglang."),
     cost_model: CostModelOpt = "roofline",
-    engine_version: str | None = typer.Option(
-        None,
-        "--engine-version",
-        help=f"Engine release whose memory rules apply [default: {_VERSIONS}].",
-    ),
+    engine_version: EngineVersion = None,
     enforce_eager: bool = typer.Option(
         False, "--enforce-eager", help="No CUDA graphs, so no CUDA-graph memory [default: off]."
     ),

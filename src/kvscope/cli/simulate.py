@@ -17,6 +17,15 @@ import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
 from kvscope.cli.output import print_json, stderr, stdout
+from kvscope.cli.parallel_options import (
+    DataParallelSize,
+    EnableDpAttention,
+    EnableExpertParallel,
+    EngineVersion,
+    NumGpus,
+    PipelineParallelSize,
+    TensorParallelSize,
+)
 from kvscope.cli.simulate_table import print_table
 from kvscope.cli.workload import (
     ArrivalOpt,
@@ -52,9 +61,14 @@ def simulate(
     ),
     gpu: Annotated[str, typer.Option("--gpu", help="GPU name (see `kvscope gpus`).")] = "H100",
     gpu_spec_file: GpuSpecFile = None,
-    tp: Annotated[
-        int, typer.Option("--tensor-parallel-size", "--tp", help="GPUs one replica spans.")
-    ] = 1,
+    # Parallel layout: the flags and help of `kvscope plan` (cli/parallel_options.py).
+    tp: TensorParallelSize = None,
+    pp: PipelineParallelSize = 1,
+    dp: DataParallelSize = 1,
+    enable_expert_parallel: EnableExpertParallel = False,
+    enable_dp_attention: EnableDpAttention = False,
+    num_gpus: NumGpus = None,
+    engine_version: EngineVersion = None,
     revision: Annotated[
         str | None,
         typer.Option(
@@ -211,11 +225,13 @@ def simulate(
     """Replay a workload through a simulated vLLM-like engine: KV usage, preemptions, latency."""
     from kvscope.cli.cost_options import show_cost_warnings
     from kvscope.cli.workload import build_from_flags
+    from kvscope.plan.config import resolve_parallel
     from kvscope.sim import SimConfig
     from kvscope.specs.user_gpus import use_gpu_file
     from kvscope.validate import fresh_run_dir
 
     use_gpu_file(gpu_spec_file)
+    tp, pp, dp = resolve_parallel(num_gpus, tp, pp, dp, enable_dp_attention)
     # SimConfig checks every field (choices, NaN, ranges) with the flag's name.
     cfg = SimConfig(
         engine=engine,  # type: ignore[arg-type]
@@ -223,6 +239,12 @@ def simulate(
         revision=revision,
         gpu=gpu,
         tp=tp,
+        pp=pp,
+        dp=dp,
+        enable_expert_parallel=enable_expert_parallel,
+        enable_dp_attention=enable_dp_attention,
+        num_gpus=num_gpus,
+        engine_version=engine_version,
         dtype=dtype,
         kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization,

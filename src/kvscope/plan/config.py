@@ -114,6 +114,29 @@ class Parallelism:
         return self.tp if self.dp_attention else self.tp * self.dp
 
 
+def check_layout(par: Parallelism, is_moe: bool, model_name: str) -> None:
+    """Refuse layout flags that would do nothing on this model (one line each).
+
+    ``--enable-expert-parallel`` on a dense model has no experts to place, and
+    ``--enable-dp-attention`` without ``--data-parallel-size`` above 1 has no attention
+    replicas to make; the engines start anyway and ignore them, so a plan or a simulation
+    that names them would describe a layout that does not run. The pipeline split and the
+    product of the sizes are checked where they are computed (``pp_layer_split``,
+    :func:`resolve_parallel`).
+    """
+    if par.ep and not is_moe:
+        raise KvscopeError(
+            f"--enable-expert-parallel: {model_name} has no routed experts to spread.",
+            "Drop --enable-expert-parallel for a dense model.",
+        )
+    if par.dp_attention and par.dp < 2:
+        raise KvscopeError(
+            "--enable-dp-attention needs --data-parallel-size of 2 or more "
+            f"(got {par.dp}): it splits attention over DP ranks.",
+            "Add --data-parallel-size (e.g. --dp 8 with --tp 8), or drop --enable-dp-attention.",
+        )
+
+
 #: Engines the planner models.
 ENGINES = ("vllm", "sglang")
 

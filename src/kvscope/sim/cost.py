@@ -17,6 +17,23 @@ on a step. The per-step overhead (scheduler, sampler, input preparation: Vidur's
 overheads", microsoft/vidur and its MLSys'24 paper) defaults to 3 ms, a kvscope
 choice meant to be calibrated: ``kvscope simulate --calibrate`` fits all three from a
 measured run. Everything is vectorised so a span of decode steps costs one numpy call.
+
+Parallel layouts (:meth:`HardwareTerms.from_specs` with a
+:class:`kvscope.plan.config.Parallelism`): the step adds the communication the planner
+computes (:func:`kvscope.plan.comm.step_comm_seconds`: TP all-reduces, EP dispatch and
+combine, PP send/recv), affine in the step's tokens, not overlapped. Under expert
+parallelism each GPU holds ``E / ep`` whole experts, touched by the tokens of the whole EP
+group (``dp`` ranks' batches, each assumed as loaded as this one). With
+``pp`` pipeline stages one simulated step is ``pp`` micro-batches (vLLM 0.33.0
+``vllm/config/vllm.py::VllmConfig.max_concurrent_batches``: PP keeps ``pp`` batches in flight,
+and a decoding request is in one of them at a time), each of ``1/m`` of the step's tokens and
+context (``m = min(pp, tokens)`` micro-batches carry work; the rest are the bubble): its time
+is ``pp`` stage times, a stage holding ``1/pp`` of the layers. vLLM groups requests into
+micro-batches by when they were scheduled, not evenly; where a stage time is affine in tokens
+and context (memory-bound decode) the sum over micro-batches is the same either way. The
+scheduler gets ``pp`` times the token budget per step: a long prompt's chunks fill
+consecutive micro-batches (pinned against vLLM's Scheduler with ``pp`` batches in flight,
+tests/sim/test_parallel_layouts.py).
 """
 
 from __future__ import annotations
@@ -102,10 +119,20 @@ class HardwareTerms:
     peak_flops: float
     hbm_bandwidth: float
     pcie_bandwidth: float = 64e9  # bytes/s host <-> GPU (swap, offload)
+    pp: int = 1  # pipeline stages: a step is pp micro-batches of one stage each
+    expert_tokens_scale: float = 1.0  # EP group tokens per local token (dp under DP + EP)
+    comm_fixed_s: float = 0.0  # per step (per micro-batch under PP): collective latencies
+    comm_s_per_token: float = 0.0  # per token of the step (micro-batch): link bytes
 
     @classmethod
     def from_specs(
-        cls, model: Any, gpu: Any, *, tp: int = 1, kv_cache_dtype: str | None = None
+        cls,
+        model: Any,
+        gpu: Any,
+        *,
+        tp: int = 1,
+        kv_cache_dtype: str | None = None,
+        par: Any = None,
     ) -> HardwareTerms:
         """Figures from the planner's step costs (:mod:`kvscope.plan.step_costs`).
 
@@ -114,6 +141,10 @@ class HardwareTerms:
         token are the planner's per-sequence figures at a 4,096-token reference context,
         applied linearly to the batch's total context (exact for full attention; windowed
         and compressed caches make them an average).
+
+        ``par`` (a :class:`kvscope.plan.config.Parallelism`) replaces ``tp``: one DP rank's
+        attention spans ``par.attn_tp`` GPUs, a stage ``1/pp`` of the layers, experts split
+        by ``par.ep_size``; its communication terms come from the planner's comm model.
         """
         from kvscope.plan.roofline import compute_flops_peak
         from kvscope.plan.step_costs import attention_flops, kv_read_bytes, step_costs
@@ -122,19 +153,54 @@ class HardwareTerms:
         c = step_costs(model)
         kv = resolve_kv_dtype(kv_cache_dtype, model.dtype)
         ref = 4096
+        pp, ep, scale = 1, 1, 1.0
+        fixed = per_token = 0.0
+        if par is not None:
+            tp, pp = par.attn_tp, par.pp
+            ep = par.ep_size if c.is_moe else 1
+            scale = float(par.dp) if ep > 1 else 1.0
+            fixed, per_token = _comm_terms(c, gpu, tp, pp, ep)
+        experts = c.num_experts * c.expert_bytes * c.moe_layers / (ep if ep > 1 else tp)
+        dense = c.body_bytes / tp + c.replicated_bytes + c.head_bytes / tp
+        if par is not None and par.dp_attention and par.attn_tp != par.tp:
+            # SGLang DP attention: attention is split over attn_tp ranks, the dense and
+            # shared-expert MLPs and the head over the whole TP group.
+            attn = float(model.weight_bytes["attention"])
+            rest = c.body_bytes - attn
+            dense = attn / tp + rest / par.tp + c.replicated_bytes + c.head_bytes / par.tp
         return cls(
-            dense_weight_bytes=c.body_bytes / tp + c.replicated_bytes + c.head_bytes / tp,
-            expert_weight_bytes=c.num_experts * c.expert_bytes * c.moe_layers / tp,
+            dense_weight_bytes=dense / pp,
+            expert_weight_bytes=experts / pp,
             num_experts=c.num_experts,
             experts_per_token=c.experts_per_token,
-            active_params=(c.body_flops_per_token + c.head_flops_per_token) / 2.0,
-            kv_bytes_per_token=kv_read_bytes(model, ref, kv, tp) / ref,
-            attn_flops_per_ctx_token=attention_flops(model, ref) / ref,
+            active_params=(c.body_flops_per_token + c.head_flops_per_token) / 2.0 / pp,
+            kv_bytes_per_token=kv_read_bytes(model, ref, kv, tp) / ref / pp,
+            attn_flops_per_ctx_token=attention_flops(model, ref) / ref / pp,
             tp=tp,
             peak_flops=compute_flops_peak(c, gpu),
             hbm_bandwidth=float(gpu.hbm_bandwidth),
             pcie_bandwidth=float(gpu.pcie_bandwidth),
+            pp=pp,
+            expert_tokens_scale=scale,
+            comm_fixed_s=fixed,
+            comm_s_per_token=per_token,
         )
+
+
+def _comm_terms(c: Any, gpu: Any, tp: int, pp: int, ep: int) -> tuple[float, float]:
+    """(seconds per step, seconds per token) of the planner's communication in one step of
+    one stage: :func:`kvscope.plan.comm.step_comm_seconds` is affine in the tokens, over the
+    catalogue links :func:`kvscope.plan.comm.comm_volume` uses for each group."""
+    from kvscope.plan.comm import DEFAULT_ALPHA_S, LinkModel, step_comm_seconds
+
+    betas = (
+        LinkModel.for_gpu(gpu, tp).beta_s_per_byte,
+        LinkModel.for_gpu(gpu, ep).beta_s_per_byte,
+        LinkModel.for_gpu(gpu, tp * pp).beta_s_per_byte,
+    )
+    at0 = float(step_comm_seconds(c, tp, pp, ep, 0.0, DEFAULT_ALPHA_S, *betas))
+    at1 = float(step_comm_seconds(c, tp, pp, ep, 1.0, DEFAULT_ALPHA_S, *betas))
+    return at0, at1 - at0
 
 
 class CostModel:
@@ -143,13 +209,15 @@ class CostModel:
     def __init__(self, terms: HardwareTerms, coef: CostCoefficients | None = None) -> None:
         self.terms = terms
         self.coef = coef or CostCoefficients()
+        self._comm = terms.comm_fixed_s > 0 or terms.comm_s_per_token > 0
+        self._pp = terms.pp
 
     def bytes_and_flops(self, tokens: F64, context: F64) -> tuple[F64, F64]:
-        """Per-GPU bytes moved and FLOPs for each step."""
+        """Per-GPU bytes moved and FLOPs for each step (each micro-batch under PP)."""
         h = self.terms
         weights = np.full_like(tokens, h.dense_weight_bytes)
         if h.num_experts and h.expert_weight_bytes:
-            miss = (1.0 - h.experts_per_token / h.num_experts) ** tokens
+            miss = (1.0 - h.experts_per_token / h.num_experts) ** (tokens * h.expert_tokens_scale)
             weights = weights + h.expert_weight_bytes * (1.0 - miss)
         nbytes = weights + context * h.kv_bytes_per_token
         flops = (2.0 * h.active_params * tokens + h.attn_flops_per_ctx_token * context) / h.tp
@@ -157,28 +225,44 @@ class CostModel:
 
     def step_times(self, tokens: F64, context: F64) -> F64:
         """Seconds per step (vectorised); zero-token steps cost the overhead only."""
+        if self._pp > 1:
+            m = np.clip(tokens, 1.0, float(self._pp))
+            stage: F64 = self._stage_times(tokens / m, context / m)
+            return self._pp * stage
+        return self._stage_times(tokens, context)
+
+    def _stage_times(self, tokens: F64, context: F64) -> F64:
         nbytes, flops = self.bytes_and_flops(tokens, context)
         h, c = self.terms, self.coef
         compute = flops / (h.peak_flops * c.mfu)
         memory = nbytes / (h.hbm_bandwidth * c.mbu)
         out: F64 = c.overhead_s + np.maximum(compute, memory)
+        if self._comm:
+            out = out + np.where(tokens > 0, h.comm_fixed_s + h.comm_s_per_token * tokens, 0.0)
         return out
 
     def step_time(self, tokens: int, context: int) -> float:
         """One step, in plain floats: the same operations in the same order as
         :meth:`step_times` (IEEE-754 gives the same result), without numpy's call overhead."""
+        if self._pp > 1:
+            m = min(max(float(tokens), 1.0), float(self._pp))
+            return self._pp * self._stage_time(tokens / m, context / m)
+        return self._stage_time(float(tokens), float(context))
+
+    def _stage_time(self, t: float, ctx: float) -> float:
         h, c = self.terms, self.coef
-        t = float(tokens)
-        ctx = float(context)
         weights = h.dense_weight_bytes
         if h.num_experts and h.expert_weight_bytes:
-            miss = (1.0 - h.experts_per_token / h.num_experts) ** t
+            miss = (1.0 - h.experts_per_token / h.num_experts) ** (t * h.expert_tokens_scale)
             weights = weights + h.expert_weight_bytes * (1.0 - miss)
         nbytes = weights + ctx * h.kv_bytes_per_token
         flops = (2.0 * h.active_params * t + h.attn_flops_per_ctx_token * ctx) / h.tp
         compute = flops / (h.peak_flops * c.mfu)
         memory = nbytes / (h.hbm_bandwidth * c.mbu)
-        return c.overhead_s + (compute if compute > memory else memory)
+        out = c.overhead_s + (compute if compute > memory else memory)
+        if self._comm and t > 0:
+            out = out + (h.comm_fixed_s + h.comm_s_per_token * t)
+        return out
 
     def plan_time(self, plan: StepPlan) -> float:
         """One scheduled step (the engine's call): this roofline needs only its totals;

@@ -83,11 +83,13 @@ class AicTarget:
     moe_tp: int
     moe_ep: int
     kvcache_quant: str | None
+    attn_dp: int = 1
 
     def describe(self) -> str:
         kv = f", kv {self.kvcache_quant}" if self.kvcache_quant else ""
+        dp = f", attention DP{self.attn_dp}" if self.attn_dp > 1 else ""
         return (
-            f"{self.model} on {self.system} ({self.backend}, TP{self.tp}, "
+            f"{self.model} on {self.system} ({self.backend}, TP{self.tp}{dp}, "
             f"MoE TP{self.moe_tp}xEP{self.moe_ep}{kv})"
         )
 
@@ -121,8 +123,11 @@ def resolve_target(
     tp: int,
     kv_cache_dtype: str | None,
     ep: int = 1,
+    attn_dp: int = 1,
 ) -> tuple[AicTarget | None, str]:
-    """AIC's names for a deployment, or ``None`` and why AIC cannot take it."""
+    """AIC's names for a deployment, or ``None`` and why AIC cannot take it.
+
+    ``ep`` > 1: experts over ``ep`` ranks (``tp x attn_dp``), else sharded by TP."""
     system = AIC_SYSTEMS.get(gpu)
     if system is None:
         return None, f"AIC has no system for GPU {gpu}"
@@ -131,7 +136,8 @@ def resolve_target(
         return None, f"AIC has no model config for {model}"
     kv = "fp8" if kv_cache_dtype and kv_cache_dtype.startswith("fp8") else None
     ep = max(1, ep)
-    return AicTarget(system, engine, aic_model, tp, max(1, tp // ep), ep, kv), ""
+    moe_tp = max(1, tp * attn_dp // ep)
+    return AicTarget(system, engine, aic_model, tp, moe_tp, ep, kv, max(1, attn_dp)), ""
 
 
 @cache
@@ -147,6 +153,8 @@ def _handle(target: AicTarget) -> Any:
     if target.kvcache_quant:
         kw["kvcache_quant_mode"] = target.kvcache_quant
     kw["moe_tp_size"], kw["moe_ep_size"] = target.moe_tp, target.moe_ep
+    if target.attn_dp > 1:
+        kw["attention_dp_size"] = target.attn_dp
     return EngineHandle.compile(target.model, target.system, target.backend, **kw)
 
 
@@ -258,10 +266,15 @@ def build_aic(
     tp: int,
     kv_cache_dtype: str | None,
     ep: int = 1,
+    attn_dp: int = 1,
+    *,
+    dp_attention: bool = False,
 ) -> CostModel:
     """AIC's cost model for the deployment, or ``fallback`` (warned once) where it has none."""
     aic_version()
-    target, why = resolve_target(model, gpu, engine, tp, kv_cache_dtype, ep)
+    target, why = resolve_target(model, gpu, engine, tp, kv_cache_dtype, ep, attn_dp)
+    if dp_attention:  # SGLang's DP attention inside the TP group: not mapped to AIC yet
+        target, why = None, "the AIC adapter does not map --enable-dp-attention yet"
     if target is None:
         msg = f"{why}; step times use the fitted roofline."
         warnings.warn(AicFallbackWarning(msg), stacklevel=2)

@@ -132,6 +132,7 @@ class Engine:
         self._acc = [0, 0, 0, 0, 0, 0]  # steps, tokens, prefill, decode, preemptions, hits
         self._acc_s = 0.0  # busy seconds since the last row
         self._last_dt = 0.0  # duration of the last step (a hint for attempting spans)
+        self._next = 0  # index of the next request of the list to add (resumable loop)
 
     # ------------------------------------------------------------------ main loop
     def run(self, seqs: list[Sequence]) -> EngineStats:
@@ -150,6 +151,31 @@ class Engine:
         self.stats.cpu_s = time.process_time() - c0
         return self.stats
 
+    def advance(self, seqs: list[Sequence], until: float) -> None:
+        """Serve ``seqs`` while the clock is before ``until``: no step starts at or after it.
+
+        For a driver of several engines on one clock (:mod:`kvscope.sim.data_parallel`):
+        ``seqs`` is a list the driver appends to in arrival order, never with an arrival
+        after ``until``. The engine stops when its clock reaches ``until`` (the step under way
+        then may end after it), and when it can make no progress it waits for the next
+        arrival instead of giving up; :meth:`finish` serves what is left.
+        """
+        i = self._next
+        if self.t >= until and (i >= len(seqs) or seqs[i].arrival_s > self.t):
+            return  # already there, nothing new to add: the loop would return at once
+        self._loop(seqs, until)
+
+    def finish(self, seqs: list[Sequence]) -> EngineStats:
+        """Serve the rest of ``seqs`` to the end, after :meth:`advance` calls (as :meth:`run`
+        does, resuming where the last call stopped)."""
+        self._loop(seqs)
+        self._sample(force=True)
+        return self.stats
+
+    def settle(self) -> None:
+        """Make the state readable after an interrupted :meth:`advance` or :meth:`finish`."""
+        self._settle(time.perf_counter(), time.process_time())
+
     def _settle(self, t0: float, c0: float) -> None:
         """Make an interrupted run's state consistent enough to report."""
         sched = self.sched
@@ -160,10 +186,14 @@ class Engine:
         self.stats.wall_s = time.perf_counter() - t0
         self.stats.cpu_s = time.process_time() - c0
 
-    def _loop(self, seqs: list[Sequence]) -> None:
+    def _loop(self, seqs: list[Sequence], until: float = math.inf) -> None:
+        self._next = self._steps(seqs, until)
+
+    def _steps(self, seqs: list[Sequence], until: float) -> int:
+        """The loop proper; returns the index of the next request to add."""
         sched = self.sched
         n = len(seqs)
-        i = 0
+        i = self._next
         loops = 0
         while True:
             loops += 1
@@ -174,21 +204,23 @@ class Engine:
                 i += 1
             if sched.idle:
                 if i >= n:
-                    break
+                    return i
                 self.t = seqs[i].arrival_s
                 continue
-            next_arrival = seqs[i].arrival_s if i < n else math.inf
+            if self.t >= until:
+                return i  # a driver's horizon (advance): the next step starts at or after it
+            next_arrival = seqs[i].arrival_s if i < n else until
             if self.spans and self._span(next_arrival):
                 continue
             plan = sched.schedule(self.t)
             if plan.tokens == 0:
                 if plan.preempted:
                     continue  # a request preempted itself; it is re-admitted next step
-                if i < n:
+                if next_arrival < math.inf:
                     self.t = max(self.t, next_arrival)
                     continue
                 self._give_up()
-                break
+                return i
             dt = self.cost.plan_time(plan)
             self._last_dt = dt
             dt += self.pool.take_overhead_s(self.t) + sched.take_transfer_s()

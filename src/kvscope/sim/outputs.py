@@ -2,7 +2,9 @@
 
 ``requests.parquet`` uses the shared :data:`kvscope.results.REQUEST_SCHEMA` (the table
 ``kvscope bench`` writes), ``steps.parquet`` the :data:`STEP_SCHEMA` below (``t_s`` first,
-base units), ``summary.json`` kind ``simulate``.
+base units), ``summary.json`` kind ``simulate``. A data-parallel run (several engine
+replicas, :mod:`kvscope.sim.data_parallel`) adds a ``dp_rank`` column to both tables: the
+replica that served the request, the replica a step sample is of.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ _STATUS = {
     "rejected": Status.REJECTED,
     "incomplete": Status.INCOMPLETE,
 }
+
+
+def with_dp_rank(table: pa.Table, ranks: Seq[int] | None) -> pa.Table:
+    """``table`` with a ``dp_rank`` column appended (unchanged when ``ranks`` is None)."""
+    if ranks is None:
+        return table
+    return table.append_column("dp_rank", pa.array(np.asarray(ranks, dtype=np.int64)))
 
 
 def requests_table(seqs: Seq[Sequence]) -> pa.Table:
@@ -145,10 +154,10 @@ def write_run_dir(
 ) -> Path:
     """Write requests.parquet, steps.parquet and summary.json into ``out``."""
     rd = RunDir(out, "simulate", force=force)
-    with rd.table("requests", REQUEST_SCHEMA) as w:
+    with rd.table("requests", requests.schema) as w:
         for batch in requests.to_batches(max_chunksize=65536):
             w.append_batch(batch)
-    with rd.table("steps", STEP_SCHEMA) as w:
+    with rd.table("steps", steps.schema) as w:
         for batch in steps.to_batches(max_chunksize=65536):
             w.append_batch(batch)
     rd.write_summary(config, figures)

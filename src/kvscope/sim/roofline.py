@@ -218,31 +218,40 @@ class FittedRoofline(CostModel):
         }
 
 
-def cost_model_for(cfg: Any, roofline: CostModel) -> tuple[CostModel, str]:
-    """The cost model ``cfg.cost_model`` names (``roofline`` is the one given) and the
-    model family its expected error is quoted for."""
+def cost_model_for(cfg: Any, roofline: CostModel) -> CostModel:
+    """The cost model ``cfg.cost_model`` names for one engine (``roofline`` is the one given).
+
+    The fitted roofline and AIC price one TP group's step (``SimConfig`` refuses them with
+    pipeline stages); under expert parallelism AIC gets the experts over ``tp x dp`` ranks
+    and, with DP, attention data-parallel over ``dp`` (vLLM's DP + EP layout).
+    """
+    if cfg.cost_model == "roofline":
+        return roofline
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
 
     model = load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision)
-    family = family_of(model)
-    if cfg.cost_model == "roofline":
-        return roofline, family
     gpu = get_gpu(cfg.gpu)
     fitted = FittedRoofline(
         FitTerms.from_specs(model, gpu, tp=cfg.tp, kv_cache_dtype=cfg.kv_cache_dtype)
     )
     if cfg.cost_model == "fitted":
-        return fitted, family
+        return fitted
     from kvscope.sim.cost_aic import build_aic
 
-    ep = int(getattr(cfg, "ep", 1) or 1)  # expert parallelism, where SimConfig has it
-    aic = build_aic(fitted, cfg.model, gpu.name, cfg.engine, cfg.tp, cfg.kv_cache_dtype, ep)
-    return aic, family
+    ep = cfg.tp * cfg.dp if cfg.enable_expert_parallel else 1
+    attn_dp = cfg.dp if cfg.enable_expert_parallel else 1
+    return build_aic(
+        fitted, cfg.model, gpu.name, cfg.engine, cfg.tp, cfg.kv_cache_dtype, ep, attn_dp,
+        dp_attention=cfg.enable_dp_attention,
+    )  # fmt: skip
 
 
-def cost_summary(cost: CostModel, family: str) -> dict[str, Any]:
+def cost_summary(cost: CostModel, cfg: Any) -> dict[str, Any]:
     """The run summary's ``cost_model``: name, source and, where measured, expected error."""
+    from kvscope.specs.registry import load_model
+
+    family = family_of(load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision))
     info = cost.describe()
     # A calibrated roofline (--cost) is no longer the one measured against AIC.
     calibrated = info["name"] == "roofline" and cost.coef != CostCoefficients()

@@ -17,10 +17,10 @@ import pyarrow as pa
 from kvscope.errors import KvscopeError
 from kvscope.sim.allocator import BlockAllocator
 from kvscope.sim.cost import CostCoefficients, CostModel, HardwareTerms
+from kvscope.sim.deployment import build_pool, replica_pools
 from kvscope.sim.engine import Engine, EngineStats, Mode, sequences_from
 from kvscope.sim.kv_pool import PagedPool
-from kvscope.sim.layout import KVLayout, layout_for
-from kvscope.sim.offload import CpuTier
+from kvscope.sim.layout import KVLayout
 from kvscope.sim.outputs import requests_table, steps_table, summary_figures, write_run_dir
 from kvscope.sim.roofline import cost_model_for, cost_summary
 from kvscope.sim.scheduler import Policy, Scheduler, SchedulerConfig
@@ -30,6 +30,7 @@ from kvscope.workload import Workload
 from kvscope.workload.lengths import MAX_TOKENS
 
 Allocator = Literal["paged", "contiguous"]
+__all__ = ["SimConfig", "SimInterrupted", "SimResult", "build_pool", "replica_pools", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,15 @@ class SimConfig:
     revision: str | None = None  # Hugging Face revision of a Hub id (branch, tag or commit)
     gpu: str = "H100"
     tp: int = 1
+    # Parallel layout, as `kvscope plan` takes it (kvscope.plan.config.Parallelism): pp
+    # stages per engine, dp engine replicas, experts spread over tp x dp ranks, SGLang's DP
+    # attention inside the TP group; num_gpus, when given, must equal the layout's GPUs.
+    pp: int = 1
+    dp: int = 1
+    enable_expert_parallel: bool = False
+    enable_dp_attention: bool = False
+    num_gpus: int | None = None
+    engine_version: str | None = None  # None: the release kvscope models (plan's default)
     dtype: str | None = None
     kv_cache_dtype: str | None = None
     gpu_memory_utilization: float | None = None  # vLLM's default 0.9 via the planner
@@ -85,6 +95,17 @@ class SimConfig:
                     "--cost-model aic needs AIConfigurator: install kvscope[aic] "
                     "(pip install 'kvscope[aic]')."
                 )
+        if self.cost_model != "roofline" and self.pp > 1:
+            raise KvscopeError(
+                f"--cost-model {self.cost_model} prices one pipeline stage group's step, not "
+                f"{self.pp} stages; use --cost-model roofline with --pipeline-parallel-size."
+            )
+        _ = self.parallelism  # the planner's checks: sizes, --num-gpus, DP attention vs TP
+        count(self.dp, "--data-parallel-size", low=1, high=MAX_DP_REPLICAS)
+        if self.engine_version is not None:
+            from kvscope.plan.config import parse_version
+
+            parse_version(self.engine_version)
         for name in ("gpu_memory_utilization", "mem_fraction_static"):
             value = getattr(self, name)
             if value is not None:
@@ -111,11 +132,25 @@ class SimConfig:
             if value is not None:
                 finite(value, flag, low=0, low_open=True)
 
+    @property
+    def parallelism(self) -> Any:
+        """The layout as the planner takes it (:class:`kvscope.plan.config.Parallelism`),
+        checked by the planner's own rules (one validation layer for plan and simulate)."""
+        from kvscope.plan.config import Parallelism, resolve_parallel
+
+        resolve_parallel(self.num_gpus, self.tp, self.pp, self.dp, self.enable_dp_attention)
+        return Parallelism(
+            tp=self.tp,
+            pp=self.pp,
+            dp=self.dp,
+            ep=self.enable_expert_parallel,
+            dp_attention=self.enable_dp_attention,
+        )
+
     def with_flag(self, flag: str, value: str) -> SimConfig:
         """A copy with one ``--flag`` (as typed on the command line) set; used by sweeps."""
         name = flag.lstrip("-").replace("-", "_")
-        if name == "num_gpu_blocks":
-            name = "num_gpu_blocks_override"
+        name = _FIELD_OF_FLAG.get(name, name)
         if name not in self.__dataclass_fields__:
             raise KvscopeError(f"--sweep: unknown flag '{flag}'.")
         ann = str(self.__dataclass_fields__[name].type)
@@ -133,8 +168,18 @@ class SimConfig:
         return replace(self, **{name: v})
 
 
+#: Sweep flags whose SimConfig field has another name (the long and short spellings).
+_FIELD_OF_FLAG = {
+    "num_gpu_blocks": "num_gpu_blocks_override",
+    "tensor_parallel_size": "tp",
+    "pipeline_parallel_size": "pp",
+    "data_parallel_size": "dp",
+}
 #: Most tensor-parallel ranks one replica may have (a bound for typos, far past real systems).
 MAX_TP = 4096
+#: Most DP replicas one simulation runs: each is a whole engine, stepped at every arrival, so
+#: the cost grows with requests x replicas (the largest public DP deployments use tens).
+MAX_DP_REPLICAS = 1024
 #: Largest host KV tier (GiB): a pebibyte, past any host, so block counts stay finite.
 MAX_CPU_OFFLOAD_GIB = 2**20
 #: Smallest positive steps.parquet sample interval (s).
@@ -216,98 +261,53 @@ class SimInterrupted(KeyboardInterrupt):
         self.result = result
 
 
-def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict[str, Any]]:
-    """The KV pool a deployment gets (sized by the planner), its layout, cost-model terms."""
-    from kvscope.plan.config import EngineConfig, Parallelism
-    from kvscope.plan.memory import plan_memory
-    from kvscope.specs.hardware import get_gpu
-    from kvscope.specs.registry import load_model
-
-    model = load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision)
-    gpu = get_gpu(cfg.gpu)
-    plan = plan_memory(
-        model,
-        gpu,
-        Parallelism(tp=cfg.tp),
-        EngineConfig(
-            engine=cfg.engine,
-            gpu_memory_utilization=cfg.gpu_memory_utilization,
-            mem_fraction_static=cfg.mem_fraction_static,
-            max_model_len=cfg.max_model_len,
-            max_num_seqs=cfg.max_num_seqs,
-            max_num_batched_tokens=cfg.max_num_batched_tokens,
-            block_size=cfg.block_size,
-            kv_cache_dtype=cfg.kv_cache_dtype,
-            enable_prefix_caching=cfg.enable_prefix_caching,
-        ),
-    )
-    if cfg.num_gpu_blocks_override is None and not plan.fits:
-        # The planner's verdict: the engine would refuse to start (e.g. one request of
-        # --max-model-len needs more KV than the GPU has), so there is nothing to simulate.
-        raise KvscopeError(
-            f"{model.name} on {cfg.tp}x {gpu.name} does not start: {plan.problem}",
-            hint="Lower --max-model-len, use more GPUs (--tp), or size the pool with "
-            "--num-gpu-blocks-override.",
-        )
-    layout = layout_for(model, plan.block_size)
-    blocks = (
-        plan.num_gpu_blocks
-        if cfg.num_gpu_blocks_override is None
-        else (cfg.num_gpu_blocks_override)
-    )
-    if blocks < 2 and cfg.num_gpu_blocks_override is not None:
-        raise KvscopeError(
-            f"--num-gpu-blocks-override {blocks}: the KV pool needs at least 2 blocks "
-            "(vLLM keeps one as its null block)."
-        )
-    if blocks < 2:
-        raise KvscopeError(
-            f"{model.name} on {cfg.tp}x {gpu.name} leaves {blocks} KV blocks "
-            f"({plan.kv_cache_gib:.1f} GiB for KV); nothing can run."
-            + (f" {plan.problem}" if plan.problem else ""),
-            hint="use more GPUs (--tp), a higher --gpu-memory-utilization, or "
-            "--num-gpu-blocks-override.",
-        )
-    tier = None
-    if cfg.cpu_offload_gib:
-        if cfg.cpu_offload_gib < 0:
-            raise KvscopeError(f"--cpu-offload-gib must be >= 0, got {cfg.cpu_offload_gib}.")
-        if not cfg.enable_prefix_caching:
-            raise KvscopeError("--cpu-offload-gib needs prefix caching (it keeps cached blocks).")
-        cap = int(cfg.cpu_offload_gib * (1 << 30) // plan.block_bytes)
-        tier = CpuTier(cap, float(plan.block_bytes), gpu.pcie_bandwidth)
-    pool = PagedPool(blocks, layout, enable_caching=cfg.enable_prefix_caching, cpu_tier=tier)
-    terms = HardwareTerms.from_specs(model, gpu, tp=cfg.tp, kv_cache_dtype=cfg.kv_cache_dtype)
-    info = {
-        "num_gpu_blocks": blocks,
-        "capacity": pool.capacity,
-        "block_size": layout.block_size,
-        "layout": layout.name,
-        "window_blocks_per_request": layout.fixed_blocks_per_request,
-        "block_bytes": plan.block_bytes,
-        "kv_cache_gib": plan.kv_cache_gib,
-        "sized_by": f"kvscope.plan.memory.plan_memory ({cfg.engine} " + plan.engine_version + ")"
-        if cfg.num_gpu_blocks_override is None
-        else "--num-gpu-blocks-override",
-        "max_model_len": plan.max_model_len,
-        "max_num_seqs": plan.max_num_seqs,
-        "max_num_batched_tokens": plan.max_num_batched_tokens,
-    }
-    return pool, layout, terms, info
-
-
 def simulate(
     workload: Workload,
     cfg: SimConfig,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Replay ``workload`` through the configured engine (``progress(done, total)`` is
-    called now and then while it runs)."""
+    called now and then while it runs); ``--data-parallel-size`` N > 1 runs N replicas."""
+    if cfg.dp > 1:
+        from kvscope.sim.data_parallel_run import simulate_replicas
+
+        return simulate_replicas(workload, cfg, progress)
     pool, layout, terms, info = build_pool(cfg)
+    engine, alloc, coef = engine_for(workload, cfg, pool, layout, terms, info, progress)
+    seqs = sequences_from(workload, layout.block_size)
+    interrupted = False
+    try:
+        stats = engine.run(seqs)
+    except KeyboardInterrupt:
+        stats, interrupted = engine.stats, True
+        mark_interrupted(seqs)
+    info.update(pool_counters(pool, alloc), cost=asdict(coef))
+    req = requests_table(seqs)
+    steps = steps_table(stats.rows)
+    figs = summary_figures(seqs, req, steps, stats, info, slo_targets(cfg))
+    figs["cost_model"] = cost_summary(engine.cost, cfg)
+    result = SimResult(cfg, seqs, stats, info, req, steps, figs, interrupted)
+    if interrupted:
+        raise SimInterrupted(result)
+    return result
+
+
+def engine_for(
+    workload: Workload,
+    cfg: SimConfig,
+    pool: PagedPool,
+    layout: KVLayout,
+    terms: HardwareTerms,
+    info: dict[str, Any],
+    progress: Callable[[int, int], None] | None,
+) -> tuple[Engine, BlockAllocator, CostCoefficients]:
+    """One engine (scheduler, allocator, cost model) over ``pool``."""
     max_len = int(info["max_model_len"])
+    # Under PP one simulated step is pp micro-batches (kvscope.sim.cost), each with the
+    # engine's token budget.
     sched_cfg = SchedulerConfig(
         max_num_seqs=int(info["max_num_seqs"]),
-        max_num_batched_tokens=int(info["max_num_batched_tokens"]),
+        max_num_batched_tokens=int(info["max_num_batched_tokens"]) * cfg.pp,
         max_model_len=max_len,
         enable_chunked_prefill=cfg.enable_chunked_prefill,
         policy=cfg.scheduling_policy,
@@ -315,7 +315,7 @@ def simulate(
         swap_s_per_block=float(info["block_bytes"]) / terms.pcie_bandwidth,
     )
     coef = CostCoefficients.load(cfg.cost_file) if cfg.cost_file else CostCoefficients()
-    cost, family = cost_model_for(cfg, CostModel(terms, coef))
+    cost = cost_model_for(cfg, CostModel(terms, coef))
     alloc: BlockAllocator = pool
     if cfg.allocator == "contiguous":
         from kvscope.sim.contiguous import ContiguousPolicy, ContiguousPool
@@ -342,35 +342,31 @@ def simulate(
         sched: Scheduler = SglangScheduler(sched_cfg, alloc)
     else:
         sched = Scheduler(sched_cfg, alloc)
-    seqs = sequences_from(workload, layout.block_size)
     engine = Engine(
         sched, cost, mode=cfg.mode, sample_interval_s=cfg.sample_interval_s, on_progress=progress
     )
-    interrupted = False
-    try:
-        stats = engine.run(seqs)
-    except KeyboardInterrupt:
-        stats, interrupted = engine.stats, True
-        for seq in seqs:
-            if seq.status not in ("finished", "rejected"):
-                seq.error = "interrupted (the simulation was stopped)"
-    info.update(
-        lookup_tokens=pool.counters.lookups_tokens,
-        hit_tokens=pool.counters.hit_tokens,
-        evicted_blocks=pool.counters.evictions,
-        moved_blocks=getattr(alloc, "moved_blocks", 0),
-        offload=asdict(pool.cpu.counters) if pool.cpu is not None else None,
-        compactions=getattr(alloc, "compactions", 0),
-        cost=asdict(coef),
-    )
-    req = requests_table(seqs)
-    steps = steps_table(stats.rows)
+    return engine, alloc, coef
+
+
+def pool_counters(pool: PagedPool, alloc: BlockAllocator) -> dict[str, Any]:
+    return {
+        "lookup_tokens": pool.counters.lookups_tokens,
+        "hit_tokens": pool.counters.hit_tokens,
+        "evicted_blocks": pool.counters.evictions,
+        "moved_blocks": getattr(alloc, "moved_blocks", 0),
+        "offload": asdict(pool.cpu.counters) if pool.cpu is not None else None,
+        "compactions": getattr(alloc, "compactions", 0),
+    }
+
+
+def mark_interrupted(seqs: list[Sequence]) -> None:
+    for seq in seqs:
+        if seq.status not in ("finished", "rejected"):
+            seq.error = "interrupted (the simulation was stopped)"
+
+
+def slo_targets(cfg: SimConfig) -> dict[str, float] | None:
     slo = {
         k: v for k, v in (("ttft_s", cfg.slo_ttft_s), ("tpot_s", cfg.slo_tpot_s)) if v is not None
     }
-    figs = summary_figures(seqs, req, steps, stats, info, slo or None)
-    figs["cost_model"] = cost_summary(cost, family)
-    result = SimResult(cfg, seqs, stats, info, req, steps, figs, interrupted)
-    if interrupted:
-        raise SimInterrupted(result)
-    return result
+    return slo or None

@@ -1,0 +1,149 @@
+"""The KV pools and cost-model terms a simulated deployment gets, sized by the planner.
+
+:func:`replica_pools` plans the deployment with :func:`kvscope.plan.memory.plan_memory`
+for its full layout (TP, PP, DP, EP, DP attention, engine release), so each engine's pool
+is the ``num_gpu_blocks`` ``kvscope plan`` reports (the minimum over pipeline stages, as
+vLLM takes the minimum over its workers), and makes one pool per DP rank. Units: blocks,
+bytes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvscope.errors import KvscopeError
+from kvscope.sim.cost import HardwareTerms
+from kvscope.sim.kv_pool import PagedPool
+from kvscope.sim.layout import KVLayout, layout_for
+from kvscope.sim.offload import CpuTier
+
+if TYPE_CHECKING:
+    from kvscope.sim.run import SimConfig
+
+
+def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict[str, Any]]:
+    """The KV pool one engine of the deployment gets (sized by the planner for the full
+    layout: ``kvscope plan``'s ``num_gpu_blocks``, the minimum over pipeline stages), its
+    layout and cost-model terms. Each DP replica gets a pool of this size
+    (:func:`replica_pools`)."""
+    pools, layout, terms, info = replica_pools(cfg, 1)
+    return pools[0], layout, terms, info
+
+
+def replica_pools(
+    cfg: SimConfig, replicas: int
+) -> tuple[list[PagedPool], KVLayout, HardwareTerms, dict[str, Any]]:
+    """``replicas`` KV pools of the planned size (one per DP rank), layout, terms, info."""
+    from kvscope.plan.config import EngineConfig, check_layout
+    from kvscope.plan.memory import plan_memory
+    from kvscope.specs.hardware import get_gpu
+    from kvscope.specs.registry import load_model
+
+    model = load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision)
+    gpu = get_gpu(cfg.gpu)
+    par = cfg.parallelism
+    check_layout(par, model.is_moe, model.name)
+    plan = plan_memory(
+        model,
+        gpu,
+        par,
+        EngineConfig(
+            engine=cfg.engine,
+            engine_version=cfg.engine_version,
+            gpu_memory_utilization=cfg.gpu_memory_utilization,
+            mem_fraction_static=cfg.mem_fraction_static,
+            max_model_len=cfg.max_model_len,
+            max_num_seqs=cfg.max_num_seqs,
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
+            block_size=cfg.block_size,
+            kv_cache_dtype=cfg.kv_cache_dtype,
+            enable_prefix_caching=cfg.enable_prefix_caching,
+        ),
+    )
+    shape = _shape(par, gpu.name)
+    if cfg.num_gpu_blocks_override is None and not plan.fits:
+        # The planner's verdict: the engine would refuse to start (e.g. one request of
+        # --max-model-len needs more KV than the GPU has), so there is nothing to simulate.
+        raise KvscopeError(
+            f"{model.name} on {shape} does not start: {plan.problem}",
+            hint="Lower --max-model-len, use more GPUs (--tp), or size the pool with "
+            "--num-gpu-blocks-override.",
+        )
+    layout = layout_for(model, plan.block_size)
+    blocks = (
+        plan.num_gpu_blocks
+        if cfg.num_gpu_blocks_override is None
+        else (cfg.num_gpu_blocks_override)
+    )
+    if blocks < 2 and cfg.num_gpu_blocks_override is not None:
+        raise KvscopeError(
+            f"--num-gpu-blocks-override {blocks}: the KV pool needs at least 2 blocks "
+            "(vLLM keeps one as its null block)."
+        )
+    if blocks < 2:
+        raise KvscopeError(
+            f"{model.name} on {shape} leaves {blocks} KV blocks "
+            f"({plan.kv_cache_gib:.1f} GiB for KV); nothing can run."
+            + (f" {plan.problem}" if plan.problem else ""),
+            hint="use more GPUs (--tp), a higher --gpu-memory-utilization, or "
+            "--num-gpu-blocks-override.",
+        )
+    cap = 0
+    if cfg.cpu_offload_gib:
+        if cfg.cpu_offload_gib < 0:
+            raise KvscopeError(f"--cpu-offload-gib must be >= 0, got {cfg.cpu_offload_gib}.")
+        if not cfg.enable_prefix_caching:
+            raise KvscopeError("--cpu-offload-gib needs prefix caching (it keeps cached blocks).")
+        cap = int(cfg.cpu_offload_gib * (1 << 30) // plan.block_bytes)
+    pools = [
+        PagedPool(
+            blocks,
+            layout,
+            enable_caching=cfg.enable_prefix_caching,
+            cpu_tier=CpuTier(cap, float(plan.block_bytes), gpu.pcie_bandwidth) if cap else None,
+        )
+        for _ in range(replicas)
+    ]
+    terms = HardwareTerms.from_specs(
+        model,
+        gpu,
+        tp=cfg.tp,
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        par=par,
+    )
+    info = {
+        "num_gpu_blocks": blocks,
+        "capacity": pools[0].capacity,
+        "block_size": layout.block_size,
+        "layout": layout.name,
+        "window_blocks_per_request": layout.fixed_blocks_per_request,
+        "block_bytes": plan.block_bytes,
+        "kv_cache_gib": plan.kv_cache_gib,
+        "sized_by": f"kvscope.plan.memory.plan_memory ({cfg.engine} " + plan.engine_version + ")"
+        if cfg.num_gpu_blocks_override is None
+        else "--num-gpu-blocks-override",
+        "max_model_len": plan.max_model_len,
+        "max_num_seqs": plan.max_num_seqs,
+        "max_num_batched_tokens": plan.max_num_batched_tokens,
+        "kv_tokens": plan.kv_tokens,
+        "parallel": {
+            "tp": par.tp,
+            "pp": par.pp,
+            "dp": par.dp,
+            "ep_size": par.ep_size if model.is_moe else 1,
+            "dp_attention": par.dp_attention,
+            "num_gpus": par.world_size,
+            "engine_replicas": par.dp,
+            "stage_blocks": [r.num_gpu_blocks for r in plan.ranks],
+        },
+    }
+    return pools, layout, terms, info
+
+
+def _shape(par: Any, gpu: str) -> str:
+    """``8x H100`` or ``16x H100 (TP8 x PP2)``: the deployment, for one-line errors."""
+    n = par.world_size
+    if par.pp == 1 and par.dp == 1:
+        return f"{n}x {gpu}"
+    parts = [f"TP{par.tp}"] + [f"{k}{v}" for k, v in (("PP", par.pp), ("DP", par.dp)) if v > 1]
+    return f"{n}x {gpu} ({' x '.join(parts)})"
