@@ -143,6 +143,7 @@ def test_aic_extra_missing_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         SimConfig(cost_model="vidur")
 
 
+@pytest.mark.slow  # plan loads AIC's H200 tables in-process
 def test_plan_shows_the_cost_models_side_by_side(
     capsys: pytest.CaptureFixture[str], handle: object
 ) -> None:

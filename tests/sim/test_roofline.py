@@ -55,6 +55,7 @@ def test_shipped_fit_is_within_acceptance_on_held_out_points() -> None:
         assert float(np.median(e)) <= 0.25
 
 
+@pytest.mark.slow  # loads AIC's tables for six deployments (~20 s)
 def test_aic_still_gives_the_held_out_figures() -> None:
     pytest.importorskip("aiconfigurator_core", reason="kvscope[aic] is not installed")
     from kvscope.sim.cost_aic import AicCostModel, build_aic
