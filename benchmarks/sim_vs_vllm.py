@@ -8,6 +8,8 @@ block size, block count and prefix-caching switch. vLLM's v1 ``Scheduler`` (with
 output (one sampled token per request whose prefill is complete) is fed back. Compared per
 step: requests scheduled and tokens each, blocks in use, requests admitted and their prefix
 hits, preemptions, finished requests (so finish order too). Prints the first divergence.
+A scenario with ``speculative`` settings (benchmarks/sim_scenarios_spec.py) also compares
+the drafts each request verifies per step; vLLM gets kvscope's acceptance decisions.
 
 Token ids for vLLM come from the workload's prefix hashes: a hashed block's tokens are drawn
 from a generator seeded by its chained hash (equal hashes, equal tokens); everything else is
@@ -31,6 +33,7 @@ from kvscope.sim.engine import sequences_from
 from kvscope.sim.kv_pool import PagedPool
 from kvscope.sim.layout import KVLayout
 from kvscope.sim.scheduler import Scheduler, SchedulerConfig
+from kvscope.sim.spec_decode import SpecDecodeConfig, apply_hash_lookahead
 from kvscope.workload import Workload
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +53,22 @@ def token_ids(seq: Any) -> list[int]:
     return toks[: seq.prompt]
 
 
+def spec_decode_for(s: dict[str, Any]) -> SpecDecodeConfig | None:
+    """kvscope's speculative-decoding model for a scenario's ``speculative`` settings."""
+    sd = s.get("speculative")
+    if not sd:
+        return None
+    k = int(sd["num_speculative_tokens"])
+    a = sd.get("acceptance", 0.0)
+    return SpecDecodeConfig(
+        method=sd.get("method", "mtp"),
+        num_speculative_tokens=k,
+        acceptance=tuple(float(x) for x in a) if isinstance(a, list) else (float(a),) * k,
+        seed=int(sd.get("seed", 0)),
+        parallel_drafting=bool(sd.get("parallel_drafting", False)),
+    )
+
+
 def run_sim(w: Workload, s: dict[str, Any]) -> list[dict[str, Any]]:
     """kvscope's scheduler driven exactly like the vLLM driver: arrivals by step index."""
     layout = KVLayout(s["block_size"])
@@ -62,10 +81,13 @@ def run_sim(w: Workload, s: dict[str, Any]) -> list[dict[str, Any]]:
         policy=s.get("policy", "fcfs"),
         long_prefill_token_threshold=s.get("long_prefill_token_threshold", 0),
     )
-    sched = Scheduler(cfg, pool)
+    sched = Scheduler(cfg, pool, spec_decode_for(s))
     seqs = sequences_from(w, layout.block_size)
     for q, p in zip(seqs, s.get("priorities", ()), strict=False):
         q.priority = int(p)
+    if sched.spec is not None:
+        shift = sched.spec.hash_lookahead(s["enable_prefix_caching"])
+        apply_hash_lookahead(seqs, layout.block_size, shift)
     rows = []
     nxt = 0
     step = 0
@@ -77,6 +99,7 @@ def run_sim(w: Workload, s: dict[str, Any]) -> list[dict[str, Any]]:
         plan = sched.schedule(float(step))
         admitted = {q.request_id: q.computed - n for q, n in plan.scheduled if id(q) not in before}
         scheduled = sched.scheduled_tokens(plan)  # before update: members may join after it
+        drafts = {q.request_id: q.step_drafts for q, _n in plan.scheduled if q.step_drafts}
         done = sched.update(plan, float(step))
         rows.append(
             {
@@ -90,6 +113,8 @@ def run_sim(w: Workload, s: dict[str, Any]) -> list[dict[str, Any]]:
                 "waiting": sched.num_waiting,
             }
         )
+        if sched.spec is not None:  # drafts verified (compared), acceptances (fed to vLLM)
+            rows[-1].update(drafts=drafts, accepted=dict(sched.step_accepted))
         step += 1
     return rows
 
@@ -151,7 +176,7 @@ FIELDS = ("scheduled", "used_blocks", "preempted", "finished", "admitted", "runn
 
 def compare(sim: list[dict[str, Any]], ref: list[dict[str, Any]]) -> str | None:
     for a, b in zip(sim, ref, strict=False):
-        for f in FIELDS:
+        for f in FIELDS + (("drafts",) if "drafts" in a else ()):
             if a[f] != b[f]:
                 return f"step {a['step']}: {f} differs\n  kvscope: {a[f]}\n  vLLM:    {b[f]}"
     if len(sim) != len(ref):

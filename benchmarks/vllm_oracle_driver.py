@@ -50,6 +50,68 @@ def sampled_token(request_id: str, index: int) -> int:
     return 10 + int.from_bytes(h, "little") % 31_000
 
 
+def spec_config(spec: dict) -> object | None:
+    """vLLM's SpeculativeConfig for a scenario's ``speculative`` settings, or None.
+
+    Built field by field without its ``__post_init__`` (that would load a draft model): the
+    scheduler reads only the method, k and the flags below, through SpeculativeConfig's own
+    methods (``use_eagle``, ``max_num_new_slots_for_drafting``, ...) and VllmConfig's
+    ``num_lookahead_tokens`` / ``num_hash_lookahead_tokens``.
+    """
+    sd = spec.get("speculative")
+    if not sd:
+        return None
+    import dataclasses
+
+    from vllm.config import SpeculativeConfig
+
+    cfg = object.__new__(SpeculativeConfig)
+    for name, f in SpeculativeConfig.__dataclass_fields__.items():
+        if f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            value = None
+        object.__setattr__(cfg, name, value)
+    object.__setattr__(cfg, "method", sd.get("method", "mtp"))
+    object.__setattr__(cfg, "num_speculative_tokens", sd["num_speculative_tokens"])
+    object.__setattr__(cfg, "parallel_drafting", bool(sd.get("parallel_drafting", False)))
+    return cfg
+
+
+def feed_spec(
+    sched: object, out: object, sampled: dict[str, list[int]], spec: dict, step: int
+) -> None:
+    """Before ``update_from_output``: each request verifying drafts gets its accepted drafts'
+    tokens after its sampled one, as kvscope decided them (``speculative.accepted``, by step
+    and request id), so both engines see the very same acceptances."""
+    sd = spec.get("speculative")
+    if not sd:
+        return
+    decided = sd.get("accepted", {}).get(str(step), {})
+    for rid, drafts in out.scheduled_spec_decode_tokens.items():
+        toks = sampled.get(rid)
+        if toks:
+            n = min(int(decided.get(rid, 0)), len(drafts))
+            req = sched.requests[rid]
+            toks.extend(sampled_token(rid, req.num_output_tokens + 1 + i) for i in range(n))
+
+
+def propose_drafts(sched: object, out: object, spec: dict) -> None:
+    """After ``update_from_output``: the drafter's k proposals for every scheduled request
+    (vLLM's engine core calls ``update_draft_token_ids`` after each step; the scheduler drops
+    them for prefill chunks and finished requests itself)."""
+    sd = spec.get("speculative")
+    if not sd:
+        return
+    from vllm.v1.outputs import DraftTokenIds
+
+    k = sd["num_speculative_tokens"]
+    ids = list(out.num_scheduled_tokens)
+    sched.update_draft_token_ids(DraftTokenIds(ids, [[7 + i for i in range(k)] for _ in ids]))
+
+
 def build_kv_config(spec: dict, torch: object) -> object:
     """The KVCacheConfig for the scenario: one full-attention group of ``num_blocks`` blocks."""
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
@@ -101,6 +163,7 @@ def build_scheduler(spec: dict) -> object:
     vllm_config = VllmConfig(
         model_config=model_config, cache_config=cache_config, scheduler_config=sched_config
     )
+    vllm_config.speculative_config = spec_config(spec)
     kv_config = build_kv_config(spec, torch)
     cache_config.num_gpu_blocks = spec["num_blocks"]
     return Scheduler(
@@ -123,7 +186,7 @@ def run_scenario(spec: dict) -> None:
     name = spec.get("name", "")
     sched = build_scheduler(spec)
     init_none_hash(sha256)
-    hasher = get_request_block_hasher(spec["block_size"], sha256)
+    hasher = get_request_block_hasher(spec["block_size"], sha256, sched.num_hash_lookahead_tokens)
     pending = sorted(spec["requests"], key=lambda r: r["arrival_step"])
     nxt = 0
     step = 0
@@ -157,6 +220,7 @@ def run_scenario(spec: dict) -> None:
             # computed tokens were advanced at schedule time; a token is sampled once caught up
             caught_up = req.num_computed_tokens >= req.num_tokens
             sampled[rid] = [sampled_token(rid, req.num_output_tokens)] if caught_up else []
+        feed_spec(sched, out, sampled, spec, step)
         ids = list(out.num_scheduled_tokens)
         mro = ModelRunnerOutput(
             req_ids=ids,
@@ -164,6 +228,7 @@ def run_scenario(spec: dict) -> None:
             sampled_token_ids=[sampled[r] for r in ids],
         )
         outputs = sched.update_from_output(out, mro)
+        propose_drafts(sched, out, spec)
         finished = []
         for eco in outputs.values():
             for o in eco.outputs:
@@ -181,6 +246,8 @@ def run_scenario(spec: dict) -> None:
             "running": len(sched.running),
             "waiting": len(sched.waiting),
         }
+        if spec.get("speculative"):
+            row["drafts"] = {r: len(t) for r, t in out.scheduled_spec_decode_tokens.items()}
         print(json.dumps(row), flush=True)
         step += 1
         if step > spec.get("max_steps", 1_000_000):

@@ -201,6 +201,21 @@ def simulate(
         float | None,
         typer.Option("--slo-tpot-s", help="Time-per-output-token target (s) for SLO attainment."),
     ] = None,
+    speculative_config: Annotated[
+        str | None,
+        typer.Option(
+            "--speculative-config",
+            help='vLLM\'s JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 3}\'.',
+        ),
+    ] = None,
+    spec_acceptance: Annotated[
+        str | None,
+        typer.Option(
+            "--spec-acceptance",
+            help="Draft acceptance: a rate in [0,1], k comma-separated per-position rates "
+            "(each given the previous accepted), or a file (JSON list, vLLM counters).",
+        ),
+    ] = None,
     sweep: Annotated[
         list[str] | None, typer.Option("--sweep", help="FLAG=V1,V2 (repeatable).")
     ] = None,
@@ -266,6 +281,9 @@ def simulate(
         cost_model=cost_model,
         slo_ttft_s=slo_ttft,
         slo_tpot_s=slo_tpot,
+        speculative_config=speculative_config,
+        spec_acceptance=spec_acceptance,
+        spec_seed=seed or 0,
     )
     show_cost_warnings()
     if calibrate is not None:

@@ -34,6 +34,12 @@ and context (memory-bound decode) the sum over micro-batches is the same either 
 scheduler gets ``pp`` times the token budget per step: a long prompt's chunks fill
 consecutive micro-batches (pinned against vLLM's Scheduler with ``pp`` batches in flight,
 tests/sim/test_parallel_layouts.py).
+
+Speculative decoding (:class:`DrafterCost`): the verification pass is the step above with
+every draft token in ``tokens``; the drafter adds its own passes over the requests that sample:
+MTP and EAGLE one forward of a single decoder layer per draft token (1/L of the target's
+roofline, L its layers; DeepSeek's MTP module is one layer beside the shared head), a draft
+model its own roofline per draft token, n-gram and suffix matching nothing (host-side).
 """
 
 from __future__ import annotations
@@ -211,6 +217,7 @@ class CostModel:
         self.coef = coef or CostCoefficients()
         self._comm = terms.comm_fixed_s > 0 or terms.comm_s_per_token > 0
         self._pp = terms.pp
+        self.drafter: DrafterCost | None = None  # speculative decoding's proposer
 
     def bytes_and_flops(self, tokens: F64, context: F64) -> tuple[F64, F64]:
         """Per-GPU bytes moved and FLOPs for each step (each micro-batch under PP)."""
@@ -272,3 +279,24 @@ class CostModel:
     def describe(self) -> dict[str, Any]:
         """The cost model's name and source, for the run's summary."""
         return {"name": "roofline", "source": self.coef.source}
+
+    def roofline_time(self, tokens: int, context: int) -> float:
+        """One pass without the per-step overhead (a drafter's pass inside a step)."""
+        return self.step_time(tokens, context) - self.coef.overhead_s
+
+
+@dataclass(frozen=True)
+class DrafterCost:
+    """A speculative drafter's time in one step: ``passes`` forwards over the proposers."""
+
+    passes: int  # forward passes per step (k sequential drafts; 1 if drafted in parallel)
+    fraction: float = 0.0  # of the target's pass (MTP/EAGLE: one layer of the target's L)
+    model: CostModel | None = None  # a separate draft model's own roofline
+
+    def time(self, target: CostModel, requests: int, context: int) -> float:
+        """Seconds the drafter adds to a step in which ``requests`` requests sample."""
+        if not self.passes or not requests:
+            return 0.0
+        if self.model is not None:
+            return self.passes * self.model.roofline_time(requests, context)
+        return self.passes * self.fraction * target.roofline_time(requests, context)

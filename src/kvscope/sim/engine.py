@@ -48,6 +48,8 @@ class StepRow:
     preemptions: int
     prefix_hit_tokens: int
     fragmentation: float
+    draft_tokens: int = 0  # speculative drafts verified (counted in decode/prefill tokens)
+    accepted_tokens: int = 0  # drafts accepted
 
 
 @dataclass
@@ -63,6 +65,8 @@ class EngineStats:
     tokens: int = 0
     wall_s: float = 0.0
     cpu_s: float = 0.0  # process CPU time of the loop (wall time on an unloaded core)
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
     rows: list[StepRow] = field(default_factory=list)
 
 
@@ -129,7 +133,8 @@ class Engine:
         self.stats = EngineStats()
         self.t = 0.0
         self._next_sample = 0.0
-        self._acc = [0, 0, 0, 0, 0, 0]  # steps, tokens, prefill, decode, preemptions, hits
+        # steps, tokens, prefill, decode, preemptions, hits, drafts, accepted drafts
+        self._acc = [0, 0, 0, 0, 0, 0, 0, 0]
         self._acc_s = 0.0  # busy seconds since the last row
         self._last_dt = 0.0  # duration of the last step (a hint for attempting spans)
         self._next = 0  # index of the next request of the list to add (resumable loop)
@@ -222,12 +227,16 @@ class Engine:
                 self._give_up()
                 return i
             dt = self.cost.plan_time(plan)
+            if plan.proposers and self.cost.drafter is not None:
+                dt += self.cost.drafter.time(self.cost, plan.proposers, plan.context_tokens)
             self._last_dt = dt
             dt += self.pool.take_overhead_s(self.t) + sched.take_transfer_s()
             self._acc[4] += len(plan.preempted)
             self._acc[5] += plan.hit_tokens
             self._advance(dt, plan.tokens, plan.prefill_tokens, plan.decode_tokens, 1)
             sched.update(plan, self.t)
+            if sched.spec is not None:
+                self._spec_counts(plan.draft_tokens, sum(sched.step_accepted.values()))
             if self.on_step is not None:
                 self.on_step(plan, self.t)
 
@@ -353,6 +362,13 @@ class Engine:
         if self.t >= self._next_sample:
             self._sample()
 
+    def _spec_counts(self, drafts: int, accepted: int) -> None:
+        """Speculative decoding: drafts verified and accepted in the step just done."""
+        self._acc[6] += drafts
+        self._acc[7] += accepted
+        self.stats.draft_tokens += drafts
+        self.stats.accepted_tokens += accepted
+
     def _sample(self, force: bool = False) -> None:
         acc = self._acc
         if acc[0] == 0 and not force:
@@ -378,9 +394,11 @@ class Engine:
                 preemptions=acc[4],
                 prefix_hit_tokens=acc[5],
                 fragmentation=pool.fragmentation,
+                draft_tokens=acc[6],
+                accepted_tokens=acc[7],
             )
         )
-        self._acc = [0, 0, 0, 0, 0, 0]
+        self._acc = [0, 0, 0, 0, 0, 0, 0, 0]
         self._acc_s = 0.0
         step = self.sample_interval_s
         self._next_sample = (math.floor(self.t / step) + 1) * step if step > 0 else self.t

@@ -354,7 +354,8 @@ class PagedPool:
         """Hash ``seq``'s full blocks up to ``num_tokens`` (vLLM ``cache_full_blocks``)."""
         if not self.enable_caching:
             return
-        full = min(num_tokens, seq.num_tokens) // self.block_size
+        # a block's hash exists once the tokens its key covers do (``hash_shift``: EAGLE/MTP)
+        full = min(num_tokens, seq.num_tokens - seq.hash_shift) // self.block_size
         if full <= seq.hashed:
             return
         top = min(full, len(seq.shared))

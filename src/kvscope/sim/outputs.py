@@ -41,8 +41,10 @@ def with_dp_rank(table: pa.Table, ranks: Seq[int] | None) -> pa.Table:
     return table.append_column("dp_rank", pa.array(np.asarray(ranks, dtype=np.int64)))
 
 
-def requests_table(seqs: Seq[Sequence]) -> pa.Table:
-    """The requests table built column-wise (fast for a million rows)."""
+def requests_table(seqs: Seq[Sequence], spec: bool = False) -> pa.Table:
+    """The requests table built column-wise (fast for a million rows); with ``spec`` three
+    speculative-decoding columns follow the shared ones (drafts verified, accepted, steps that
+    verified drafts, accepted / verified)."""
     arrival = np.array([s.arrival_s for s in seqs], dtype=np.float64)
     first_tok = np.array([s.first_token_s for s in seqs], dtype=np.float64)
     finish = np.array([s.finish_s for s in seqs], dtype=np.float64)
@@ -71,7 +73,38 @@ def requests_table(seqs: Seq[Sequence]) -> pa.Table:
             for s, st in zip(seqs, status, strict=True)
         ],
     }
-    return pa.table({f.name: pa.array(cols[f.name], type=f.type) for f in REQUEST_SCHEMA})
+    table = pa.table({f.name: pa.array(cols[f.name], type=f.type) for f in REQUEST_SCHEMA})
+    if spec:
+        for name, attr in SPEC_COLUMNS:
+            values = np.array([getattr(s, attr) for s in seqs], dtype=np.int64)
+            table = table.append_column(name, pa.array(values, type=pa.int64()))
+            cols[attr] = values
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = cols["spec_accepted"] / cols["spec_drafted"]  # NaN: never verified drafts
+        table = table.append_column("spec_acceptance", pa.array(rate, type=pa.float64()))
+    return table
+
+
+#: requests.parquet columns of a speculative-decoding run (after the shared schema's).
+SPEC_COLUMNS = (
+    ("spec_draft_tokens", "spec_drafted"),
+    ("spec_accepted_tokens", "spec_accepted"),
+    ("spec_verify_steps", "spec_verifies"),
+)
+
+
+def spec_figures(seqs: Seq[Sequence], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Summary figures of speculative decoding: measured acceptance beside the closed form."""
+    drafted = sum(s.spec_drafted for s in seqs)
+    accepted = sum(s.spec_accepted for s in seqs)
+    verifies = sum(s.spec_verifies for s in seqs)
+    return {
+        **spec,
+        "draft_tokens": drafted,
+        "accepted_tokens": accepted,
+        "acceptance_rate": accepted / drafted if drafted else 0.0,
+        "mean_accepted_length": 1.0 + accepted / verifies if verifies else 1.0,
+    }
 
 
 def steps_table(rows: Seq[StepRow]) -> pa.Table:
@@ -137,6 +170,8 @@ def summary_figures(
         figs["offload_loaded_blocks"] = off["loaded_blocks"]
         figs["offload_load_bytes"] = off["loaded_blocks"] * float(pool_info["block_bytes"])
         figs["offload_load_s"] = off["load_s"]
+    if "speculative" in pool_info:
+        figs["speculative"] = spec_figures(seqs, pool_info["speculative"])
     rejected = [s for s in seqs if s.status == "rejected"]
     if rejected:
         figs["rejected_reasons"] = sorted({s.error for s in rejected})[:5]

@@ -227,6 +227,11 @@ def cost_model_for(cfg: Any, roofline: CostModel) -> CostModel:
     """
     if cfg.cost_model == "roofline":
         return roofline
+    if cfg.spec_decode() is not None:
+        raise KvscopeError(
+            f"--cost-model {cfg.cost_model} does not price speculative decoding's verify steps "
+            "yet; use --cost-model roofline with a speculative config."
+        )
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from kvscope.errors import KvscopeError
 from kvscope.sim.allocator import BlockAllocator
-from kvscope.sim.cost import CostCoefficients, CostModel, HardwareTerms
+from kvscope.sim.cost import CostCoefficients, CostModel, DrafterCost, HardwareTerms
 from kvscope.sim.deployment import build_pool, replica_pools
 from kvscope.sim.engine import Engine, EngineStats, Mode, sequences_from
 from kvscope.sim.kv_pool import PagedPool
@@ -25,6 +25,8 @@ from kvscope.sim.outputs import requests_table, steps_table, summary_figures, wr
 from kvscope.sim.roofline import cost_model_for, cost_summary
 from kvscope.sim.scheduler import Policy, Scheduler, SchedulerConfig
 from kvscope.sim.sequence import Sequence
+from kvscope.sim.spec_config import parse_spec_config
+from kvscope.sim.spec_decode import SpecDecodeConfig, apply_hash_lookahead
 from kvscope.validate import count, finite
 from kvscope.workload import Workload
 from kvscope.workload.lengths import MAX_TOKENS
@@ -77,6 +79,11 @@ class SimConfig:
     cost_model: str = "roofline"  # roofline, fitted or aic (kvscope.sim.roofline.cost_model_for)
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
+    # speculative decoding: vLLM's --speculative-config JSON, kvscope's acceptance model and
+    # the seed of its draws (the workload's --seed)
+    speculative_config: str | None = None
+    spec_acceptance: str | None = None
+    spec_seed: int = 0
 
     def __post_init__(self) -> None:
         """Every field checked once here, so the CLI, ``--sweep`` points and library callers
@@ -131,6 +138,20 @@ class SimConfig:
             value = getattr(self, name)
             if value is not None:
                 finite(value, flag, low=0, low_open=True)
+        self.spec_decode()
+
+    def spec_decode(self) -> SpecDecodeConfig | None:
+        """The checked speculative-decoding model, or None when it is off."""
+        if self.speculative_config is None:
+            if self.spec_acceptance is not None:
+                raise KvscopeError("--spec-acceptance needs --speculative-config.")
+            return None
+        if self.engine != "vllm" or self.allocator != "paged" or self.pp > 1 or self.dp > 1:
+            raise KvscopeError(
+                "--speculative-config is simulated for --engine vllm, the paged allocator and "
+                "one pipeline stage and replica (--pp 1, --dp 1)."
+            )
+        return parse_spec_config(self.speculative_config, self.spec_acceptance, self.spec_seed)
 
     @property
     def parallelism(self) -> Any:
@@ -275,6 +296,11 @@ def simulate(
     pool, layout, terms, info = build_pool(cfg)
     engine, alloc, coef = engine_for(workload, cfg, pool, layout, terms, info, progress)
     seqs = sequences_from(workload, layout.block_size)
+    spec = engine.sched.spec
+    if spec is not None:
+        shift = spec.hash_lookahead(cfg.enable_prefix_caching)
+        apply_hash_lookahead(seqs, layout.block_size, shift)
+        info["speculative"] = spec.summary()
     interrupted = False
     try:
         stats = engine.run(seqs)
@@ -282,7 +308,7 @@ def simulate(
         stats, interrupted = engine.stats, True
         mark_interrupted(seqs)
     info.update(pool_counters(pool, alloc), cost=asdict(coef))
-    req = requests_table(seqs)
+    req = requests_table(seqs, spec=spec is not None)
     steps = steps_table(stats.rows)
     figs = summary_figures(seqs, req, steps, stats, info, slo_targets(cfg))
     figs["cost_model"] = cost_summary(engine.cost, cfg)
@@ -336,12 +362,15 @@ def engine_for(
         contiguous = ContiguousPool(pool.num_blocks, layout, policy)
         contiguous.max_len = max_len
         alloc = contiguous
+    spec = cfg.spec_decode()
     if cfg.engine == "sglang":
         from kvscope.sim.sglang import SglangScheduler
 
         sched: Scheduler = SglangScheduler(sched_cfg, alloc)
     else:
-        sched = Scheduler(sched_cfg, alloc)
+        sched = Scheduler(sched_cfg, alloc, spec)
+        if spec is not None:
+            cost.drafter = drafter_cost(spec, cfg, terms, coef)
     engine = Engine(
         sched, cost, mode=cfg.mode, sample_interval_s=cfg.sample_interval_s, on_progress=progress
     )
@@ -370,3 +399,26 @@ def slo_targets(cfg: SimConfig) -> dict[str, float] | None:
         k: v for k, v in (("ttft_s", cfg.slo_ttft_s), ("tpot_s", cfg.slo_tpot_s)) if v is not None
     }
     return slo or None
+
+
+def drafter_cost(
+    spec: SpecDecodeConfig, cfg: SimConfig, terms: HardwareTerms, coef: CostCoefficients
+) -> DrafterCost:
+    """The drafter's step cost (see :class:`kvscope.sim.cost.DrafterCost`)."""
+    from kvscope.specs.hardware import get_gpu
+    from kvscope.specs.registry import load_model
+
+    k = spec.num_speculative_tokens
+    passes = 1 if spec.parallel_drafting else k
+    if spec.method in ("ngram", "ngram_gpu", "suffix"):
+        return DrafterCost(0)
+    if spec.method == "draft_model":
+        assert spec.model is not None
+        draft = load_model(spec.model, dtype=cfg.dtype)
+        tp = spec.draft_tensor_parallel_size or cfg.tp
+        own = HardwareTerms.from_specs(
+            draft, get_gpu(cfg.gpu), tp=tp, kv_cache_dtype=cfg.kv_cache_dtype
+        )
+        return DrafterCost(passes, model=CostModel(own, coef))
+    layers = load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision).num_layers
+    return DrafterCost(passes, fraction=1.0 / max(layers, 1))

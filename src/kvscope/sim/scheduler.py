@@ -23,6 +23,15 @@ tokens fit the budget and all the blocks they need are free, vLLM's loop would s
 everyone in full and preempt nobody, so that step is done in O(events); otherwise the cohort
 is dissolved and the loop above runs request by request. ``--preemption-mode swap`` (vLLM
 v0's other mode) keeps a preempted request's computed tokens in host memory instead.
+
+Speculative decoding (``spec``, :mod:`kvscope.sim.spec_decode`) follows the same 0.33.0 file:
+a running request asks for ``num_tokens_with_spec - computed`` tokens (1 + its drafts),
+allocates ``num_lookahead_tokens`` more slots, its drafts are trimmed to what was scheduled;
+a one-token admission is padded to ``1 + k`` with placeholder drafts (the ``pad_spec_decode``
+branch); after the step ``computed`` rolls back by the rejected drafts, the accepted tokens
+plus one are appended up to ``max_tokens``, full blocks are hashed to ``computed``, and every
+request that sampled gets k drafts for its next step. The decode cohort is off then (every
+step goes through the exact loop); runs without ``spec`` are unchanged.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from kvscope.sim.allocator import BlockAllocator
 from kvscope.sim.cohort import FINISH, GROW, DecodeCohort
 from kvscope.sim.kv_pool import Hit
 from kvscope.sim.sequence import Sequence
+from kvscope.sim.spec_decode import SpecDecodeConfig, pad_admission, verify
 
 Policy = Literal["fcfs", "priority"]
 
@@ -80,6 +90,8 @@ class StepPlan:
     hit_tokens: int = 0
     new_admissions: int = 0
     cohort_tokens: int = 0  # decodes of the cohort's members (not listed in ``scheduled``)
+    draft_tokens: int = 0  # speculative drafts verified this step (in the tokens above)
+    proposers: int = 0  # requests that sample this step (the drafter proposes for each)
 
     @property
     def tokens(self) -> int:
@@ -89,7 +101,9 @@ class StepPlan:
 class Scheduler:
     """vLLM v1 scheduling over a paged (or contiguous) KV allocator; checks before it mutates."""
 
-    def __init__(self, config: SchedulerConfig, pool: BlockAllocator) -> None:
+    def __init__(
+        self, config: SchedulerConfig, pool: BlockAllocator, spec: SpecDecodeConfig | None = None
+    ) -> None:
         self.config = config
         self.pool = pool
         self.running: list[Sequence] = []
@@ -108,6 +122,16 @@ class Scheduler:
         self.transfer_s = 0.0  # swap traffic not yet charged to a step
         self.use_cohort = True  # engines whose steps are not vLLM's turn it off
         self._threshold = config.long_prefill_token_threshold  # this step's (see schedule)
+        self.spec = spec
+        self._look = spec.lookahead_tokens if spec is not None else 0
+        self._ds = spec.draft_slots if spec is not None else 0
+        self._inb = 0  # vLLM's input budget this step (spec mode: token budget less draft slots)
+        self._step_prefill = False  # a running prefill chunk was scheduled (spec padding)
+        self._step_running = 0  # running requests scheduled this step (spec padding)
+        self._verify_step = 0  # update() calls so far: the draw key of acceptance
+        self.step_accepted: dict[str, int] = {}  # last update's accepted drafts per request
+        if spec is not None:
+            self.use_cohort = False  # drafts make decodes non-uniform: the exact loop runs
 
     # ------------------------------------------------------------------ queue
     @property
@@ -141,7 +165,10 @@ class Scheduler:
         if seq.prompt >= cfg.max_model_len:
             return f"prompt of {seq.prompt} tokens >= max-model-len {cfg.max_model_len}"
         # the last sampled token never gets a slot: the request's KV peaks at prompt + output - 1
-        need = self.pool.layout.blocks(min(seq.prompt + seq.max_tokens - 1, cfg.max_model_len))
+        peak = seq.prompt + seq.max_tokens - 1
+        if self.spec is not None:  # the last decode verifies k drafts with lookahead slots
+            peak += self.spec.num_speculative_tokens + self._look
+        need = self.pool.layout.blocks(min(peak, cfg.max_model_len))
         if need > self.pool.capacity:
             return f"needs {need} KV blocks at full length; the pool holds {self.pool.capacity}"
         if not cfg.enable_chunked_prefill and seq.prompt > cfg.max_num_batched_tokens:
@@ -172,25 +199,33 @@ class Scheduler:
         """One ``schedule()`` call: running requests first, then waiting ones."""
         plan = StepPlan()
         budget = self.config.max_num_batched_tokens
+        self._inb = budget
+        self._step_prefill = False
         # vLLM lifts --long-prefill-token-threshold when one request is all there is (nobody
         # to starve): Scheduler.schedule counts running + waiting before its loops
         lone = len(self.running) + self.num_waiting <= 1
         self._threshold = 0 if lone else self.config.long_prefill_token_threshold
-        fast = self._fast_running(plan, budget)
+        fast = self._fast_running(plan, budget) if self.spec is None else -1
         if fast < 0:
             self._dissolve()
             budget = self._slow_running(plan, budget)
         else:
             budget = fast
+        self._step_running = len(plan.scheduled)
         if not plan.preempted:
             budget = self._admit(plan, budget, now)
         for seq, n in plan.scheduled:
-            if n == 1 and seq.outputs > 0 and seq.computed == seq.num_tokens - 1:
-                plan.decode_tokens += 1
+            if n == 1 + seq.step_drafts and seq.outputs > 0 and seq.computed == seq.num_tokens - 1:
+                plan.decode_tokens += n
             else:
                 plan.prefill_tokens += n
             seq.computed += n
             plan.context_tokens += seq.computed
+        if self.spec is not None:
+            for seq, _n in plan.scheduled:
+                seq.partial = seq.computed < seq.num_tokens
+                plan.draft_tokens += seq.step_drafts
+                plan.proposers += not seq.partial
         return plan
 
     def _fast_running(self, plan: StepPlan, budget: int) -> int:
@@ -256,19 +291,23 @@ class Scheduler:
         scheduled = plan.scheduled
         max_len = cfg.max_model_len
         threshold = self._threshold
+        look, ds = self._look, self._ds  # 0 without speculative decoding
         i = 0
         while i < len(running) and budget > 0:
+            if self._inb <= ds:
+                break
             seq = running[i]
             c = seq.computed
-            n = seq.prompt + seq.outputs - c
+            n = seq.prompt + seq.outputs + seq.drafts - c  # num_tokens_with_spec - computed
             if 0 < threshold < n:
                 n = threshold
-            n = min(n, budget, max_len - c - 1)
+            n = min(n, budget, self._inb - ds, max_len - c - 1)
             if n <= 0:
                 i += 1
                 continue
             slots = c + n
-            ok = pool.allocate(seq, slots)
+            need = min(slots + look, max_len)  # lookahead slots for the drafter's KV
+            ok = pool.allocate(seq, need)
             while not ok:
                 victim = self._victim()
                 if cfg.policy == "priority":
@@ -280,13 +319,14 @@ class Scheduler:
                         if s is victim:
                             del scheduled[k]
                             budget += m
+                            self._inb += m + ds
                             break
                 else:
                     running.pop()
                 self._preempt(victim, plan)
                 if victim is seq:
                     break
-                ok = pool.allocate(seq, slots)
+                ok = pool.allocate(seq, need)
             if not ok:
                 if cfg.policy == "priority":
                     continue  # it preempted itself; later (higher-priority) ones may fit
@@ -294,6 +334,14 @@ class Scheduler:
             pool.cache(seq, slots)
             scheduled.append((seq, n))
             budget -= n
+            self._inb -= n + ds
+            if self.spec is not None:
+                self._step_prefill |= seq.partial
+                # drafts trimmed to the scheduled ones; new ones come after the step
+                sd = c + n - seq.num_tokens
+                seq.step_drafts = min(seq.drafts, sd) if sd > 0 else 0
+                seq.drafts = 0
+                seq.spec_pad = False
             i += 1
         return budget
 
@@ -335,6 +383,7 @@ class Scheduler:
             self.transfer_s += victim.held * self.config.swap_s_per_block
         self.pool.free(victim)
         victim.computed = 0
+        victim.drafts = victim.step_drafts = 0  # vLLM drops a preempted request's drafts
         victim.preemptions += 1
         victim.status = "preempted"
         self.preemptions += 1
@@ -359,6 +408,15 @@ class Scheduler:
         cfg = self.config
         pool = self.pool
         n = seq.num_tokens - hit.tokens
+        if self.spec is not None:
+            budget = min(budget, self._inb - self._ds)
+            if not self._step_prefill:  # vLLM pads only when no running prefill chunk ran
+                after = self._step_running > 0
+                n = pad_admission(self.spec, seq, hit.tokens, n, budget, after, cfg.max_model_len)
+            else:
+                seq.spec_pad = False
+            if n == 0:
+                return 0
         if 0 < self._threshold < n:
             n = self._threshold
         if not cfg.enable_chunked_prefill and n > budget:
@@ -368,12 +426,17 @@ class Scheduler:
             full = min(seq.num_tokens, cfg.max_model_len)
             if pool.blocks_needed(seq, full, hit) > pool.num_free:
                 return 0
-        if pool.blocks_needed(seq, hit.tokens + n, hit) > pool.num_free:
+        slots = hit.tokens + n
+        if self._look:
+            slots = min(slots + self._look, cfg.max_model_len)
+        if pool.blocks_needed(seq, slots, hit) > pool.num_free:
             return 0
         return n
 
     def _admit(self, plan: StepPlan, budget: int, now: float) -> int:
         while budget > 0 and self.num_waiting and len(self.running) < self.config.max_num_seqs:
+            if self.spec is not None and self._inb <= self._ds:
+                break
             seq = self._peek()
             hit = self._resume_point(seq)
             n = self._admission_chunk(seq, hit, budget)
@@ -381,12 +444,18 @@ class Scheduler:
                 break
             self._admit_one(plan, seq, hit, n, now)
             budget -= n
+            self._inb -= n + self._ds
         return budget
 
     def _admit_one(self, plan: StepPlan, seq: Sequence, hit: Hit, n: int, now: float) -> None:
         """Move the head of the queue into the batch with ``n`` tokens (already checked)."""
         pool = self.pool
-        pool.allocate(seq, hit.tokens + n, hit)
+        slots = hit.tokens + n
+        if self.spec is not None:
+            slots = min(slots + self._look, self.config.max_model_len)
+            seq.drafts = 0
+            seq.step_drafts = n - 1 if seq.spec_pad else 0
+        pool.allocate(seq, slots, hit)
         if seq.swapped:
             self.transfer_s += pool.layout.blocks(seq.swapped) * self.config.swap_s_per_block
             seq.swapped = 0
@@ -445,10 +514,20 @@ class Scheduler:
         done: list[Sequence] = []
         cohort = self.cohort
         joins: list[Sequence] = []
+        spec = self.spec
+        if spec is not None:
+            self._verify_step += 1
+            self.step_accepted = {}
         for seq, _n in plan.scheduled:
             if seq.computed < seq.num_tokens:
                 continue  # a prefill chunk: no token sampled
-            seq.outputs += 1
+            if spec is None:
+                seq.outputs += 1
+            else:
+                a = verify(spec, seq, self._verify_step)
+                if a >= 0:
+                    self.step_accepted[seq.request_id] = a
+                self.pool.cache(seq, seq.computed)  # vLLM hashes what the step made final
             if seq.first_token_s != seq.first_token_s:  # NaN: first token
                 seq.first_token_s = t_end
             if seq.outputs >= seq.max_tokens:
@@ -457,6 +536,9 @@ class Scheduler:
                 joins.append(seq)
         if plan.cohort_tokens:
             done.extend(self.cohort_step_done())
+        if spec is not None:
+            for seq in joins:
+                seq.drafts = spec.num_speculative_tokens  # the drafter proposed after the step
         self._finish(done, t_end)
         for seq in joins if self.use_cohort else ():
             if seq.computed == seq.num_tokens - 1:

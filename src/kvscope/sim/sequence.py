@@ -59,6 +59,16 @@ class Sequence:
     base_o: int = 0
     epoch: int = 0
     admit_no: int = 0  # admission order = position order in the running list
+    # speculative decoding (see spec_decode.py): drafts proposed for the next step, drafts
+    # scheduled this step (placeholders when ``spec_pad``), totals for the outputs
+    drafts: int = 0
+    step_drafts: int = 0
+    spec_pad: bool = False
+    partial: bool = False  # vLLM ``Request.is_prefill_chunk`` (set by spec-mode schedule)
+    spec_drafted: int = 0
+    spec_accepted: int = 0
+    spec_verifies: int = 0
+    hash_shift: int = 0  # tokens after a block its prefix-cache key covers (EAGLE/MTP)
 
     @property
     def num_tokens(self) -> int:
@@ -78,7 +88,9 @@ class Sequence:
 
         The key is (chained hash of the workload block holding the block's last token, end
         token): equal keys mean equal token prefixes, the property vLLM's chained block
-        hashes have (``vllm/v1/core/kv_cache_utils.py::hash_block_tokens``).
+        hashes have (``vllm/v1/core/kv_cache_utils.py::hash_block_tokens``). With
+        ``hash_shift`` the key also covers the next tokens, as vLLM 0.33.0's lookahead block
+        hashes do (``kv_cache_utils.py::get_request_block_hasher``).
         """
         end = (j + 1) * block_size
-        return self.trace_hashes[(end - 1) // self.hash_block_size], end
+        return self.trace_hashes[(end - 1 + self.hash_shift) // self.hash_block_size], end
