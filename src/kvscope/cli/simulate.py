@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from kvscope.cli.cost_options import GpuSpecFile
+from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
 from kvscope.cli.output import print_json, stderr, stdout
 from kvscope.cli.parallel_options import (
     DataParallelSize,
@@ -195,6 +195,7 @@ def simulate(
         Path | None,
         typer.Option("--cost", help="Cost coefficients JSON (OUT/cost.json of --calibrate)."),
     ] = None,
+    cost_model: CostModelOpt = "roofline",
     calibrate: Annotated[
         Path | None,
         typer.Option("--calibrate", help="Fit cost coefficients from a bench run directory."),
@@ -244,6 +245,7 @@ def simulate(
     json_out: JsonOpt = False,
 ) -> None:
     """Replay a workload through a simulated vLLM-like engine: KV usage, preemptions, latency."""
+    from kvscope.cli.cost_options import show_cost_warnings
     from kvscope.cli.workload import build_from_flags
     from kvscope.plan.config import resolve_parallel
     from kvscope.sim import SimConfig
@@ -284,12 +286,14 @@ def simulate(
         mode=mode,  # type: ignore[arg-type]
         sample_interval_s=resolution,
         cost_file=str(cost_file) if cost_file else None,
+        cost_model=cost_model,
         slo_ttft_s=slo_ttft,
         slo_tpot_s=slo_tpot,
         speculative_config=speculative_config,
         spec_acceptance=spec_acceptance,
         spec_seed=seed or 0,
     )
+    show_cost_warnings()
     if calibrate is not None:
         _calibrate(calibrate, cfg, out, force, json_out)
         return

@@ -47,13 +47,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from kvscope.errors import KvscopeError
 from kvscope.validate import load_json, write_text_atomic
+
+if TYPE_CHECKING:
+    from kvscope.sim.scheduler import StepPlan
 
 F64 = NDArray[np.float64]
 
@@ -289,6 +292,15 @@ class CostModel:
         if self._comm and t > 0:
             out = out + (h.comm_fixed_s + h.comm_s_per_token * t)
         return out
+
+    def plan_time(self, plan: StepPlan) -> float:
+        """One scheduled step (the engine's call): this roofline needs only its totals;
+        measured-kernel models (:mod:`kvscope.sim.cost_aic`) split prefill from decode."""
+        return self.step_time(plan.tokens, plan.context_tokens, plan.decode_tokens)
+
+    def describe(self) -> dict[str, Any]:
+        """The cost model's name and source, for the run's summary."""
+        return {"name": "roofline", "source": self.coef.source}
 
     def roofline_time(self, tokens: int, context: int) -> float:
         """One pass without the per-step overhead (a drafter's pass inside a step)."""
