@@ -7,7 +7,8 @@ reported apart; the loop is single-threaded, so CPU time is the time on an unloa
 the fair figure on a shared machine), the number of engine steps, and the speed-up over the
 simulated time.
 
-Run: ``PYTHONPATH=src python benchmarks/sim_speed.py [--requests 1000000] [--shared DIR]``.
+Run: ``PYTHONPATH=src python benchmarks/sim_speed.py [--requests 1000000] [--shared DIR]
+[--cost-model roofline|fitted|aic] [--azure-model ID] [--skip-synthetic]``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--shared", type=Path, default=HERE.parent.parent / "shared")
+    ap.add_argument("--cost-model", default="roofline", help="roofline, fitted or aic")
+    ap.add_argument("--azure-model", default="deepseek-ai/DeepSeek-V4-Flash")
+    ap.add_argument("--skip-synthetic", action="store_true", help="only the Azure trace")
     args = ap.parse_args()
 
     trace = args.shared / "traces" / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
@@ -48,16 +52,29 @@ def main() -> None:
         w = build_workload(str(trace))
         load = time.perf_counter() - t0
         cfg = SimConfig(
-            model="deepseek-ai/DeepSeek-V4-Flash", gpu="H200", tp=8, kv_cache_dtype="fp8"
+            model=args.azure_model,
+            gpu="H200",
+            tp=8,
+            kv_cache_dtype="fp8",
+            cost_model=args.cost_model,
         )
-        report("Azure conv, DeepSeek-V4-Flash, 8xH200", len(w), load, simulate(w, cfg), 5.0)
+        name = args.azure_model.split("/")[-1]
+        res = simulate(w, cfg)
+        report(f"Azure conv, {name}, 8xH200, {args.cost_model}", len(w), load, res, 5.0)
     else:
         print(f"skipped the Azure trace: {trace} not found")
 
+    if args.skip_synthetic:
+        return
     t0 = time.perf_counter()
     w = build_workload(arrival="poisson:rate=20", num_requests=args.requests, seed=1)
     load = time.perf_counter() - t0
-    cfg = SimConfig(model="meta-llama/Llama-3.1-8B", gpu="H100", sample_interval_s=1.0)
+    cfg = SimConfig(
+        model="meta-llama/Llama-3.1-8B",
+        gpu="H100",
+        sample_interval_s=1.0,
+        cost_model=args.cost_model,
+    )
     report(
         "synthetic poisson 20/s, 1024->128 tokens, Llama-3.1-8B, 1xH100",
         len(w),

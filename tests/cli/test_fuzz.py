@@ -388,6 +388,7 @@ COMMANDS = (
     ),
     Command(("doctor",), ("--json", "--timeout", "3"), 4, timeout_s=60.0),
     Command(("report",), ("files/precious_run", "--out", "out/report.html"), 25),
+    Command(("calibrate",), ("files/precious_run", "--out", "out/cost.json"), 15),
     Command(("alerts", "check"), ("--store", "files/store.duckdb"), 15),
     Command(("alerts", "list"), (), 10),
     Command(("alerts", "export"), ("--out", "out/alerts"), 10),

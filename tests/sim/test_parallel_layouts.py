@@ -333,7 +333,7 @@ def test_pp2_steps_are_vllm_batch_queue_pairs() -> None:
     proc = subprocess.run(
         [
             vllm_python(),
-            str(here / "oracle_pp_batch_queue.py"),
+            str(here.parents[1] / "benchmarks" / "vllm_oracle_pp.py"),
             str(here.parents[1] / "benchmarks"),
         ],
         input=json.dumps(spec),

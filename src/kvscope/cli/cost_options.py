@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -44,3 +44,31 @@ GpuSpecFile = Annotated[
         "[default: ~/.config/kvscope/gpus.yaml if it exists].",
     ),
 ]
+CostModelOpt = Annotated[
+    str,
+    typer.Option(
+        "--cost-model",
+        help="Step times from: roofline (kvscope's bandwidth/FLOPs bound), fitted (the "
+        "roofline with terms fitted to AIConfigurator's kernels) or aic (AIConfigurator's "
+        "measured kernels; pip install 'kvscope[aic]'; the fitted roofline where it has no "
+        "data).",
+    ),
+]
+
+
+def show_cost_warnings() -> None:
+    """Print the cost models' fallback warnings as one ``kvscope: warning:`` line each."""
+    import sys
+    import warnings
+
+    from kvscope.sim.cost_aic import AicFallbackWarning
+
+    previous = warnings.showwarning
+
+    def show(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(category, type) and issubclass(category, AicFallbackWarning):
+            sys.stderr.write(f"kvscope: warning: {message}\n")
+        else:
+            previous(message, category, *args, **kwargs)
+
+    warnings.showwarning = show

@@ -15,6 +15,7 @@ from kvscope import __version__
 from kvscope.cli import (
     alerts,
     bench,
+    calibrate,
     comm,
     dashboards,
     demo,
@@ -75,6 +76,7 @@ START, PLAN, LIVE, DIAGNOSE, SHOW = (
 app.command("demo", rich_help_panel=START)(demo.demo)
 app.command("plan", rich_help_panel=PLAN)(plan.plan)
 app.command("simulate", rich_help_panel=PLAN)(simulate.simulate)
+app.command("calibrate", rich_help_panel=PLAN)(calibrate.calibrate)
 app.add_typer(workload.app, name="workload", rich_help_panel=PLAN, cls=PanelGroup)
 app.add_typer(models.app, name="models", rich_help_panel=PLAN, cls=PanelGroup)
 app.command("gpus", rich_help_panel=PLAN)(gpus.gpus)

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from kvscope.cli.cost_options import GpuHourPrice, GpuSpecFile, PricesFile, Provider
+from kvscope.cli.cost_options import CostModelOpt, GpuHourPrice, GpuSpecFile, PricesFile, Provider
 from kvscope.cli.parallel_options import (
     DataParallelSize,
     EnableDpAttention,
@@ -98,6 +98,7 @@ def plan(
         help="vLLM: KV budget in bytes, skips the profile [default: from the memory fraction].",
     ),
     engine: str = typer.Option("vllm", "--engine", help="Engine: vllm or sglang."),
+    cost_model: CostModelOpt = "roofline",
     engine_version: EngineVersion = None,
     enforce_eager: bool = typer.Option(
         False, "--enforce-eager", help="No CUDA graphs, so no CUDA-graph memory [default: off]."
@@ -272,12 +273,16 @@ def plan(
         context,
     )
     _warn(perf.warnings)
+    from kvscope.cli import plan_cost_models
+
+    steps = plan_cost_models.step_models(spec, gpu_spec, par, memory, perf, eng.engine, cost_model)
     if as_json or out:
         from kvscope.cli.output import print_json, to_jsonable
 
         doc: dict[str, Any] = to_jsonable(memory)
         doc["advice"] = to_jsonable(advice)
         doc.update(plan_perf.performance_json(perf))
+        doc["step_models"] = steps
         doc["warnings"] = [*doc.get("warnings", ()), *perf.warnings]
         if out:
             from kvscope.results import RunDir
@@ -298,6 +303,7 @@ def plan(
     from kvscope.cli.output import stdout
 
     stdout.print(plan_perf.performance_table(perf))
+    stdout.print(plan_cost_models.step_models_table(steps))
 
 
 def _check_request_flags(

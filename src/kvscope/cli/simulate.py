@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from kvscope.cli.cost_options import GpuSpecFile
+from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
 from kvscope.cli.output import print_json, stderr, stdout
 from kvscope.cli.parallel_options import (
     DataParallelSize,
@@ -94,7 +94,10 @@ def simulate(
         ),
     ] = None,
     engine: Annotated[
-        str, typer.Option("--engine", help="vllm (v1 scheduler) or sglang (prefill-first).")
+        str,
+        typer.Option(
+            "--engine", help="vllm (v1 scheduler), sglang (prefill-first) or llama.cpp (slots)."
+        ),
     ] = "vllm",
     gpu_memory_utilization: Annotated[
         float | None,
@@ -153,6 +156,10 @@ def simulate(
             show_default="the model's max_position_embeddings",
         ),
     ] = None,
+    ctx_size: Annotated[
+        int | None,
+        typer.Option("--ctx-size", help="llama.cpp's -c: KV tokens over all slots (llama.cpp)."),
+    ] = None,
     prefix_caching: Annotated[
         bool,
         typer.Option(
@@ -188,6 +195,7 @@ def simulate(
         Path | None,
         typer.Option("--cost", help="Cost coefficients JSON (OUT/cost.json of --calibrate)."),
     ] = None,
+    cost_model: CostModelOpt = "roofline",
     calibrate: Annotated[
         Path | None,
         typer.Option("--calibrate", help="Fit cost coefficients from a bench run directory."),
@@ -237,6 +245,7 @@ def simulate(
     json_out: JsonOpt = False,
 ) -> None:
     """Replay a workload through a simulated vLLM-like engine: KV usage, preemptions, latency."""
+    from kvscope.cli.cost_options import show_cost_warnings
     from kvscope.cli.workload import build_from_flags
     from kvscope.plan.config import resolve_parallel
     from kvscope.sim import SimConfig
@@ -267,6 +276,7 @@ def simulate(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         max_model_len=max_model_len,
+        ctx_size=ctx_size,
         enable_prefix_caching=prefix_caching,
         enable_chunked_prefill=chunked_prefill,
         cpu_offload_gib=cpu_offload_gib,
@@ -276,12 +286,14 @@ def simulate(
         mode=mode,  # type: ignore[arg-type]
         sample_interval_s=resolution,
         cost_file=str(cost_file) if cost_file else None,
+        cost_model=cost_model,
         slo_ttft_s=slo_ttft,
         slo_tpot_s=slo_tpot,
         speculative_config=speculative_config,
         spec_acceptance=spec_acceptance,
         spec_seed=seed or 0,
     )
+    show_cost_warnings()
     if calibrate is not None:
         _calibrate(calibrate, cfg, out, force, json_out)
         return

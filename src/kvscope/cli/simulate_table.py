@@ -69,3 +69,25 @@ def print_table(results: list[dict[str, Any]], sweep: bool, console: Any) -> Non
         if r.get("run_dir"):
             table.add_row("run dir", r["run_dir"])
     console.print(table)
+    footers = {cost_footer(r.get("cost_model")): r.get("point") for r in results}
+    for footer, point in footers.items():
+        if footer:
+            label = f"{point}: " if point and len(footers) > 1 else ""
+            console.print(f"[dim]{label}{footer}[/dim]")
+
+
+def cost_footer(cost: dict[str, Any] | None) -> str:
+    """One line naming the step-time model and, where measured, its expected error."""
+    if not cost:
+        return ""
+    line = f"step times: {cost.get('name')} ({cost.get('source')})"
+    err = cost.get("expected_error")
+    if err:
+        line += (
+            f"; expected error vs AIConfigurator on held-out {err['family']} points: median "
+            f"{err['median_abs_err']:.0%}, P90 {err['p90_abs_err']:.0%}"
+        )
+    missed = cost.get("shapes_on_roofline")
+    if missed:
+        line += f"; {missed:,} step shapes AIC could not price used the fitted roofline"
+    return line

@@ -15,7 +15,7 @@ deterministic and free of optimiser dependencies.
 from __future__ import annotations
 
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,13 @@ from numpy.typing import NDArray
 
 from kvscope.errors import KvscopeError
 from kvscope.results import read_table
+from kvscope.sim.calibrate_samples import (
+    PREFILL_FIELDS,
+    DecodeSamples,
+    PrefillSamples,
+    decode_samples,
+    prefill_samples,
+)
 from kvscope.sim.cost import CostCoefficients, CostModel, HardwareTerms
 
 F64 = NDArray[np.float64]
@@ -35,109 +42,85 @@ class Fit:
     report: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class DecodeSamples:
-    """Per sampled request: decode batch, context, TPOT, and the prefills inside its decode."""
+def _linear_terms(base: F64, y: F64, w: F64, a: F64, b: F64 | None) -> tuple[float, float]:
+    """Non-negative (overhead, per-decode-token) minimising sum w((base + ov a + d b)/y - 1)^2."""
+    r = (y - base) / y
+    xa, xb = a / y, None if b is None else b / y
 
-    batch: F64
-    ctx: F64
-    tpot: F64
-    steps: F64
-    prefill_owner: NDArray[np.int64]  # sample index of each interleaved prefill
-    prefill_tokens: F64
+    def one(x: F64) -> float:
+        den = float(np.sum(w * x * x))
+        return max(float(np.sum(w * x * r)) / den, 0.0) if den > 0 else 0.0
 
-    def predict(self, model: CostModel) -> F64:
-        """Mean step time over each request's decode steps (pure decodes + prefill steps)."""
-        pure = model.step_times(self.batch, self.ctx)
-        extra = model.step_times(
-            self.batch[self.prefill_owner] + self.prefill_tokens, self.ctx[self.prefill_owner]
-        )
-        total = pure * self.steps
-        np.add.at(total, self.prefill_owner, extra - pure[self.prefill_owner])
-        out: F64 = total / self.steps
-        return out
-
-
-def decode_samples(table: Any, max_samples: int = 2000) -> DecodeSamples:
-    """Reconstruct each sampled request's decode batch from all requests' timestamps."""
-    col = {
-        n: np.asarray(table.column(n).to_numpy(zero_copy_only=False)) for n in table.column_names
-    }
-    with np.errstate(invalid="ignore"):
-        # a TPOT of 0 or below cannot be a decode step time (its log error is undefined)
-        ok = (
-            (col["status"] == "ok")
-            & (col["output_tokens"] >= 2)
-            & np.isfinite(col["tpot_s"].astype(np.float64))
-            & (col["tpot_s"].astype(np.float64) > 0)
-        )
-    if ok.sum() < 10:
-        raise KvscopeError(
-            f"calibration needs at least 10 completed requests with 2+ output tokens; "
-            f"found {int(ok.sum())}."
-        )
-    start = col["first_scheduled_s"].astype(np.float64)
-    first = col["first_token_s"].astype(np.float64)
-    fin = col["finish_s"].astype(np.float64)
-    prompt = col["prompt_tokens"].astype(np.float64)
-    prefill = prompt - col["cached_prompt_tokens"].astype(np.float64)
-    out = col["output_tokens"].astype(np.float64)
-    idx = np.flatnonzero(ok)
-    if len(idx) > max_samples:
-        idx = idx[np.linspace(0, len(idx) - 1, max_samples).astype(np.int64)]
-    alive_all = np.isfinite(start) & np.isfinite(fin)
-    span = np.maximum(fin - first, 1e-12)
-    batch = np.empty(len(idx))
-    ctx = np.empty(len(idx))
-    owners: list[NDArray[np.int64]] = []
-    tokens: list[F64] = []
-    for k, i in enumerate(idx):
-        t = 0.5 * (first[i] + fin[i])
-        alive = alive_all & (start <= t) & (fin > t)
-        frac = np.clip((t - first[alive]) / span[alive], 0.0, 1.0)
-        batch[k] = alive.sum()
-        ctx[k] = float((prompt[alive] + out[alive] * frac).sum())
-        inside = np.flatnonzero((first > first[i]) & (first <= fin[i]))
-        owners.append(np.full(len(inside), k, dtype=np.int64))
-        tokens.append(prefill[inside])
-    return DecodeSamples(
-        batch,
-        ctx,
-        col["tpot_s"][idx].astype(np.float64),
-        np.maximum(out[idx] - 1.0, 1.0),
-        np.concatenate(owners) if owners else np.zeros(0, np.int64),
-        np.concatenate(tokens) if tokens else np.zeros(0),
+    if xb is None:
+        return one(xa), 0.0
+    m = np.array(
+        [[np.sum(w * xa * xa), np.sum(w * xa * xb)], [np.sum(w * xa * xb), np.sum(w * xb * xb)]]
     )
+    v = np.array([np.sum(w * xa * r), np.sum(w * xb * r)])
+    try:
+        ov, d = np.linalg.solve(m, v)
+    except np.linalg.LinAlgError:
+        ov, d = -1.0, -1.0
+    if ov >= 0 and d >= 0:
+        return float(ov), float(d)
+    # one of them on its bound: the better of the two one-term fits
+    cands = [(one(xa), 0.0), (0.0, one(xb))]
+    err = [float(np.sum(w * (c[0] * xa + c[1] * xb - r) ** 2)) for c in cands]
+    return cands[int(np.argmin(err))]
 
 
-def fit_coefficients(terms: HardwareTerms, data: DecodeSamples) -> tuple[CostCoefficients, float]:
-    """Grid-search (MFU, MBU); overhead = median residual. Returns coefficients and MAPE."""
-    tpot = data.tpot
+def fit_coefficients(
+    terms: HardwareTerms, data: DecodeSamples, prefill: PrefillSamples | None = None
+) -> tuple[CostCoefficients, float]:
+    """Grid-search (MFU, MBU); for each pair the per-step overhead (and, when prefill samples
+    separate a decoded token from a prompt token, the per-decode-token host cost) by weighted
+    least squares on relative error. Decode and prefill samples weigh half each. Returns the
+    coefficients and the in-sample TPOT MAPE."""
+    y = data.tpot
+    a_dec = np.ones_like(y)
+    b_dec = data.batch
+    w_dec = np.full_like(y, 1.0 / len(y))
+    if prefill is not None:
+        y = np.concatenate([y, prefill.ttft])
+        a = np.concatenate([a_dec, np.where(prefill.batch > 0, 1.5, 1.0)])
+        b: F64 | None = np.concatenate([b_dec, 1.5 * prefill.batch])
+        w = np.concatenate([0.5 * w_dec, np.full(len(prefill.ttft), 0.5 / len(prefill.ttft))])
+    else:
+        a, b, w = a_dec, None, w_dec
 
-    def score(mfu: float, mbu: float) -> tuple[float, float]:
-        base = data.predict(CostModel(terms, CostCoefficients(0.0, mfu, mbu)))
-        overhead = max(float(np.median(tpot - base)), 0.0)
-        pred = base + overhead
-        return float(np.mean(np.log(pred / tpot) ** 2)), overhead
+    def base_of(mfu: float, mbu: float) -> F64:
+        model = CostModel(terms, CostCoefficients(0.0, mfu, mbu))
+        parts = [data.predict(model)]
+        if prefill is not None:
+            parts.append(prefill.predict(model))
+        return np.concatenate(parts)
 
-    best = (np.inf, 0.5, 0.5, 0.0)
-    grid = np.geomspace(0.02, 1.0, 24)
+    def score(mfu: float, mbu: float) -> tuple[float, float, float]:
+        base = base_of(mfu, mbu)
+        ov, d = _linear_terms(base, y, w, a, b)
+        pred = np.maximum(base + ov * a + (0.0 if b is None else d * b), 1e-12)
+        return float(np.sum(w * np.log(pred / y) ** 2)), ov, d
+
+    best = (np.inf, 0.5, 0.5, 0.0, 0.0)
+    grid = np.geomspace(0.002, 1.0, 28)
     for mfu in grid:
         for mbu in grid:
-            err, ov = score(float(mfu), float(mbu))
+            err, ov, d = score(float(mfu), float(mbu))
             if err < best[0]:
-                best = (err, float(mfu), float(mbu), ov)
+                best = (err, float(mfu), float(mbu), ov, d)
     for _ in range(2):  # refine around the best point
-        _, m0, b0, _ = best
-        for mfu in np.clip(m0 * np.geomspace(0.8, 1.25, 11), 1e-3, 1.0):
-            for mbu in np.clip(b0 * np.geomspace(0.8, 1.25, 11), 1e-3, 1.0):
-                err, ov = score(float(mfu), float(mbu))
+        _, m0, b0, _, _ = best
+        for mfu in np.clip(m0 * np.geomspace(0.8, 1.25, 11), 1e-4, 1.0):
+            for mbu in np.clip(b0 * np.geomspace(0.8, 1.25, 11), 1e-4, 1.0):
+                err, ov, d = score(float(mfu), float(mbu))
                 if err < best[0]:
-                    best = (err, float(mfu), float(mbu), ov)
-    _, mfu, mbu, ov = best
-    coef = CostCoefficients(ov, mfu, mbu, source="fitted by kvscope simulate --calibrate")
+                    best = (err, float(mfu), float(mbu), ov, d)
+    _, mfu, mbu, ov, d = best
+    coef = CostCoefficients(
+        ov, mfu, mbu, source="fitted by kvscope simulate --calibrate", decode_token_s=d
+    )
     pred = data.predict(CostModel(terms, coef))
-    mape = float(np.mean(np.abs(pred - tpot) / tpot))
+    mape = float(np.mean(np.abs(pred - data.tpot) / data.tpot))
     return coef, mape
 
 
@@ -167,7 +150,9 @@ def load_requests(run_dir: Path) -> Any:
         raise KvscopeError(f"{run_dir}: cannot read ({err.strerror or err}).") from None
     if mode is None or not stat.S_ISDIR(mode):
         what = "no such directory" if mode is None else "not a directory"
-        raise KvscopeError(f"{run_dir}: {what}; --calibrate takes a bench run directory.")
+        raise KvscopeError(
+            f"{run_dir}: {what}; expected a bench run directory (with requests.parquet)."
+        )
     try:
         # absolute: pyarrow would take a relative "file:/x" or "s3:/x" for a URI
         table = read_table(run_dir.absolute(), "requests")
@@ -203,7 +188,115 @@ def calibrate_run_dir(run_dir: Path, cfg: Any) -> Fit:
     from kvscope.sim.run import build_pool
 
     table = load_requests(Path(run_dir))
-    _pool, _layout, terms, _info = build_pool(cfg)
-    data = decode_samples(table)
-    coef, mape = fit_coefficients(terms, data)
-    return Fit(coef, {"requests_used": len(data.tpot), "tpot_mape": mape, "run_dir": str(run_dir)})
+    _pool, _layout, terms, info = build_pool(cfg)
+    coef, mape, used = fit_tables([(Path(run_dir), table)], terms, int(info["max_num_seqs"]))
+    coef = replace(coef, source="fitted by kvscope simulate --calibrate")
+    return Fit(coef, {"requests_used": used, "tpot_mape": mape, "run_dir": str(run_dir)})
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fit over several measured runs and its scores on runs it did not see."""
+
+    coefficients: CostCoefficients
+    report: dict[str, Any]
+    #: (label, score) per held-out run: ``--holdout`` runs, else leave-one-out folds.
+    scores: tuple[tuple[str, Any], ...]
+
+
+def fit_tables(
+    tables: list[tuple[Path, Any]], terms: HardwareTerms, slots: int
+) -> tuple[CostCoefficients, float, int]:
+    """One fit over the decode (and prefill) samples of every table; ``slots`` is the most
+    requests the engine runs at once. Returns coefficients, TPOT MAPE, decode samples used."""
+    parts = [decode_samples(t) for _p, t in tables]
+    owners, offset = [], 0
+    for d in parts:
+        owners.append(d.prefill_owner + offset)
+        offset += len(d.tpot)
+    data = DecodeSamples(
+        np.concatenate([d.batch for d in parts]),
+        np.concatenate([d.ctx for d in parts]),
+        np.concatenate([d.tpot for d in parts]),
+        np.concatenate([d.steps for d in parts]),
+        np.concatenate(owners),
+        np.concatenate([d.prefill_tokens for d in parts]),
+    )
+    pre = [p for p in (prefill_samples(t, slots) for _p, t in tables) if p is not None]
+    prefill = (
+        PrefillSamples(*(np.concatenate([getattr(p, f) for p in pre]) for f in PREFILL_FIELDS))
+        if pre
+        else None
+    )
+    coef, mape = fit_coefficients(terms, data, prefill)
+    runs = ", ".join(str(p) for p, _t in tables)
+    return replace(coef, source=f"fitted by kvscope calibrate on {runs}"), mape, len(data.tpot)
+
+
+def calibrate_runs(
+    run_dirs: list[Path],
+    cfg: Any,
+    *,
+    holdout: list[Path] | None = None,
+    min_requests: int = 10,
+    scratch: Path | None = None,
+    refine: bool = True,
+) -> Calibration:
+    """Fit the cost coefficients of deployment ``cfg`` (a SimConfig) on ``run_dirs`` and score
+    the fit on ``holdout`` runs (replayed through the simulator), or, with no holdout and
+    several runs, leave-one-out: each run is scored with a fit on the others. The returned
+    coefficients are always the fit on every run of ``run_dirs``.
+
+    With ``refine``, the regression fit is then adjusted by replaying the fit runs
+    (:func:`kvscope.sim.holdout.refine_by_replay`): the simulated TTFT and TPOT percentiles
+    are matched to the measured ones, which absorbs what the step-time regression cannot see
+    (queueing in front of the engine, time between steps)."""
+    import tempfile
+
+    from kvscope.sim.holdout import ReplayCase, refine_by_replay
+    from kvscope.sim.run import build_pool
+
+    if not run_dirs:
+        raise KvscopeError("calibration needs at least one bench run directory.")
+    held = list(holdout or [])
+    tables = [(Path(d), load_requests(Path(d))) for d in [*run_dirs, *held]]
+    for path, table in tables:
+        done = int(np.sum(np.asarray(table.column("status").to_pylist(), dtype=object) == "ok"))
+        if done < min_requests:
+            raise KvscopeError(
+                f"{path}: {done} completed requests; calibration needs at least {min_requests}."
+            )
+    fit_data, held_tables = tables[: len(run_dirs)], tables[len(run_dirs) :]
+    _pool, _layout, terms, info = build_pool(cfg)
+    slots = int(info["max_num_seqs"])
+    cases = {p: ReplayCase.of(p, t) for p, t in tables}
+    scores: list[tuple[str, Any]] = []
+    refined: float | None = None
+    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+
+        def fit(data: list[tuple[Path, Any]]) -> tuple[CostCoefficients, float, int, float | None]:
+            c, m, u = fit_tables(data, terms, slots)
+            if not refine:
+                return c, m, u, None
+            r, err = refine_by_replay([cases[p] for p, _t in data], cfg, c, Path(tmp))
+            return replace(r, source=c.source + " (refined by replay)"), m, u, err
+
+        coef, mape, used, refined = fit(fit_data)
+        cost = str(Path(tmp) / "cost.json")
+        if held_tables:
+            coef.save(cost)
+            scores = [(f"holdout {p.name}", cases[p].score(cfg, cost)) for p, _t in held_tables]
+        elif len(fit_data) > 1:
+            for k, (p, _t) in enumerate(fit_data):
+                fold = fit(fit_data[:k] + fit_data[k + 1 :])[0]
+                fold.save(cost)
+                scores.append((f"leave-out {p.name}", cases[p].score(cfg, cost)))
+    report = {
+        "runs": [str(p) for p, _t in fit_data],
+        "holdout": [str(p) for p, _t in held_tables],
+        "requests_used": used,
+        "tpot_mape": mape,
+        "replay_error": refined,
+        "scores": [{"label": label, **s.as_dict()} for label, s in scores],
+    }
+    return Calibration(coef, report, tuple(scores))

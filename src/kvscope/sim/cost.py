@@ -47,13 +47,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from kvscope.errors import KvscopeError
 from kvscope.validate import load_json, write_text_atomic
+
+if TYPE_CHECKING:
+    from kvscope.sim.scheduler import StepPlan
 
 F64 = NDArray[np.float64]
 
@@ -66,10 +69,17 @@ class CostCoefficients:
     mfu: float = 0.45  # the planner's default (kvscope.plan.roofline.Efficiency.flops)
     mbu: float = 0.8  # the planner's default (kvscope.plan.roofline.Efficiency.hbm)
     source: str = "defaults (kvscope.plan.roofline.Efficiency; 3 ms per-step overhead)"
+    #: Host seconds per decoded token on top of the roofline (sampling, detokenising,
+    #: streaming each sequence's token); 0 unless fitted. Written to the file only when set,
+    #: so files without it read as before.
+    decode_token_s: float = 0.0
 
     def __post_init__(self) -> None:
-        problem = "cost coefficients need 0 < mfu <= 1, 0 < mbu <= 1 and overhead_s >= 0"
-        for name in ("overhead_s", "mfu", "mbu"):
+        problem = (
+            "cost coefficients need 0 < mfu <= 1, 0 < mbu <= 1, overhead_s >= 0 and "
+            "decode_token_s >= 0"
+        )
+        for name in ("overhead_s", "mfu", "mbu", "decode_token_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise KvscopeError(f"{problem}; {name} is {value!r}.")
@@ -77,14 +87,17 @@ class CostCoefficients:
         # a step time.
         if not (0 < self.mfu <= 1 and 0 < self.mbu <= 1 and 0 <= self.overhead_s < float("inf")):
             raise KvscopeError(problem + ".")
+        if not 0 <= self.decode_token_s < float("inf"):
+            raise KvscopeError(problem + ".")
         if not isinstance(self.source, str):
             raise KvscopeError(f"cost coefficients: source must be text, not {self.source!r}.")
 
     def save(self, path: str | Path) -> Path:
         """Write the coefficients as JSON (atomically: a reader never sees half a file)."""
-        return write_text_atomic(
-            path, json.dumps(asdict(self), indent=2) + "\n", "cost coefficients"
-        )
+        doc = asdict(self)
+        if not self.decode_token_s:
+            del doc["decode_token_s"]
+        return write_text_atomic(path, json.dumps(doc, indent=2) + "\n", "cost coefficients")
 
     @classmethod
     def load(cls, path: str | Path) -> CostCoefficients:
@@ -92,7 +105,7 @@ class CostCoefficients:
         doc = load_json(p, "cost coefficients file")
         if not isinstance(doc, dict):
             raise KvscopeError(f"{p}: cost coefficients must be a JSON object.")
-        known = {"overhead_s", "mfu", "mbu", "source"}
+        known = {"overhead_s", "mfu", "mbu", "source", "decode_token_s"}
         unknown = set(doc) - known
         if unknown:
             raise KvscopeError(
@@ -227,13 +240,20 @@ class CostModel:
         flops = (2.0 * h.active_params * tokens + h.attn_flops_per_ctx_token * context) / h.tp
         return nbytes, flops
 
-    def step_times(self, tokens: F64, context: F64) -> F64:
-        """Seconds per step (vectorised); zero-token steps cost the overhead only."""
+    def step_times(self, tokens: F64, context: F64, decode: F64 | None = None) -> F64:
+        """Seconds per step (vectorised); zero-token steps cost the overhead only.
+        ``decode``: decoded tokens of each step (default: all of ``tokens``), for the
+        per-decode-token host cost."""
         if self._pp > 1:
             m = np.clip(tokens, 1.0, float(self._pp))
             stage: F64 = self._stage_times(tokens / m, context / m)
-            return self._pp * stage
-        return self._stage_times(tokens, context)
+            out: F64 = self._pp * stage
+        else:
+            out = self._stage_times(tokens, context)
+        d = self.coef.decode_token_s
+        if d:
+            out = out + d * (tokens if decode is None else decode)
+        return out
 
     def _stage_times(self, tokens: F64, context: F64) -> F64:
         nbytes, flops = self.bytes_and_flops(tokens, context)
@@ -245,13 +265,18 @@ class CostModel:
             out = out + np.where(tokens > 0, h.comm_fixed_s + h.comm_s_per_token * tokens, 0.0)
         return out
 
-    def step_time(self, tokens: int, context: int) -> float:
+    def step_time(self, tokens: int, context: int, decode: int = -1) -> float:
         """One step, in plain floats: the same operations in the same order as
         :meth:`step_times` (IEEE-754 gives the same result), without numpy's call overhead."""
         if self._pp > 1:
             m = min(max(float(tokens), 1.0), float(self._pp))
-            return self._pp * self._stage_time(tokens / m, context / m)
-        return self._stage_time(float(tokens), float(context))
+            out = self._pp * self._stage_time(tokens / m, context / m)
+        else:
+            out = self._stage_time(float(tokens), float(context))
+        d = self.coef.decode_token_s
+        if d:
+            out = out + d * float(tokens if decode < 0 else decode)
+        return out
 
     def _stage_time(self, t: float, ctx: float) -> float:
         h, c = self.terms, self.coef
@@ -267,6 +292,15 @@ class CostModel:
         if self._comm and t > 0:
             out = out + (h.comm_fixed_s + h.comm_s_per_token * t)
         return out
+
+    def plan_time(self, plan: StepPlan) -> float:
+        """One scheduled step (the engine's call): this roofline needs only its totals;
+        measured-kernel models (:mod:`kvscope.sim.cost_aic`) split prefill from decode."""
+        return self.step_time(plan.tokens, plan.context_tokens, plan.decode_tokens)
+
+    def describe(self) -> dict[str, Any]:
+        """The cost model's name and source, for the run's summary."""
+        return {"name": "roofline", "source": self.coef.source}
 
     def roofline_time(self, tokens: int, context: int) -> float:
         """One pass without the per-step overhead (a drafter's pass inside a step)."""

@@ -17,6 +17,7 @@ from typing import Any
 from kvscope.sim.data_parallel import DataParallelGroup, merged_stats, rank_rows
 from kvscope.sim.engine import EngineStats, sequences_from
 from kvscope.sim.outputs import requests_table, steps_table, summary_figures, with_dp_rank
+from kvscope.sim.roofline import cost_summary
 from kvscope.sim.run import (
     SimConfig,
     SimInterrupted,
@@ -64,6 +65,7 @@ def simulate_replicas(
     rows, row_ranks = rank_rows(per_rank)
     steps = with_dp_rank(steps_table(rows), row_ranks)
     figs = summary_figures(seqs, req, steps, stats, info, slo_targets(cfg))
+    figs["cost_model"] = cost_summary(built[0][0].cost, cfg)
     figs["dp_ranks"] = [
         _rank_figures(r, seqs, ranks, s, int(info["capacity_per_rank"]))
         for r, s in enumerate(per_rank)

@@ -39,6 +39,12 @@ def replica_pools(
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
 
+    if cfg.engine == "llama.cpp":
+        from kvscope.sim import llama_cpp
+
+        return llama_cpp.replica_pools(cfg, replicas)
+    if cfg.ctx_size is not None:
+        raise KvscopeError("--ctx-size is llama.cpp's -c; it needs --engine llama.cpp.")
     model = load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision)
     gpu = get_gpu(cfg.gpu)
     par = cfg.parallelism

@@ -226,7 +226,7 @@ class Engine:
                     continue
                 self._give_up()
                 return i
-            dt = self.cost.step_time(plan.tokens, plan.context_tokens)
+            dt = self.cost.plan_time(plan)
             if plan.proposers and self.cost.drafter is not None:
                 dt += self.cost.drafter.time(self.cost, plan.proposers, plan.context_tokens)
             self._last_dt = dt

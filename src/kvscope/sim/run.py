@@ -22,6 +22,7 @@ from kvscope.sim.engine import Engine, EngineStats, Mode, sequences_from
 from kvscope.sim.kv_pool import PagedPool
 from kvscope.sim.layout import KVLayout
 from kvscope.sim.outputs import requests_table, steps_table, summary_figures, write_run_dir
+from kvscope.sim.roofline import cost_model_for, cost_summary
 from kvscope.sim.scheduler import Policy, Scheduler, SchedulerConfig
 from kvscope.sim.sequence import Sequence
 from kvscope.sim.spec_config import parse_spec_config
@@ -38,7 +39,7 @@ __all__ = ["SimConfig", "SimInterrupted", "SimResult", "build_pool", "replica_po
 class SimConfig:
     """A deployment to simulate: model, GPU, parallelism and the engine flags."""
 
-    engine: Literal["vllm", "sglang"] = "vllm"
+    engine: Literal["vllm", "sglang", "llama.cpp"] = "vllm"
     model: str = "meta-llama/Llama-3.1-8B"
     revision: str | None = None  # Hugging Face revision of a Hub id (branch, tag or commit)
     gpu: str = "H100"
@@ -61,6 +62,7 @@ class SimConfig:
     max_num_seqs: int | None = None  # None: the engine's default, as the planner resolves it
     max_num_batched_tokens: int | None = None
     max_model_len: int | None = None
+    ctx_size: int | None = None  # llama.cpp's -c (KV tokens over all slots); llama.cpp only
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     cpu_offload_gib: float = 0.0
@@ -75,6 +77,7 @@ class SimConfig:
     mode: Mode = "span"
     sample_interval_s: float = 0.1
     cost_file: str | None = None
+    cost_model: str = "roofline"  # roofline, fitted or aic (kvscope.sim.roofline.cost_model_for)
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
     # speculative decoding: vLLM's --speculative-config JSON, kvscope's acceptance model and
@@ -92,6 +95,19 @@ class SimConfig:
             if value not in allowed:
                 raise KvscopeError(f"--{flag} must be {_or(allowed)}, got '{value}'.")
         count(self.tp, "--tensor-parallel-size", low=1, high=MAX_TP)
+        if self.cost_model == "aic":
+            from importlib.util import find_spec
+
+            if find_spec("aiconfigurator_core") is None:
+                raise KvscopeError(
+                    "--cost-model aic needs AIConfigurator: install kvscope[aic] "
+                    "(pip install 'kvscope[aic]')."
+                )
+        if self.cost_model != "roofline" and self.pp > 1:
+            raise KvscopeError(
+                f"--cost-model {self.cost_model} prices one pipeline stage group's step, not "
+                f"{self.pp} stages; use --cost-model roofline with --pipeline-parallel-size."
+            )
         _ = self.parallelism  # the planner's checks: sizes, --num-gpus, DP attention vs TP
         count(self.dp, "--data-parallel-size", low=1, high=MAX_DP_REPLICAS)
         if self.engine_version is not None:
@@ -191,7 +207,7 @@ MAX_CPU_OFFLOAD_GIB = 2**20
 #: Smallest positive steps.parquet sample interval (s).
 MIN_SAMPLE_INTERVAL_S = 1e-6
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "engine": ("vllm", "sglang"),
+    "engine": ("vllm", "sglang", "llama.cpp"),
     "scheduling_policy": ("fcfs", "priority"),
     "preemption_mode": ("recompute", "swap"),
     "allocator": ("paged", "contiguous"),
@@ -199,6 +215,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "contiguous_growth": ("reserve-max", "grow"),
     "contiguous_fit": ("first", "best"),
     "compaction": ("immediate", "lazy", "none"),
+    "cost_model": ("roofline", "fitted", "aic"),
 }
 _CHOICE_FLAGS = {
     "engine": "engine",
@@ -209,6 +226,7 @@ _CHOICE_FLAGS = {
     "contiguous_growth": "contiguous-growth",
     "contiguous_fit": "contiguous-fit",
     "compaction": "compaction",
+    "cost_model": "cost-model",
 }
 #: Integer flags and their least value (the pool-size check names too-small pools itself).
 _COUNT_FLAGS = {
@@ -216,6 +234,7 @@ _COUNT_FLAGS = {
     "max_num_seqs": 1,
     "max_num_batched_tokens": 1,
     "max_model_len": 1,
+    "ctx_size": 2,
 }
 
 
@@ -294,6 +313,7 @@ def simulate(
     req = requests_table(seqs, spec=spec is not None)
     steps = steps_table(stats.rows)
     figs = summary_figures(seqs, req, steps, stats, info, slo_targets(cfg))
+    figs["cost_model"] = cost_summary(engine.cost, cfg)
     result = SimResult(cfg, seqs, stats, info, req, steps, figs, interrupted)
     if interrupted:
         raise SimInterrupted(result)
@@ -323,7 +343,7 @@ def engine_for(
         swap_s_per_block=float(info["block_bytes"]) / terms.pcie_bandwidth,
     )
     coef = CostCoefficients.load(cfg.cost_file) if cfg.cost_file else CostCoefficients()
-    cost = CostModel(terms, coef)
+    cost = cost_model_for(cfg, CostModel(terms, coef))
     alloc: BlockAllocator = pool
     if cfg.allocator == "contiguous":
         from kvscope.sim.contiguous import ContiguousPolicy, ContiguousPool
