@@ -112,8 +112,12 @@ def test_v4_flash_dp8_holds_the_planned_multiple_of_tp8(
         int(np.max(steps_dp.filter(pq_eq(steps_dp, r)).column("running").to_numpy()))
         for r in range(8)
     )
-    # Whole requests: each pool holds floor(capacity / request) of them.
-    assert peak_dp / peak_tp == pytest.approx(predicted, rel=1.0 / peak_tp + 0.01)
+    # Whole requests, and one prefilling request per pool holding its window groups'
+    # in-flight reservation (vLLM 0.33.0's admission cap, cdiv(W - 1 + 131,072, b) + 1 blocks
+    # per window group: ~53k blocks, a third of a TP8 pool) beside the steady decoders: the
+    # concurrency ratio sits a little under the pool ratio, never above it.
+    ratio = peak_dp / peak_tp
+    assert predicted * 0.85 < ratio <= predicted * (1 + 1.0 / peak_tp)
 
 
 def pq_eq(table: Any, rank: int) -> Any:
