@@ -178,6 +178,14 @@ def simulate(
         float,
         typer.Option("--cpu-offload-gib", help="Host-memory KV tier for evicted blocks (GiB)."),
     ] = 0.0,
+    window_model: Annotated[
+        str,
+        typer.Option(
+            "--window-model",
+            help="Sliding-window/V4 window groups: bound (fast) or exact (vLLM's hybrid "
+            "manager, step for step; slower on DeepSeek V4).",
+        ),
+    ] = "bound",
     policy: Annotated[str, typer.Option("--scheduling-policy", help="fcfs or priority.")] = (
         "fcfs"
     ),
@@ -280,6 +288,7 @@ def simulate(
         enable_prefix_caching=prefix_caching,
         enable_chunked_prefill=chunked_prefill,
         cpu_offload_gib=cpu_offload_gib,
+        window_model=window_model,  # type: ignore[arg-type]
         scheduling_policy=policy,  # type: ignore[arg-type]
         preemption_mode=preemption_mode,  # type: ignore[arg-type]
         allocator=allocator,  # type: ignore[arg-type]

@@ -107,6 +107,7 @@ def replica_pools(
             layout,
             enable_caching=cfg.enable_prefix_caching,
             cpu_tier=CpuTier(cap, float(plan.block_bytes), gpu.pcie_bandwidth) if cap else None,
+            window_model=cfg.window_model,
         )
         for _ in range(replicas)
     ]

@@ -60,6 +60,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         layout: KVLayout,
         enable_caching: bool = True,
         cpu_tier: CpuTier | None = None,
+        window_model: str = "exact",
     ) -> None:
         if num_blocks < 2:
             raise KvscopeError(

@@ -95,8 +95,9 @@ class PagedPool:
     """The GPU KV block pool shared by every request (one per engine replica)."""
 
     def __new__(cls, num_blocks: int, layout: KVLayout, *args: Any, **kwargs: Any) -> PagedPool:
-        # layouts with window groups get vLLM's hybrid manager (kvscope.sim.hybrid_pool)
-        if cls is PagedPool and layout.windows:
+        # layouts with window groups get vLLM's hybrid manager (kvscope.sim.hybrid_pool) unless
+        # window_model="bound" asks for the per-request bound model (fast; not step-exact)
+        if cls is PagedPool and layout.windows and kwargs.get("window_model", "exact") == "exact":
             from kvscope.sim.hybrid_pool import HybridPool
 
             return super().__new__(HybridPool)
@@ -108,6 +109,7 @@ class PagedPool:
         layout: KVLayout,
         enable_caching: bool = True,
         cpu_tier: CpuTier | None = None,
+        window_model: str = "exact",
     ) -> None:
         if num_blocks < 2:
             raise KvscopeError(

@@ -66,6 +66,10 @@ class SimConfig:
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     cpu_offload_gib: float = 0.0
+    #: window groups: "bound" (each request at its per-request bound; fast, the default) or
+    #: "exact" (vLLM 0.33.0's hybrid manager, sim/hybrid_pool.py: step for step vLLM's, but
+    #: some 40x slower on DeepSeek V4 for now)
+    window_model: Literal["bound", "exact"] = "bound"
     scheduling_policy: Policy = "fcfs"
     preemption_mode: Literal["recompute", "swap"] = "recompute"
     allocator: Allocator = "paged"
@@ -216,6 +220,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "contiguous_fit": ("first", "best"),
     "compaction": ("immediate", "lazy", "none"),
     "cost_model": ("roofline", "fitted", "aic"),
+    "window_model": ("bound", "exact"),
 }
 _CHOICE_FLAGS = {
     "engine": "engine",
@@ -227,6 +232,7 @@ _CHOICE_FLAGS = {
     "contiguous_fit": "contiguous-fit",
     "compaction": "compaction",
     "cost_model": "cost-model",
+    "window_model": "window-model",
 }
 #: Integer flags and their least value (the pool-size check names too-small pools itself).
 _COUNT_FLAGS = {
