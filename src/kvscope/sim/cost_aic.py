@@ -230,13 +230,13 @@ class AicCostModel(CostModel):
         return t
 
     # -- the CostModel interface: decode-only spans, and whole plans ----------------------
-    def step_time(self, tokens: int, context: int) -> float:
+    def step_time(self, tokens: int, context: int, decode: int = -1) -> float:
         """A span step: ``tokens`` decodes over ``context`` attended tokens."""
         if tokens <= 0:
             return 0.0
         return self.decode_s(int(tokens), float(context))
 
-    def step_times(self, tokens: F64, context: F64) -> F64:
+    def step_times(self, tokens: F64, context: F64, decode: F64 | None = None) -> F64:
         out = np.empty(len(tokens), dtype=np.float64)
         ctx = np.broadcast_to(context, tokens.shape).tolist()
         for i, (t, c) in enumerate(zip(tokens.tolist(), ctx, strict=True)):

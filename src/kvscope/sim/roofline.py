@@ -197,14 +197,14 @@ class FittedRoofline(CostModel):
         memory = weights / (h.hbm_bandwidth * f.mbu) + kv_time
         return x.layers * f.layer_s + max(compute, memory)
 
-    def step_times(self, tokens: F64, context: F64) -> F64:
+    def step_times(self, tokens: F64, context: F64, decode: F64 | None = None) -> F64:
         """Decode-only steps (the engine's spans): ``tokens`` decodes over ``context``."""
         tokens = np.asarray(tokens, dtype=np.float64)
         context = np.broadcast_to(np.asarray(context, dtype=np.float64), tokens.shape)
         z = np.zeros_like(tokens)
         return self.shape_times(z, z, z, tokens, context)
 
-    def step_time(self, tokens: int, context: int) -> float:
+    def step_time(self, tokens: int, context: int, decode: int = -1) -> float:
         return self.shape_time(0, 0, 0, tokens, context)
 
     def plan_time(self, plan: StepPlan) -> float:
