@@ -1,4 +1,6 @@
-"""Step-exact agreement with vLLM 0.33.0's own scheduler, on every differential scenario.
+"""Step-exact agreement with vLLM 0.33.0's own scheduler, on every differential scenario:
+full attention (FCFS and priority), window layouts (sliding windows, several windows,
+DeepSeek V4's groups, under ``--window-model exact``) and speculative decoding.
 
 vLLM runs in the oracle environment (tests/oracle.py); ``benchmarks/sim_vs_vllm.py`` builds the
 scenarios and drives both sides (one vLLM process for all of them). Any divergence fails with
@@ -28,8 +30,21 @@ def test_every_scenario_matches_vllm_step_by_step() -> None:
     results = diff.check(cases, python)
     bad = [f"{name}: {why}" for name, _steps, _pre, _hits, _t, why in results if why]
     assert not bad, "\n".join(bad)
-    # the scenarios exercise what they are named for
+    # the scenarios exercise what they are named for: preemption storms, prefix hits,
+    # window-cache hits on DeepSeek V4's groups, drafts verified
     by_name = {r[0]: r for r in results}
     assert by_name["priority with ties, preemption storm"][2] >= 30
     assert by_name["shared prefixes"][3] > 0
-    assert len(results) >= 16
+    assert by_name["swa32 b16, preemption"][2] > 0
+    assert by_name["DeepSeek V4 groups, preemption"][2] > 0
+    assert by_name["DeepSeek V4 groups, shared"][3] > 0
+    assert by_name["swa128 b16, prefix families"][3] > 0
+    families = {"swa": 0, "DeepSeek V4": 0, "spec": 0}
+    for name in by_name:
+        for key in families:
+            families[key] += name.startswith(key)
+    assert families["swa"] >= 8 and families["DeepSeek V4"] >= 4 and families["spec"] >= 9
+    assert len(results) >= 44
+    for name, w, s in cases:
+        if name.startswith("spec"):
+            assert sum(sum(r["drafts"].values()) for r in diff.run_sim(w, s)) > 0, name

@@ -41,7 +41,7 @@ from math import lcm
 from kvscope.errors import KvscopeError
 from kvscope.sim.hybrid_hits import ANON, HybridHitSearch, Table
 from kvscope.sim.hybrid_hits import cdiv as _cdiv
-from kvscope.sim.kv_pool import NO_HIT, Block, Hit, PagedPool, PoolCounters
+from kvscope.sim.kv_pool import NO_HIT, Block, Hit, PagedPool, PoolCounters, check_num_blocks
 from kvscope.sim.layout import KVLayout
 from kvscope.sim.offload import CpuTier
 from kvscope.sim.sequence import Sequence
@@ -62,13 +62,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         cpu_tier: CpuTier | None = None,
         window_model: str = "exact",
     ) -> None:
-        if num_blocks < 2:
-            raise KvscopeError(
-                f"the KV pool has {num_blocks} blocks; at least 2 are needed "
-                "(vLLM reserves one null block).",
-                hint="raise --gpu-memory-utilization, use more GPUs or a smaller model, "
-                "or give --num-gpu-blocks-override.",
-            )
+        check_num_blocks(num_blocks)
         if cpu_tier is not None and cpu_tier.capacity:
             raise KvscopeError(
                 "--cpu-offload-gib is modelled for full-attention layouts only; "

@@ -91,6 +91,17 @@ class PoolCounters:
     allocated_blocks: int = 0
 
 
+def check_num_blocks(num_blocks: int) -> None:
+    """Refuse a pool vLLM could not run: one block is its null block, so two at the least."""
+    if num_blocks < 2:
+        raise KvscopeError(
+            f"the KV pool has {num_blocks} blocks; at least 2 are needed "
+            "(vLLM reserves one null block).",
+            hint="raise --gpu-memory-utilization, use more GPUs or a smaller model, "
+            "or give --num-gpu-blocks-override.",
+        )
+
+
 class PagedPool:
     """The GPU KV block pool shared by every request (one per engine replica)."""
 
@@ -111,13 +122,7 @@ class PagedPool:
         cpu_tier: CpuTier | None = None,
         window_model: str = "exact",
     ) -> None:
-        if num_blocks < 2:
-            raise KvscopeError(
-                f"the KV pool has {num_blocks} blocks; at least 2 are needed "
-                "(vLLM reserves one null block).",
-                hint="raise --gpu-memory-utilization, use more GPUs or a smaller model, "
-                "or give --num-gpu-blocks-override.",
-            )
+        check_num_blocks(num_blocks)
         self.num_blocks = num_blocks
         self.capacity = num_blocks - 1  # the null block is never free
         self.layout = layout
