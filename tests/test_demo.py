@@ -47,7 +47,8 @@ def test_demo_figures_move_the_way_the_engine_would(demo: object) -> None:
     assert capped["output_token_throughput_per_s"] < base["output_token_throughput_per_s"]
     # Without prefix caching nothing is reused, the KV cache holds more and prefill slows.
     assert nocache["prefix_hit_rate"] == 0 and base["prefix_hit_rate"] > 0.5
-    assert nocache["kv_usage_peak_frac"] > 2 * base["kv_usage_peak_frac"]
+    # (about 1.25x since each V4 step carries its TP all-reduce; 2x when steps were shorter)
+    assert nocache["kv_usage_peak_frac"] > 1.1 * base["kv_usage_peak_frac"]
     assert nocache["ttft_p99_s"] > 10 * base["ttft_p99_s"]
 
 
