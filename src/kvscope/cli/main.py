@@ -29,6 +29,7 @@ from kvscope.cli import (
     report,
     simulate,
     telemetry,
+    tune,
     watch,
     workload,
 )
@@ -77,6 +78,7 @@ app.command("demo", rich_help_panel=START)(demo.demo)
 app.command("plan", rich_help_panel=PLAN)(plan.plan)
 app.command("simulate", rich_help_panel=PLAN)(simulate.simulate)
 app.command("calibrate", rich_help_panel=PLAN)(calibrate.calibrate)
+app.command("tune", rich_help_panel=PLAN)(tune.tune)
 app.add_typer(workload.app, name="workload", rich_help_panel=PLAN, cls=PanelGroup)
 app.add_typer(models.app, name="models", rich_help_panel=PLAN, cls=PanelGroup)
 app.command("gpus", rich_help_panel=PLAN)(gpus.gpus)

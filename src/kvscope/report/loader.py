@@ -11,7 +11,9 @@ Two folders hold runs rather than being one: ``kvscope simulate --sweep ... --ou
 writes one run directory per point (``DIR/max-num-seqs=32/``, no ``DIR/summary.json``) and
 is loaded as kind ``sweep``; ``kvscope bench --find-max-rate --out DIR`` writes a
 ``summary.json`` with ``"search": "max_rate"`` and one run per probe (``DIR/probe_00_1/``),
-loaded as kind ``max-rate``. Their runs are :attr:`LoadedRun.children`. A path that is not
+loaded as kind ``max-rate``; ``kvscope tune --out DIR`` writes a ``summary.json`` with
+``"search": "tune"`` (kind ``tune``; its children are the winner's and vLLM's defaults' point
+runs). Their runs are :attr:`LoadedRun.children`. A path that is not
 a directory, and a folder with nothing of kvscope's in it (no summary, no table, no run
 below it), are errors.
 """
@@ -73,10 +75,12 @@ class LoadedRun:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     children: list[LoadedRun] = field(default_factory=list)
+    #: a name to show instead of the folder's (a tune folder's "winner", "defaults")
+    name: str | None = None
 
     @property
     def label(self) -> str:
-        return self.path.name or str(self.path)
+        return self.name or self.path.name or str(self.path)
 
 
 def load_run(path: str | Path) -> LoadedRun:
@@ -94,7 +98,10 @@ def load_run(path: str | Path) -> LoadedRun:
         if points:
             return LoadedRun(p, "sweep", {}, children=[_load_one(d) for d in points])
     run = _load_one(p)
-    if run.summary.get("search") == "max_rate":
+    if run.summary.get("search") == "tune":
+        run.kind = "tune"
+        run.children = _tune_children(p, run.summary)
+    elif run.summary.get("search") == "max_rate":
         run.kind = "max-rate"
         run.problems = [x for x in run.problems if not x.endswith(".parquet is missing")]
         probes = sorted(d for d in p.glob("probe_*") if (d / "summary.json").is_file())
@@ -104,6 +111,20 @@ def load_run(path: str | Path) -> LoadedRun:
             f"{p}: holds no kvscope run (no summary.json, no tables, no run folders in it)."
         )
     return run
+
+
+def _tune_children(p: Path, summary: dict[str, Any]) -> list[LoadedRun]:
+    """The winner's and the defaults' run directories of a tune folder."""
+    out = []
+    for role in ("winner", "defaults"):
+        row = summary.get(role)
+        d = p / str(row.get("run_dir", "")) if isinstance(row, dict) else None
+        if d is not None and d != p and (d / "summary.json").is_file():
+            if all(c.path != d for c in out):
+                child = _load_one(d)
+                child.name = f"{role}: {row.get('label', d.name)}"
+                out.append(child)
+    return out
 
 
 def _sweep_points(p: Path) -> list[Path]:

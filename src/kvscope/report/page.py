@@ -65,6 +65,11 @@ def render_report(runs: Sequence[LoadedRun], title: str | None = None) -> str:
                 points.update(id(c) for c in r.children)
         elif r.kind == "max-rate":
             folders.append(sweeps.max_rate_section(r, Palette(())))
+        elif r.kind == "tune":
+            from kvscope.report.tune_page import tune_section
+
+            folders.append(tune_section(r))
+            shown.extend(r.children)
         else:
             shown.append(r)
     drawn = sorted(shown, key=lambda r: r.kind in ("plan", "comm"))  # runs with lines first

@@ -56,6 +56,8 @@ class TuneRequest:
     eta: int = 3
     min_requests: int = 100
     seed: int = 0
+    #: axes fixed by command-line flags (``--tp 2`` pins ``tp`` to ``(2,)``), over the space
+    pins: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -97,6 +99,7 @@ def candidates(req: TuneRequest, prices: Prices) -> tuple[list[Candidate], dict[
         req.space_file,
         default_axes(base.engine, req.gpus, req.max_gpus, model.is_moe, model.uses_mla),
     )
+    axes.update(dict(req.pins))
     points = expand(axes, req.max_gpus)
     context = base.max_model_len or model.max_position_embeddings
     pruned = prune(points, model, base.engine, context)
