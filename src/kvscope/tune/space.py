@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvscope.errors import ConfigError, KvscopeError
+from kvscope.errors import KvscopeError
 from kvscope.validate import count, finite, load_yaml
 
 #: Most points one space may expand to (a bound so a typo cannot ask for billions).
@@ -160,22 +160,22 @@ def _values(name: str, raw: Any, where: str) -> tuple[Any, ...] | None:
     if name == "num_gpus" and raw is None:
         return None
     if not items:
-        raise ConfigError(f"{where}: '{name}' lists no value (an empty axis leaves no point).")
+        raise KvscopeError(f"{where}: '{name}' lists no value (an empty axis leaves no point).")
     out: list[Any] = []
     for v in items:
         if v is None and name in _NULLABLE:
             out.append(None)
         elif name in _BOOL_AXES:
             if not isinstance(v, bool):
-                raise ConfigError(f"{where}: '{name}' takes true or false, got {v!r}.")
+                raise KvscopeError(f"{where}: '{name}' takes true or false, got {v!r}.")
             out.append(v)
         elif name in _INT_AXES:
             if isinstance(v, bool) or not isinstance(v, int):
-                raise ConfigError(f"{where}: '{name}' takes whole numbers, got {v!r}.")
+                raise KvscopeError(f"{where}: '{name}' takes whole numbers, got {v!r}.")
             out.append(count(v, f"{where}: {name}", low=1))
         elif name == "gpu_memory_utilization":
             if isinstance(v, bool) or not isinstance(v, int | float):
-                raise ConfigError(f"{where}: '{name}' takes a fraction, got {v!r}.")
+                raise KvscopeError(f"{where}: '{name}' takes a fraction, got {v!r}.")
             out.append(finite(float(v), f"{where}: {name}", low=0, low_open=True, high=1))
         elif name == "replicas":
             if v != 1:
@@ -194,7 +194,7 @@ def _values(name: str, raw: Any, where: str) -> tuple[Any, ...] | None:
         elif isinstance(v, str) and v.strip():
             out.append(v.strip())
         else:
-            raise ConfigError(f"{where}: '{name}' takes names, got {v!r}.")
+            raise KvscopeError(f"{where}: '{name}' takes names, got {v!r}.")
     return tuple(dict.fromkeys(out))
 
 
@@ -208,10 +208,10 @@ def load_space(path: str | Path | None, defaults: Mapping[str, Any]) -> dict[str
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{where}: a space file is a mapping of axis: values.")
+        raise KvscopeError(f"{where}: a space file is a mapping of axis: values.")
     for key, raw in data.items():
         if key not in AXES:
-            raise ConfigError(
+            raise KvscopeError(
                 f"{where}: unknown axis '{key}'.", f"Axes: {', '.join(AXES)}."
             )
         axes[key] = _values(str(key), raw, where)
