@@ -11,7 +11,8 @@ are not retried (the job's function turns user errors into a failed point itself
 from __future__ import annotations
 
 import socket
-from typing import Any
+import sys
+from typing import Any, TextIO
 
 from kvscope.errors import KvscopeError
 from kvscope.executor.store import PointResult
@@ -20,6 +21,10 @@ from kvscope.executor.store import PointResult
 MAX_RETRIES = 3
 #: Seconds to wait for a named cluster's port to answer before giving up.
 CONNECT_TIMEOUT_S = 5.0
+#: This process's stdout while connected: Ray's driver prints the cluster's error messages
+#: ("A worker died ...") to ``sys.stdout`` from a thread, so stdout points at stderr until
+#: :meth:`RayRunner.close`, and ``--json`` output stays one JSON document.
+_STDOUT: list[TextIO] = []
 
 
 def kvscope_point(fn: Any, payload: Any, shared: Any) -> PointResult:
@@ -60,9 +65,12 @@ def connect(address: str) -> Any:
         _probe(address)
     if ray.is_initialized():
         return ray
+    _STDOUT.append(sys.stdout)
+    sys.stdout = sys.stderr
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as err:
+        sys.stdout = _STDOUT.pop()
         first = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
         raise KvscopeError(f"--ray {address}: cannot join the Ray cluster ({first}).") from None
     return ray
@@ -88,3 +96,6 @@ class RayRunner:
 
     def close(self, cancel: bool = False) -> None:
         self._ray.shutdown()  # leaves the cluster; the cluster itself keeps running
+        if _STDOUT:
+            sys.stdout = _STDOUT.pop()
+            _STDOUT.clear()

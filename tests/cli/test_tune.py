@@ -1,0 +1,97 @@
+"""``kvscope tune`` on the command line: --json, and one line with exit 2 for bad input
+(an SLO no point meets still writes the table of the closest points)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import one_error_line, run_in_process
+
+WORKLOAD = ["--arrival", "poisson:rate=20", "--prompt-len", "lognormal:median=500,sigma=0.7",
+            "--output-len", "120", "--num-requests", "120", "--seed", "3"]  # fmt: skip
+SMALL = "tp: [1, 2]\ndp: [1]\nkv_cache_dtype: [auto, fp8]\nmax_num_seqs: [null]\n" \
+        "max_num_batched_tokens: [null]\n"  # fmt: skip
+
+
+def _space(tmp_path: Path, text: str = SMALL) -> str:
+    f = tmp_path / "space.yaml"
+    f.write_text(text)
+    return str(f)
+
+
+def _tune(tmp_path: Path, *extra: str) -> list[str]:
+    return ["tune", *WORKLOAD, "--max-gpus", "2", "--workers", "1", "--eta", "1",
+            "--out", str(tmp_path / "out"), *extra]  # fmt: skip
+
+
+def test_json_has_every_point_and_the_winners_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _tune(tmp_path, "--slo", "ttft_p99=2,tpot_p99=200ms", "--space", _space(tmp_path),
+                 "--json")  # fmt: skip
+    code, out, err = run_in_process(argv, capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [r["rank"] for r in doc["ranked"]] == [1, 2, 3, 4]
+    assert {r["label"] for r in doc["ranked"]} >= {"H100x1 tp1 (defaults)", "H100x2 tp2 kv=fp8"}
+    for r in doc["ranked"]:
+        assert set(r["flags"]) >= {"tp", "dp", "kv_cache_dtype", "max_num_batched_tokens"}
+        assert (tmp_path / "out" / r["run_dir"] / "requests.parquet").is_file()
+    assert doc["winner"]["command"].startswith("vllm serve meta-llama/Llama-3.1-8B")
+    assert doc["winner"]["label"] == doc["ranked"][0]["label"]
+    assert (tmp_path / "out" / "report.html").is_file()
+    # the same command again resumes the folder and gives the same table
+    code, out2, err = run_in_process(argv, capsys)
+    assert code == 0, err
+    again = json.loads(out2)
+    assert again["resumed"] is True and again["ranked"] == doc["ranked"]
+
+
+def test_an_unmeetable_slo_is_one_line_and_still_writes_the_closest_points(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _tune(tmp_path, "--slo", "ttft_p99=1ms", "--space", _space(tmp_path))
+    code, _out, err = run_in_process(argv, capsys)
+    one_error_line(code, err, "no configuration meets the SLO", "ranked.json")
+    ranked = json.loads((tmp_path / "out" / "ranked.json").read_text())
+    assert len(ranked) == 4 and not any(r["slo_met"] for r in ranked)
+    excess = [r["slo_excess"] for r in ranked]
+    assert excess == sorted(excess) and excess[0] > 1  # closest first
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--space", "SPACE_L4"], "empty after pruning"),
+        (["--tp", "4"], "search space is empty"),
+        (["--objective", "cheapest"], "--objective"),
+        (["--slo", "itl_p99=1"], "TTFT, TPOT and E2E"),
+        (["--engine", "llama.cpp"], "vllm or sglang"),
+        (["--space", "MISSING"], "space"),
+    ],
+)
+def test_bad_input_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], needle: str
+) -> None:
+    extra = [_space(tmp_path, "gpu: [L4]\ntp: [1]\ndp: [1]\n") if e == "SPACE_L4" else e for e in extra]
+    extra = [str(tmp_path / "nope.yaml") if e == "MISSING" else e for e in extra]
+    slo = [] if "--slo" in extra else ["--slo", "ttft_p99=1"]
+    code, _out, err = run_in_process(_tune(tmp_path, *slo, *extra), capsys)
+    one_error_line(code, err, needle)
+
+
+def test_a_ray_address_that_does_not_answer_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("ray")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    argv = _tune(tmp_path, "--slo", "ttft_p99=1", "--ray", f"127.0.0.1:{port}")
+    code, _out, err = run_in_process(argv, capsys)
+    one_error_line(code, err, f"--ray 127.0.0.1:{port}", "no Ray cluster answers")
+    assert not (tmp_path / "out").exists()
