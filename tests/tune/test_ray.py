@@ -133,3 +133,23 @@ def test_a_killed_worker_loses_no_point_and_the_table_is_the_pools(
     assert code == 0, lerr
     assert lout.lstrip().startswith("{"), (lout[:300], lerr[-800:])
     assert json.loads(lout)["ranked"] == ranked
+
+
+def test_simulate_sweep_on_ray_matches_this_process(
+    ray_cluster: tuple[str, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    address, env = ray_cluster
+    wl = ["--arrival", "poisson:rate=15", "--prompt-len", "300", "--output-len", "80",
+          "--num-requests", "60", "--sweep", "max-num-seqs=4,64", "--json"]  # fmt: skip
+    ray_run = subprocess.run(
+        [sys.executable, "-m", "kvscope.cli.main", "simulate", *wl, "--ray", address, "--out",
+         str(tmp_path / "ray")], env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert ray_run.returncode == 0, ray_run.stderr[-2000:]
+    code, out, err = run_in_process(["simulate", *wl, "--workers", "1", "--out",
+                                     str(tmp_path / "here")], capsys)  # fmt: skip
+    assert code == 0, err
+    drop = ("wall_s", "cpu_s", "speedup_vs_real_time", "run_dir")
+    rows = [{k: v for k, v in r.items() if k not in drop} for r in json.loads(out)]
+    assert [{k: v for k, v in r.items() if k not in drop} for r in json.loads(ray_run.stdout)] \
+        == rows  # fmt: skip

@@ -16,6 +16,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
+from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.output import print_json, stderr, stdout
 from kvscope.cli.parallel_options import (
     DataParallelSize,
@@ -234,6 +235,8 @@ def simulate(
     sweep: Annotated[
         list[str] | None, typer.Option("--sweep", help="FLAG=V1,V2 (repeatable).")
     ] = None,
+    ray: RayOpt = None,
+    workers: WorkersOpt = None,
     workload: WorkloadOpt = None,
     arrival: ArrivalOpt = None,
     prompt_len: PromptLenOpt = None,
@@ -304,10 +307,17 @@ def simulate(
     )
     show_cost_warnings()
     if calibrate is not None:
-        _calibrate(calibrate, cfg, out, force, json_out)
+        from kvscope.cli.simulate_calibrate import calibrate_into
+
+        calibrate_into(calibrate, cfg, out, force, json_out)
         return
     points, labels = _points(cfg, sweep)
-    if out is not None:
+    backend = _backend(sweep, ray, workers)
+    if out is not None and sweep:
+        from kvscope.cli.simulate_sweep import check_sweep_out
+
+        check_sweep_out(out, force)  # a sweep of the same points resumes
+    elif out is not None:
         # Before minutes of simulation: an earlier run there is refused (or, with --force,
         # cleared), never mixed with this one.
         fresh_run_dir(out, force=force)
@@ -328,11 +338,30 @@ def simulate(
     except KeyboardInterrupt:
         # Ctrl-C while the workload was built: the config is what is known (--out is empty).
         _stopped(None, out, cfg, {})
-    results = _run_points(points, labels, w, out)
+    if sweep:
+        from kvscope.cli.simulate_sweep import run_sweep
+
+        results = run_sweep(points, labels, w, out, backend, stderr)
+    else:
+        results = _run_points(points, labels, w, out)
     if json_out:
         print_json(results if sweep else results[0])
         return
     print_table(results, bool(sweep), stdout)
+
+
+def _backend(sweep: list[str] | None, ray: str | None, workers: int | None) -> Any:
+    """Where a sweep's points run; --ray and --workers without --sweep are refused."""
+    from kvscope.executor import parse_backend
+
+    if not sweep and (ray is not None or workers is not None):
+        raise KvscopeError("--ray and --workers run the points of a --sweep; add --sweep.")
+    backend = parse_backend(ray, workers)
+    if backend.kind == "ray":
+        from kvscope.executor.ray_backend import connect
+
+        connect(backend.address or "auto")
+    return backend
 
 
 def _points(cfg: Any, sweep: list[str] | None) -> tuple[list[Any], list[str]]:
@@ -413,53 +442,6 @@ def _stopped(result: Any, d: Path | None, cfg: Any, spec: dict[str, Any]) -> NoR
         write_interrupted(d.absolute(), {**asdict(cfg), "workload": spec})
         sys.stderr.write(f"kvscope: interrupted before simulating; {path}/summary.json says so\n")
     raise typer.Exit(130)
-
-
-#: The file ``simulate --calibrate DIR --out OUT`` writes in OUT, for ``--cost``.
-COST_FILE = "cost.json"
-
-
-def _calibrate(run_dir: Path, cfg: Any, out: Path | None, force: bool, json_out: bool) -> None:
-    """Fit the cost coefficients from a measured run; write them only into ``--out``.
-
-    ``--out`` is a run directory here as everywhere else: the coefficients go to
-    ``OUT/cost.json``. The measured run directory is never written into (its files are what
-    was measured), so without ``--out`` the fit is printed and nothing is saved.
-    """
-    from kvscope.sim.calibrate import calibrate_run_dir
-    from kvscope.validate import fresh_run_dir
-
-    if out is not None:
-        if out.suffix.lower() == ".json":
-            # --out once named the JSON file itself: say where the file goes now.
-            raise KvscopeError(
-                f"--out {out}: --out is a run directory; the fitted coefficients are written "
-                f"to DIR/{COST_FILE}.",
-                f"Pass e.g. --out {out.with_suffix('')} and then --cost "
-                f"{out.with_suffix('') / COST_FILE}.",
-            )
-        fresh_run_dir(out, force=force)
-    fit = calibrate_run_dir(run_dir, cfg)
-    path = None if out is None else fit.coefficients.save(out / COST_FILE)
-    result = {
-        "coefficients": fit.coefficients,
-        "fit": fit.report,
-        "out": None if path is None else str(path),
-    }
-    if json_out:
-        print_json(result)
-        return
-    c = fit.coefficients
-    saved = (
-        f"wrote {path} (use it with --cost {path})"
-        if path is not None
-        else "pass --out DIR to keep them (DIR/cost.json, for --cost)"
-    )
-    stdout.print(
-        f"fitted overhead {c.overhead_s * 1e3:.2f} ms, MFU {c.mfu:.2f}, "
-        f"MBU {c.mbu:.2f} from {fit.report['requests_used']} requests "
-        f"(TPOT error {fit.report['tpot_mape']:.1%}); {saved}"
-    )
 
 
 def _run_point(cfg: Any, w: Any, console: Any) -> Any:

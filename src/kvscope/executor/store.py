@@ -40,8 +40,12 @@ class PointResult:
 class PointStore:
     """The folder of a many-point job's finished points (``root/<key>/``)."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, fingerprints: Mapping[str, str] | None = None) -> None:
+        """``fingerprints`` (key -> text): a saved point counts as finished only when it was
+        saved with the same text (the same configuration and workload under a folder name
+        that does not say them all, as a sweep's ``block-size=16``)."""
         self.root = Path(root)
+        self.fingerprints = dict(fingerprints or {})
 
     def path(self, key: str) -> Path:
         if not _KEY.match(key):
@@ -56,6 +60,8 @@ class PointStore:
         except KvscopeError:
             return None  # unreadable: simulate it again
         if summary is None or summary.get("point_key") != key:
+            return None
+        if summary.get("point_fingerprint") != self.fingerprints.get(key):
             return None
         figures = summary.get("point_figures")
         return figures if isinstance(figures, dict) else None
@@ -72,7 +78,13 @@ class PointStore:
                 for batch in table.to_batches(max_chunksize=65536):
                     w.append_batch(batch)
         figures = dict(result.figures)
-        run.write_summary(result.config, figures, point_figures=figures, point_key=key)
+        run.write_summary(
+            result.config,
+            figures,
+            point_figures=figures,
+            point_key=key,
+            point_fingerprint=self.fingerprints.get(key),
+        )
         if final.exists():
             shutil.rmtree(final)  # an unfinished or foreign point of the same name
         os.replace(tmp, final)

@@ -135,6 +135,8 @@ def _sweep_points(p: Path) -> list[Path]:
     except OSError:
         return []
     for d in subs:
+        if d.name.startswith("."):
+            continue  # a point being written (kvscope.executor.store)
         try:
             head = (d / "summary.json").read_text(encoding="utf-8", errors="replace")[:4096]
         except OSError:
