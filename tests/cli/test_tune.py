@@ -11,10 +11,22 @@ import pytest
 
 from cli_helpers import one_error_line, run_in_process
 
-WORKLOAD = ["--arrival", "poisson:rate=20", "--prompt-len", "lognormal:median=500,sigma=0.7",
-            "--output-len", "120", "--num-requests", "120", "--seed", "3"]  # fmt: skip
-SMALL = "tp: [1, 2]\ndp: [1]\nkv_cache_dtype: [auto, fp8]\nmax_num_seqs: [null]\n" \
-        "max_num_batched_tokens: [null]\n"  # fmt: skip
+WORKLOAD = [
+    "--arrival",
+    "poisson:rate=20",
+    "--prompt-len",
+    "lognormal:median=500,sigma=0.7",
+    "--output-len",
+    "120",
+    "--num-requests",
+    "120",
+    "--seed",
+    "3",
+]
+SMALL = (
+    "tp: [1, 2]\ndp: [1]\nkv_cache_dtype: [auto, fp8]\nmax_num_seqs: [null]\n"
+    "max_num_batched_tokens: [null]\n"
+)
 
 
 def _space(tmp_path: Path, text: str = SMALL) -> str:
@@ -24,15 +36,27 @@ def _space(tmp_path: Path, text: str = SMALL) -> str:
 
 
 def _tune(tmp_path: Path, *extra: str) -> list[str]:
-    return ["tune", *WORKLOAD, "--max-gpus", "2", "--workers", "1", "--eta", "1",
-            "--out", str(tmp_path / "out"), *extra]  # fmt: skip
+    return [
+        "tune",
+        *WORKLOAD,
+        "--max-gpus",
+        "2",
+        "--workers",
+        "1",
+        "--eta",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+        *extra,
+    ]
 
 
 def test_json_has_every_point_and_the_winners_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = _tune(tmp_path, "--slo", "ttft_p99=2,tpot_p99=200ms", "--space", _space(tmp_path),
-                 "--json")  # fmt: skip
+    argv = _tune(
+        tmp_path, "--slo", "ttft_p99=2,tpot_p99=200ms", "--space", _space(tmp_path), "--json"
+    )
     code, out, err = run_in_process(argv, capsys)
     assert code == 0, err
     doc = json.loads(out)
@@ -77,7 +101,9 @@ def test_an_unmeetable_slo_is_one_line_and_still_writes_the_closest_points(
 def test_bad_input_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], needle: str
 ) -> None:
-    extra = [_space(tmp_path, "gpu: [L4]\ntp: [1]\ndp: [1]\n") if e == "SPACE_L4" else e for e in extra]
+    extra = [
+        _space(tmp_path, "gpu: [L4]\ntp: [1]\ndp: [1]\n") if e == "SPACE_L4" else e for e in extra
+    ]
     extra = [str(tmp_path / "nope.yaml") if e == "MISSING" else e for e in extra]
     slo = [] if "--slo" in extra else ["--slo", "ttft_p99=1"]
     code, _out, err = run_in_process(_tune(tmp_path, *slo, *extra), capsys)

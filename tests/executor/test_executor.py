@@ -19,8 +19,9 @@ SLO = (("ttft_p99_s", 0.5), ("tpot_p99_s", 0.05))
 
 
 def _workload() -> Any:
-    return build_workload(None, "poisson:rate=30", "lognormal:median=400,sigma=0.8", "150",
-                          None, 150, None, 7, None)  # fmt: skip
+    return build_workload(
+        None, "poisson:rate=30", "lognormal:median=400,sigma=0.8", "150", None, 150, None, 7, None
+    )
 
 
 def _tasks() -> list[PointTask]:
@@ -38,11 +39,16 @@ def _strip(figs: dict[str, Any]) -> dict[str, Any]:
 
 def test_pool_matches_serial_and_a_rerun_skips_saved_points(tmp_path: Path) -> None:
     w = _workload()
-    serial = run_points(simulate_point, _tasks(), w, PointStore(tmp_path / "a"),
-                        Backend("serial"))  # fmt: skip
+    serial = run_points(simulate_point, _tasks(), w, PointStore(tmp_path / "a"), Backend("serial"))
     seen: list[tuple[str, bool]] = []
-    pool = run_points(simulate_point, _tasks(), w, PointStore(tmp_path / "b"),
-                      Backend("local", 2), on_done=lambda t, f, r: seen.append((t.key, r)))  # fmt: skip
+    pool = run_points(
+        simulate_point,
+        _tasks(),
+        w,
+        PointStore(tmp_path / "b"),
+        Backend("local", 2),
+        on_done=lambda t, f, r: seen.append((t.key, r)),
+    )
     assert {k: _strip(v) for k, v in serial.items()} == {k: _strip(v) for k, v in pool.items()}
     assert sorted(k for k, _ in seen) == sorted(t.key for t in _tasks())
     assert not any(resumed for _, resumed in seen)
@@ -50,8 +56,14 @@ def test_pool_matches_serial_and_a_rerun_skips_saved_points(tmp_path: Path) -> N
     assert len({round(v["ttft_p99_s"], 9) for v in serial.values()}) > 1
     stamp = {k: (tmp_path / "b" / k / "summary.json").stat().st_mtime_ns for k in pool}
     seen.clear()
-    again = run_points(simulate_point, _tasks(), w, PointStore(tmp_path / "b"),
-                       Backend("local", 2), on_done=lambda t, f, r: seen.append((t.key, r)))  # fmt: skip
+    again = run_points(
+        simulate_point,
+        _tasks(),
+        w,
+        PointStore(tmp_path / "b"),
+        Backend("local", 2),
+        on_done=lambda t, f, r: seen.append((t.key, r)),
+    )
     assert again == pool
     assert all(resumed for _, resumed in seen)
     assert stamp == {k: (tmp_path / "b" / k / "summary.json").stat().st_mtime_ns for k in pool}
@@ -79,15 +91,26 @@ def test_a_point_saved_under_another_key_is_not_taken(tmp_path: Path) -> None:
 
 
 def test_a_past_deadline_starts_nothing(tmp_path: Path) -> None:
-    out = run_points(simulate_point, _tasks(), _workload(), PointStore(tmp_path),
-                     Backend("serial"), deadline=time.monotonic() - 1)  # fmt: skip
+    out = run_points(
+        simulate_point,
+        _tasks(),
+        _workload(),
+        PointStore(tmp_path),
+        Backend("serial"),
+        deadline=time.monotonic() - 1,
+    )
     assert out == {}
 
 
 def test_a_configuration_that_does_not_start_is_a_failed_point(tmp_path: Path) -> None:
     cfg = SimConfig(gpu="L4", max_model_len=131072)
-    out = run_points(simulate_point, [PointTask("l4", PointJob(cfg, 20, 1.0, SLO))],
-                     _workload(), PointStore(tmp_path), Backend("serial"))  # fmt: skip
+    out = run_points(
+        simulate_point,
+        [PointTask("l4", PointJob(cfg, 20, 1.0, SLO))],
+        _workload(),
+        PointStore(tmp_path),
+        Backend("serial"),
+    )
     assert out["l4"]["status"] == "failed"
     assert "does not start" in out["l4"]["error"]
 

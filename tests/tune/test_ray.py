@@ -8,6 +8,7 @@ folder, and their children), never other Ray sessions on the machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,11 +27,29 @@ from cli_helpers import run_in_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 SRC = Path(__file__).resolve().parents[2] / "src"
-SPACE = "tp: [1, 2]\ndp: [1, 2]\nkv_cache_dtype: [auto, fp8]\nmax_num_seqs: [null]\n" \
-        "max_num_batched_tokens: [null, 2048]\n"  # fmt: skip
-ARGS = ["--arrival", "poisson:rate=40", "--prompt-len", "lognormal:median=600,sigma=0.7",
-        "--output-len", "150", "--num-requests", "600", "--seed", "5", "--max-gpus", "4",
-        "--slo", "ttft_p99=0.5,tpot_p99=50ms", "--eta", "1", "--json"]  # fmt: skip
+SPACE = (
+    "tp: [1, 2]\ndp: [1, 2]\nkv_cache_dtype: [auto, fp8]\nmax_num_seqs: [null]\n"
+    "max_num_batched_tokens: [null, 2048]\n"
+)
+ARGS = [
+    "--arrival",
+    "poisson:rate=40",
+    "--prompt-len",
+    "lognormal:median=600,sigma=0.7",
+    "--output-len",
+    "150",
+    "--num-requests",
+    "600",
+    "--seed",
+    "5",
+    "--max-gpus",
+    "4",
+    "--slo",
+    "ttft_p99=0.5,tpot_p99=50ms",
+    "--eta",
+    "1",
+    "--json",
+]
 
 
 def _procs() -> dict[int, tuple[int, str]]:
@@ -59,10 +78,8 @@ def _stop_cluster(temp_dir: str) -> None:
     mine.discard(os.getpid())
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in mine:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         time.sleep(1.0)
 
 
@@ -76,11 +93,26 @@ def ray_cluster() -> Iterator[tuple[str, dict[str, str]]]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     temp_dir = tempfile.mkdtemp(prefix="kvray")  # short: Ray's socket paths must fit
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
-    cmd = [str(ray_bin), "start", "--head", "--node-ip-address", "127.0.0.1", "--num-cpus",
-           "2", "--port", str(port), "--disable-usage-stats", "--include-dashboard=false",
-           "--temp-dir", temp_dir]  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    cmd = [
+        str(ray_bin),
+        "start",
+        "--head",
+        "--node-ip-address",
+        "127.0.0.1",
+        "--num-cpus",
+        "2",
+        "--port",
+        str(port),
+        "--disable-usage-stats",
+        "--include-dashboard=false",
+        "--temp-dir",
+        temp_dir,
+    ]
     try:
         started = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
         assert started.returncode == 0, started.stderr[-2000:]
@@ -104,10 +136,22 @@ def test_a_killed_worker_loses_no_point_and_the_table_is_the_pools(
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)
     out = tmp_path / "ray"
-    argv = [sys.executable, "-m", "kvscope.cli.main", "tune", *ARGS, "--space", str(space),
-            "--ray", address, "--out", str(out)]  # fmt: skip
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "kvscope.cli.main",
+        "tune",
+        *ARGS,
+        "--space",
+        str(space),
+        "--ray",
+        address,
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     killed = None
     deadline = time.monotonic() + 60
     while killed is None and proc.poll() is None and time.monotonic() < deadline:
@@ -139,17 +183,43 @@ def test_simulate_sweep_on_ray_matches_this_process(
     ray_cluster: tuple[str, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     address, env = ray_cluster
-    wl = ["--arrival", "poisson:rate=15", "--prompt-len", "300", "--output-len", "80",
-          "--num-requests", "60", "--sweep", "max-num-seqs=4,64", "--json"]  # fmt: skip
+    wl = [
+        "--arrival",
+        "poisson:rate=15",
+        "--prompt-len",
+        "300",
+        "--output-len",
+        "80",
+        "--num-requests",
+        "60",
+        "--sweep",
+        "max-num-seqs=4,64",
+        "--json",
+    ]
     ray_run = subprocess.run(
-        [sys.executable, "-m", "kvscope.cli.main", "simulate", *wl, "--ray", address, "--out",
-         str(tmp_path / "ray")], env=env, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "kvscope.cli.main",
+            "simulate",
+            *wl,
+            "--ray",
+            address,
+            "--out",
+            str(tmp_path / "ray"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert ray_run.returncode == 0, ray_run.stderr[-2000:]
-    code, out, err = run_in_process(["simulate", *wl, "--workers", "1", "--out",
-                                     str(tmp_path / "here")], capsys)  # fmt: skip
+    code, out, err = run_in_process(
+        ["simulate", *wl, "--workers", "1", "--out", str(tmp_path / "here")], capsys
+    )
     assert code == 0, err
     drop = ("wall_s", "cpu_s", "speedup_vs_real_time", "run_dir")
     rows = [{k: v for k, v in r.items() if k not in drop} for r in json.loads(out)]
-    assert [{k: v for k, v in r.items() if k not in drop} for r in json.loads(ray_run.stdout)] \
-        == rows  # fmt: skip
+    assert [
+        {k: v for k, v in r.items() if k not in drop} for r in json.loads(ray_run.stdout)
+    ] == rows

@@ -35,8 +35,10 @@ def test_default_space_splits_every_power_of_two_within_the_gpus() -> None:
 
 def test_space_file_overrides_axes(tmp_path: Path) -> None:
     f = tmp_path / "space.yaml"
-    f.write_text("tp: [1, 2]\ndp: 1\nkv_cache_dtype: [auto]\nmax_num_seqs: [null, 64]\n"
-                 "max_num_batched_tokens: [4096]\nenable_prefix_caching: [true, false]\n")  # fmt: skip
+    f.write_text(
+        "tp: [1, 2]\ndp: 1\nkv_cache_dtype: [auto]\nmax_num_seqs: [null, 64]\n"
+        "max_num_batched_tokens: [4096]\nenable_prefix_caching: [true, false]\n"
+    )
     points = expand(load_space(f, _axes()), 8)
     assert len(points) == 2 * 2 * 2
     assert {p.max_num_seqs for p in points} == {None, 64}
@@ -98,8 +100,11 @@ def test_prune_never_drops_a_point_the_engine_starts(model: str) -> None:
     (plan_memory's verdict), so pruning never loses a deployment that would run (a point
     dropped by a rule, such as EP on one GPU, is a duplicate or one the engine refuses)."""
     m = load_model(model)
-    axes = {**default_axes("vllm", ("L4", "A100-40GB", "H100"), 8, m.is_moe, m.uses_mla),
-            "max_num_seqs": (None,), "max_num_batched_tokens": (None,)}  # fmt: skip
+    axes = {
+        **default_axes("vllm", ("L4", "A100-40GB", "H100"), 8, m.is_moe, m.uses_mla),
+        "max_num_seqs": (None,),
+        "max_num_batched_tokens": (None,),
+    }
     points = expand(axes, 8)
     r = prune(points, m, "vllm", 32768)
     kept = set(r.kept)
@@ -120,10 +125,13 @@ def test_prune_never_drops_a_point_the_engine_starts(model: str) -> None:
 
 def test_expanding_and_pruning_ten_thousand_points_takes_under_a_second() -> None:
     m = load_model(LLAMA)
-    axes = {**_axes(gpus=("H100", "A100-80GB", "L40S", "L4"), n=8),
-            "max_num_seqs": (None, 16, 32, 64, 128, 256), "block_size": (16, 32),
-            "enable_prefix_caching": (True, False),
-            "max_num_batched_tokens": (None, 1024, 2048, 4096, 8192, 16384)}  # fmt: skip
+    axes = {
+        **_axes(gpus=("H100", "A100-80GB", "L40S", "L4"), n=8),
+        "max_num_seqs": (None, 16, 32, 64, 128, 256),
+        "block_size": (16, 32),
+        "enable_prefix_caching": (True, False),
+        "max_num_batched_tokens": (None, 1024, 2048, 4096, 8192, 16384),
+    }
     start = time.perf_counter()
     points = expand(axes, 8)
     r = prune(points, m, "vllm", m.max_position_embeddings)

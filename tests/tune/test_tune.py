@@ -18,8 +18,10 @@ from kvscope.tune.run import TuneRequest, tune
 from kvscope.workload.spec import build_workload
 
 SLO = (("ttft_p99_s", 0.5), ("tpot_p99_s", 0.05))
-SPACE = "tp: [1, 2]\ndp: [1, 2]\nkv_cache_dtype: [auto, fp8]\nmax_num_seqs: [null]\n" \
-        "max_num_batched_tokens: [null, 2048]\n"  # fmt: skip
+SPACE = (
+    "tp: [1, 2]\ndp: [1, 2]\nkv_cache_dtype: [auto, fp8]\nmax_num_seqs: [null]\n"
+    "max_num_batched_tokens: [null, 2048]\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +33,9 @@ def azure(traces_dir: Path) -> Any:
 
 
 def _request(space: Path, **kw: Any) -> TuneRequest:
-    return TuneRequest(SimConfig(), ("H100",), 4, SLO, space_file=str(space), eta=2,
-                       min_requests=100, **kw)  # fmt: skip
+    return TuneRequest(
+        SimConfig(), ("H100",), 4, SLO, space_file=str(space), eta=2, min_requests=100, **kw
+    )
 
 
 def _table(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -94,8 +97,10 @@ def test_the_tune_folder_is_a_report(runs: dict[str, Any]) -> None:
 
 def test_max_rate_finds_the_edge_of_the_slo(azure: Any, tmp_path: Path) -> None:
     space = tmp_path / "space.yaml"
-    space.write_text("tp: [1, 2]\ndp: [1]\nkv_cache_dtype: [auto]\nmax_num_seqs: [null]\n"
-                     "max_num_batched_tokens: [null]\n")  # fmt: skip
+    space.write_text(
+        "tp: [1, 2]\ndp: [1]\nkv_cache_dtype: [auto]\nmax_num_seqs: [null]\n"
+        "max_num_batched_tokens: [null]\n"
+    )
     req = _request(space, objective="max-rate")
     s = tune(req, azure.limit(200), tmp_path / "out", Backend("serial"))
     w, d = s["winner"], s["defaults"]

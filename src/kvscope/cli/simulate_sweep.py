@@ -86,14 +86,19 @@ def run_sweep(
         try:
             with JobProgress(console, len(tasks), "sweep") as bar:
                 figures = run_points(
-                    simulate_run, tasks, w, store, backend,
+                    simulate_run,
+                    tasks,
+                    w,
+                    store,
+                    backend,
                     on_done=lambda task, _f, _r: bar.done(best=task.label),
-                )  # fmt: skip
+                )
         except KeyboardInterrupt:
             done = sum(store.load(k) is not None for k in keys)
             where = f"; rerun the same command to resume ({out})" if out is not None else ""
-            sys.stderr.write(f"kvscope: interrupted; {done} of {len(keys)} points finished"
-                             f"{where}\n")  # fmt: skip
+            sys.stderr.write(
+                f"kvscope: interrupted; {done} of {len(keys)} points finished{where}\n"
+            )
             raise typer.Exit(130) from None
         return [
             {"point": label, "run_dir": None if out is None else str(out / k), **figures[k]}

@@ -23,12 +23,10 @@ from kvscope.cli.cost_options import (
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.output import print_json, stderr, stdout
 from kvscope.cli.parallel_options import (
-    DataParallelSize,
     EnableDpAttention,
     EnableExpertParallel,
     EngineVersion,
     NumGpus,
-    PipelineParallelSize,
     TensorParallelSize,
 )
 from kvscope.cli.workload import (
@@ -196,8 +194,9 @@ def tune(
     )
     if spec_acceptance and not speculative_config:
         raise KvscopeError("--spec-acceptance needs --speculative-config.")
-    pins = _pins(tp, pp, dp, num_gpus, enable_expert_parallel, enable_dp_attention,
-                 speculative_config)  # fmt: skip
+    pins = _pins(
+        tp, pp, dp, num_gpus, enable_expert_parallel, enable_dp_attention, speculative_config
+    )
     req = TuneRequest(
         base=base,
         gpus=tuple(g.strip() for g in gpu.split(",") if g.strip()),
@@ -218,8 +217,19 @@ def tune(
         from kvscope.executor.ray_backend import connect
 
         connect(backend.address or "auto")  # an address that does not answer: one line now
-    w = build_from_flags(workload, arrival, prompt_len, output_len, duration, num_requests,
-                         speedup, seed, max_model_len, fmt, False)  # fmt: skip
+    w = build_from_flags(
+        workload,
+        arrival,
+        prompt_len,
+        output_len,
+        duration,
+        num_requests,
+        speedup,
+        seed,
+        max_model_len,
+        fmt,
+        False,
+    )
     summary = _search(req, w, out, backend, prices, force)
     if confirm is not None and summary.get("winner"):
         from kvscope.tune.confirm import confirm_winner
@@ -281,8 +291,7 @@ def _search(req: Any, w: Any, out: Path, backend: Any, prices: Any, force: bool)
             rows.append(row)
             bar.done(best=best_text(rows, req.objective))
 
-        return run_tune(req, w, out, backend, prices, force=force, on_stage=stage,
-                        on_point=point)  # fmt: skip
+        return run_tune(req, w, out, backend, prices, force=force, on_stage=stage, on_point=point)
 
 
 def _write_report(out: Path) -> None:
@@ -295,8 +304,24 @@ def _write_report(out: Path) -> None:
 
 
 def _json_doc(summary: dict[str, Any]) -> dict[str, Any]:
-    keys = ("objective", "slo", "model", "engine", "backend", "resumed", "space_points",
-            "pruned_points", "simulated_points", "points_finished", "gain_vs_defaults",
-            "defaults", "pareto", "confirm")  # fmt: skip
-    return {"ranked": summary["ranked"], "winner": summary.get("winner"),
-            **{k: summary.get(k) for k in keys}}  # fmt: skip
+    keys = (
+        "objective",
+        "slo",
+        "model",
+        "engine",
+        "backend",
+        "resumed",
+        "space_points",
+        "pruned_points",
+        "simulated_points",
+        "points_finished",
+        "gain_vs_defaults",
+        "defaults",
+        "pareto",
+        "confirm",
+    )
+    return {
+        "ranked": summary["ranked"],
+        "winner": summary.get("winner"),
+        **{k: summary.get(k) for k in keys},
+    }

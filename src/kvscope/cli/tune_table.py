@@ -26,16 +26,29 @@ def print_tune(summary: dict[str, Any], out: Path, console: Any) -> None:
     objective = summary["objective"]
     ranked = summary["ranked"]
     rate_col = "max rate" if objective == "max-rate" else "goodput"
-    table = Table(title=f"kvscope tune ({objective}): best {min(SHOWN, len(ranked))} of "
-                  f"{len(ranked)} points", title_justify="left")  # fmt: skip
-    for col in ("#", "configuration", "GPUs", "$/h", f"{rate_col} req/s", "TTFT P99",
-                "TPOT P99", "SLO", "requests", "pareto"):  # fmt: skip
+    table = Table(
+        title=f"kvscope tune ({objective}): best {min(SHOWN, len(ranked))} of {len(ranked)} points",
+        title_justify="left",
+    )
+    for col in (
+        "#",
+        "configuration",
+        "GPUs",
+        "$/h",
+        f"{rate_col} req/s",
+        "TTFT P99",
+        "TPOT P99",
+        "SLO",
+        "requests",
+        "pareto",
+    ):
         table.add_column(col, justify="left" if col == "configuration" else "right")
     for r in ranked[:SHOWN]:
         rate = r.get("max_rate_per_s") if objective == "max-rate" else r.get("goodput_per_s")
         if r.get("status") != "ok":
-            table.add_row(str(r["rank"]), r["label"], str(r["num_gpus"]), "", "", "", "",
-                          "failed", "", "")  # fmt: skip
+            table.add_row(
+                str(r["rank"]), r["label"], str(r["num_gpus"]), "", "", "", "", "failed", "", ""
+            )
             continue
         table.add_row(
             str(r["rank"]),

@@ -91,9 +91,11 @@ class _Pool:
 
         self.capacity = workers
         self._pool = ProcessPoolExecutor(
-            workers, mp_context=mp.get_context("forkserver"), initializer=_init_worker,
+            workers,
+            mp_context=mp.get_context("forkserver"),
+            initializer=_init_worker,
             initargs=(shared,),
-        )  # fmt: skip
+        )
 
     def submit(self, fn: PointFn, payload: Any) -> Future[PointResult]:
         return self._pool.submit(_pool_call, fn, payload)

@@ -10,6 +10,7 @@ are not retried (the job's function turns user errors into a failed point itself
 
 from __future__ import annotations
 
+import logging
 import socket
 import sys
 from typing import Any, TextIO
@@ -68,7 +69,7 @@ def connect(address: str) -> Any:
     _STDOUT.append(sys.stdout)
     sys.stdout = sys.stderr
     try:
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as err:
         sys.stdout = _STDOUT.pop()
         first = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__

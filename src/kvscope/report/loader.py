@@ -115,15 +115,16 @@ def load_run(path: str | Path) -> LoadedRun:
 
 def _tune_children(p: Path, summary: dict[str, Any]) -> list[LoadedRun]:
     """The winner's and the defaults' run directories of a tune folder."""
-    out = []
+    out: list[LoadedRun] = []
     for role in ("winner", "defaults"):
         row = summary.get(role)
         d = p / str(row.get("run_dir", "")) if isinstance(row, dict) else None
-        if d is not None and d != p and (d / "summary.json").is_file():
-            if all(c.path != d for c in out):
-                child = _load_one(d)
-                child.name = f"{role}: {row.get('label', d.name)}"
-                out.append(child)
+        if d is None or d == p or any(c.path == d for c in out):
+            continue
+        if (d / "summary.json").is_file() and isinstance(row, dict):
+            child = _load_one(d)
+            child.name = f"{role}: {row.get('label', d.name)}"
+            out.append(child)
     return out
 
 

@@ -42,12 +42,13 @@ def _scatter(rows: list[dict[str, Any]], objective: str) -> str:
             "rate": _rate(r, objective),
             "label": r["label"],
             "ttft_p99_ms": (r.get("ttft_p99_s") or 0) * 1e3,
-            "kind": "Pareto front" if r.get("pareto") else
-                    ("meets SLO" if r.get("slo_met") else "misses SLO"),
+            "kind": "Pareto front"
+            if r.get("pareto")
+            else ("meets SLO" if r.get("slo_met") else "misses SLO"),
         }
         for r in rows
         if r.get("status") == "ok" and isinstance(_rate(r, objective), int | float)
-    ]  # fmt: skip
+    ]
     if not data:
         return ""
     spec = {
@@ -77,31 +78,38 @@ def tune_section(run: LoadedRun) -> str:
     objective = str(s.get("objective", ""))
     rows = _ranked(run)
     out = [f"<h2>Tune: {esc(s.get('model'))} ({esc(objective)}) in {esc(run.label)}</h2>"]
-    slo = s.get("slo") if isinstance(s.get("slo"), dict) else {}
+    raw_slo = s.get("slo")
+    slo: dict[str, Any] = raw_slo if isinstance(raw_slo, dict) else {}
     slo_text = ", ".join(f"{esc(k.removesuffix('_s'))} ≤ {seconds(v)}" for k, v in slo.items())
     w = s.get("winner") if isinstance(s.get("winner"), dict) else None
-    gain = s.get("gain_vs_defaults") if isinstance(s.get("gain_vs_defaults"), dict) else {}
+    raw_gain = s.get("gain_vs_defaults")
+    gain: dict[str, Any] = raw_gain if isinstance(raw_gain, dict) else {}
     if w:
         g = gain.get("goodput")
         gd = gain.get("goodput_per_dollar")
         out.append(
             f'<p class="lead">Winner under {slo_text}: <b>{esc(w.get("label"))}</b>'
-            + (f"; goodput {g:+.1%}, goodput per dollar {gd:+.1%} against vLLM's defaults"
-               if isinstance(g, float) and isinstance(gd, float) else "")
+            + (
+                f"; goodput {g:+.1%}, goodput per dollar {gd:+.1%} against vLLM's defaults"
+                if isinstance(g, float) and isinstance(gd, float)
+                else ""
+            )
             + "</p>"
             f"<pre>{esc(w.get('command'))}</pre>"
-        )  # fmt: skip
+        )
     else:
         out.append(f'<p class="lead">No configuration met {slo_text}.</p>')
     out.append(
         f'<p class="note">{s.get("space_points", 0):,} points in the space, '
-        f'{s.get("pruned_points", 0):,} pruned by the planner, '
-        f'{s.get("simulated_points", 0):,} simulated on {esc(s.get("backend"))}.</p>'
+        f"{s.get('pruned_points', 0):,} pruned by the planner, "
+        f"{s.get('simulated_points', 0):,} simulated on {esc(s.get('backend'))}.</p>"
     )
     last = max((r.get("rung", 0) for r in rows), default=0)
     out.append(_scatter([r for r in rows if r.get("rung") == last], objective))
-    head = ("<tr><th>#</th><th>configuration</th><th>GPUs</th><th>USD/h</th><th>rate</th>"
-            "<th>TTFT P99</th><th>TPOT P99</th><th>SLO</th><th>requests</th></tr>")  # fmt: skip
+    head = (
+        "<tr><th>#</th><th>configuration</th><th>GPUs</th><th>USD/h</th><th>rate</th>"
+        "<th>TTFT P99</th><th>TPOT P99</th><th>SLO</th><th>requests</th></tr>"
+    )
     body = []
     for r in rows[:TABLE_ROWS]:
         rate = _rate(r, objective)
@@ -115,6 +123,7 @@ def tune_section(run: LoadedRun) -> str:
             f"<td>{'met' if r.get('slo_met') else esc(r.get('status') or 'missed')}</td>"
             f"<td>{r.get('requests_simulated') or 0:,}</td></tr>"
         )
-    out.append(f'<table class="headline"><caption>ranked points</caption>{head}'
-               f'{"".join(body)}</table>')  # fmt: skip
+    out.append(
+        f'<table class="headline"><caption>ranked points</caption>{head}{"".join(body)}</table>'
+    )
     return "".join(out)

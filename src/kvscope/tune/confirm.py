@@ -18,8 +18,15 @@ from kvscope.validate import write_text_atomic
 from kvscope.workload import Workload
 
 #: Figures compared between the simulated and the measured run.
-COMPARED = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s",
-            "goodput_per_s", "request_throughput_per_s")  # fmt: skip
+COMPARED = (
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_p99_s",
+    "e2e_p99_s",
+    "goodput_per_s",
+    "request_throughput_per_s",
+)
 
 
 def confirm_winner(

@@ -95,8 +95,9 @@ def prune(points: Sequence[Point], model: ModelSpec, engine: str, context: int) 
         for t in tps:
             kv_one[i, t] = model.kv_bytes_for_request(context, k, t)
     weights = stored_weight_bytes(model, tp, pp, np.where(ep, tp * dp, 1.0))
-    no_weights = ~memory_fits(weights, np.zeros(n), tp, mem, util)
-    ok = memory_fits(weights, kv_one[ki, tp.astype(np.int64)] / pp, tp, mem, util)
+    budget = mem * util  # per point: its --gpu-memory-utilization
+    no_weights = ~memory_fits(weights, np.zeros(n), tp, budget, 1.0)
+    ok = memory_fits(weights, kv_one[ki, tp.astype(np.int64)] / pp, tp, budget, 1.0)
     kept: list[Point] = []
     dropped: list[tuple[Point, str]] = []
     for j, p in enumerate(points):

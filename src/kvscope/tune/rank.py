@@ -56,8 +56,13 @@ def _key(row: Mapping[str, Any], objective: str) -> tuple[Any, ...]:
         inner = (-s, usd, gpus)
     else:
         inner = (-s, -rate_of(row, objective), gpus)
-    return (failed, -int(row.get("requests_simulated") or 0), not met,
-            inner if met else (excess,), row.get("label", ""))  # fmt: skip
+    return (
+        failed,
+        -int(row.get("requests_simulated") or 0),
+        not met,
+        inner if met else (excess,),
+        row.get("label", ""),
+    )
 
 
 def rank(rows: Sequence[Mapping[str, Any]], objective: str) -> list[dict[str, Any]]:

@@ -83,6 +83,7 @@ class TuneRequest:
 
 def _per_request_slo(slo: Mapping[str, float]) -> dict[str, float | None]:
     """The goodput targets: a request is good when its TTFT and TPOT meet the SLO values."""
+
     def first(metric: str) -> float | None:
         return next((v for k, v in slo.items() if k.startswith(metric + "_")), None)
 
@@ -91,7 +92,8 @@ def _per_request_slo(slo: Mapping[str, float]) -> dict[str, float | None]:
 
 def candidates(req: TuneRequest, prices: Prices) -> tuple[list[Candidate], dict[str, Any]]:
     """The points to simulate (pruned, budgeted) with vLLM's defaults among them."""
-    base = replace(req.base, **_per_request_slo(dict(req.slo)))
+    targets = _per_request_slo(dict(req.slo))
+    base = replace(req.base, slo_ttft_s=targets["slo_ttft_s"], slo_tpot_s=targets["slo_tpot_s"])
     model = load_model(base.model, dtype=base.dtype, revision=base.revision)
     for g in req.gpus:
         get_gpu(g)
@@ -197,9 +199,15 @@ def tune(
     settings = Settings(req.objective, req.slo, req.eta, req.min_requests)
     deadline = None if req.max_time_s is None else time.monotonic() + req.max_time_s
     rows = halving(
-        cands, workload, settings, PointStore(out / "points"), backend,
-        deadline=deadline, on_stage=on_stage, on_point=on_point,
-    )  # fmt: skip
+        cands,
+        workload,
+        settings,
+        PointStore(out / "points"),
+        backend,
+        deadline=deadline,
+        on_stage=on_stage,
+        on_point=on_point,
+    )
     ranked = rank(rows, req.objective)
     last = max((r["rung"] for r in ranked), default=0)
     front = pareto([r for r in ranked if r["rung"] == last], req.objective)

@@ -32,12 +32,28 @@ from kvscope.workload import Workload
 MIN_KEEP = 3
 #: Summary figures a ranked row carries (the point's run directory has them all).
 ROW_FIGURES = (
-    "status", "error", "requests", "completed", "rejected", "goodput_per_s",
-    "request_throughput_per_s", "output_token_throughput_per_s", "offered_rate_per_s",
-    "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s", "preemptions",
-    "kv_usage_peak_frac", "prefix_hit_rate", "slo_met", "slo_excess", "max_rate_per_s",
+    "status",
+    "error",
+    "requests",
+    "completed",
+    "rejected",
+    "goodput_per_s",
+    "request_throughput_per_s",
+    "output_token_throughput_per_s",
+    "offered_rate_per_s",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_p99_s",
+    "e2e_p99_s",
+    "preemptions",
+    "kv_usage_peak_frac",
+    "prefix_hit_rate",
+    "slo_met",
+    "slo_excess",
+    "max_rate_per_s",
     "max_rate_factor",
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -122,9 +138,14 @@ def halving(
         for c in alive:
             i = index[id(c)]
             job = PointJob(
-                c.cfg, n, factor[i], settings.slo, max_rate, settings.tolerance,
+                c.cfg,
+                n,
+                factor[i],
+                settings.slo,
+                max_rate,
+                settings.tolerance,
                 settings.max_probes,
-            )  # fmt: skip
+            )
             key = point_key(c, job)
             if key in owner:
                 continue  # the same configuration twice (the defaults, listed in the space)
@@ -133,14 +154,19 @@ def halving(
         if on_stage:
             on_stage(f"rung {r + 1}/{len(sizes)}: {n:,} requests", len(tasks))
 
-        def done(task: PointTask, figures: dict[str, Any], resumed: bool, rung: int = r) -> None:
+        def done(
+            task: PointTask,
+            figures: dict[str, Any],
+            resumed: bool,
+            rung: int = r,
+            owner: dict[str, int] = owner,
+        ) -> None:
             i = owner[task.key]
             latest[i] = _row(cands[i], task.key, figures, rung)
             if on_point:
                 on_point(latest[i])
 
-        run_points(simulate_point, tasks, workload, store, backend, on_done=done,
-                   deadline=deadline)  # fmt: skip
+        run_points(simulate_point, tasks, workload, store, backend, on_done=done, deadline=deadline)
         if r == len(sizes) - 1 or (deadline is not None and time.monotonic() >= deadline):
             break
         rows = [latest[i] for i in owner.values() if latest.get(i, {}).get("rung") == r]
@@ -149,9 +175,10 @@ def halving(
         chosen = {x["key"] for x in ranked[:keep]}
         key_of = {i: k for k, i in owner.items()}
         alive = [
-            c for c in alive
+            c
+            for c in alive
             if (k := key_of.get(index[id(c)])) is not None and (k in chosen or c.is_default)
-        ]  # fmt: skip
+        ]
         for c in alive:
             i = index[id(c)]
             f = latest[i].get("max_rate_factor")

@@ -119,17 +119,30 @@ AXES = (
     "router",
 )
 _INT_AXES = {"num_gpus", "tp", "pp", "dp", "block_size", "max_num_seqs", "max_num_batched_tokens"}
-_BOOL_AXES = {"enable_expert_parallel", "enable_dp_attention", "enable_prefix_caching",
-              "enable_chunked_prefill"}  # fmt: skip
-_NULLABLE = {"kv_cache_dtype", "block_size", "max_num_seqs", "max_num_batched_tokens",
-             "gpu_memory_utilization", "speculative_config", "router"}  # fmt: skip
+_BOOL_AXES = {
+    "enable_expert_parallel",
+    "enable_dp_attention",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+}
+_NULLABLE = {
+    "kv_cache_dtype",
+    "block_size",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "speculative_config",
+    "router",
+}
 
 
 def _powers_of_two(limit: int) -> tuple[int, ...]:
     return tuple(2**k for k in range(limit.bit_length()) if 2**k <= limit)
 
 
-def default_axes(engine: str, gpus: Sequence[str], max_gpus: int, moe: bool, mla: bool) -> dict:
+def default_axes(
+    engine: str, gpus: Sequence[str], max_gpus: int, moe: bool, mla: bool
+) -> dict[str, Any]:
     """The default space: every TP x DP power-of-two split up to ``max_gpus``, KV dtype, the
     scheduler's two budgets (``None`` = the engine default, always tried), layouts the model
     can use (expert parallelism for MoE models, SGLang's DP attention for MLA models)."""
@@ -211,9 +224,7 @@ def load_space(path: str | Path | None, defaults: Mapping[str, Any]) -> dict[str
         raise KvscopeError(f"{where}: a space file is a mapping of axis: values.")
     for key, raw in data.items():
         if key not in AXES:
-            raise KvscopeError(
-                f"{where}: unknown axis '{key}'.", f"Axes: {', '.join(AXES)}."
-            )
+            raise KvscopeError(f"{where}: unknown axis '{key}'.", f"Axes: {', '.join(AXES)}.")
         axes[key] = _values(str(key), raw, where)
     return axes
 
