@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuHourPrice, GpuSpecFile, PricesFile, Provider
+from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.parallel_options import (
     DataParallelSize,
     EnableDpAttention,
@@ -20,6 +21,15 @@ from kvscope.cli.parallel_options import (
     NumGpus,
     PipelineParallelSize,
     TensorParallelSize,
+)
+from kvscope.cli.workload import (
+    ArrivalOpt,
+    NumRequestsOpt,
+    OutputLenOpt,
+    PromptLenOpt,
+    SeedOpt,
+    SpeedupOpt,
+    WorkloadOpt,
 )
 from kvscope.errors import KvscopeError
 
@@ -152,6 +162,24 @@ def plan(
         help="A `kvscope comm bench` run directory: its fitted link for TP all-reduces "
         "(warns when it is not the GPU's link) [default: the catalogue's NVLink/PCIe].",
     ),
+    simulate_top: int | None = typer.Option(
+        None,
+        "--simulate-top",
+        help="With --search: simulate the K cheapest under the workload flags (--workload, "
+        "--arrival, ...) and --slo, through --workers / --ray [default: off].",
+    ),
+    slo: str | None = typer.Option(
+        None, "--slo", help="With --simulate-top: targets, e.g. ttft_p99=0.5,tpot_p99=50ms."
+    ),
+    workload: WorkloadOpt = None,
+    arrival: ArrivalOpt = None,
+    prompt_len: PromptLenOpt = None,
+    output_len: OutputLenOpt = None,
+    num_requests: NumRequestsOpt = None,
+    speedup: SpeedupOpt = None,
+    seed: SeedOpt = None,
+    ray: RayOpt = None,
+    workers: WorkersOpt = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object [default: off]."),
     out: str | None = typer.Option(
         None, "--out", help="Also write a run directory (summary.json, kind plan) [default: none]."
@@ -213,6 +241,30 @@ def plan(
     from kvscope.plan.roofline import Efficiency
 
     eff = Efficiency(hbm=hbm_efficiency, flops=flops_efficiency)
+    sim = None
+    if simulate_top is not None or workload is not None or arrival is not None:
+        if simulate_top is None or not search:
+            raise KvscopeError("--simulate-top K (with --search) takes the workload flags.")
+        sim = {
+            "k": simulate_top,
+            "model": model,
+            "slo": slo,
+            "ray": ray,
+            "workers": workers,
+            "wl": (
+                workload,
+                arrival,
+                prompt_len,
+                output_len,
+                None,
+                num_requests,
+                speedup,
+                seed,
+                None,
+                None,
+                False,
+            ),
+        }
     if search:
         _search(
             spec,
@@ -224,6 +276,7 @@ def plan(
             prices,
             eff,
             as_json,
+            sim,
         )
         return
     if gpu is None:
@@ -355,6 +408,7 @@ def _search(
     prices: Any,
     eff: Any,
     as_json: bool,
+    sim: dict[str, Any] | None = None,
 ) -> None:
     from kvscope.cli import plan_perf
     from kvscope.cli.output import print_json, stdout
@@ -384,9 +438,11 @@ def _search(
         context_source=source,
     )
     warnings = eng.version_warnings()
+    sims = _simulate(res, eng, sim) if sim is not None and res.candidates else None
     if as_json:
         _warn(warnings)
-        print_json({**plan_perf.search_json(res), "warnings": list(warnings)})
+        doc = {**plan_perf.search_json(res), "warnings": list(warnings)}
+        print_json(doc if sims is None else {**doc, "simulated": sims})
         return
     if not res.candidates:
         raise KvscopeError(
@@ -396,3 +452,19 @@ def _search(
         )
     _warn(warnings)
     stdout.print(plan_perf.search_table(res))
+    if sims is not None:
+        from kvscope.cli.plan_simulate import simulated_table
+
+        stdout.print(simulated_table(res, sims))
+
+
+def _simulate(res: Any, eng: Any, sim: dict[str, Any]) -> list[dict[str, Any]]:
+    """``--simulate-top``: the cheapest candidates under the workload (cli/plan_simulate.py)."""
+    from kvscope.bench.metrics import parse_slo
+    from kvscope.cli.plan_simulate import simulate_top
+    from kvscope.cli.workload import build_from_flags
+    from kvscope.executor import parse_backend
+
+    backend = parse_backend(sim["ray"], sim["workers"])
+    w = build_from_flags(*sim["wl"])
+    return simulate_top(res, sim["k"], sim["model"], eng, w, parse_slo(sim["slo"]), backend)
