@@ -73,6 +73,27 @@ def _scatter(rows: list[dict[str, Any]], objective: str) -> str:
     return chart_div(spec, "Cost against rate")
 
 
+def _confirm(c: Any) -> str:
+    """The winner measured live (``--confirm``) beside its simulated figures."""
+    if not isinstance(c, dict):
+        return ""
+    sim = c.get("simulated") if isinstance(c.get("simulated"), dict) else {}
+    live = c.get("measured") if isinstance(c.get("measured"), dict) else {}
+    rows = []
+    for key in sim:
+        a, b = sim.get(key), live.get(key)
+        fmt = seconds if key.endswith("_s") else plain
+        rows.append(
+            f"<tr><td>{esc(key)}</td><td>{fmt(a) if isinstance(a, int | float) else '–'}</td>"
+            f"<td>{fmt(b) if isinstance(b, int | float) else '–'}</td></tr>"
+        )
+    return (
+        f'<table class="headline"><caption>the winner measured live at {esc(c.get("url"))}'
+        f" ({esc(c.get('run_dir'))})</caption><tr><th>figure</th><th>simulated</th>"
+        f"<th>measured</th></tr>{''.join(rows)}</table>"
+    )
+
+
 def tune_section(run: LoadedRun) -> str:
     s = run.summary
     objective = str(s.get("objective", ""))
@@ -104,6 +125,7 @@ def tune_section(run: LoadedRun) -> str:
         f"{s.get('pruned_points', 0):,} pruned by the planner, "
         f"{s.get('simulated_points', 0):,} simulated on {esc(s.get('backend'))}.</p>"
     )
+    out.append(_confirm(s.get("confirm")))
     last = max((r.get("rung", 0) for r in rows), default=0)
     out.append(_scatter([r for r in rows if r.get("rung") == last], objective))
     head = (
