@@ -121,3 +121,61 @@ def test_a_ray_address_that_does_not_answer_is_one_line(
     code, _out, err = run_in_process(argv, capsys)
     one_error_line(code, err, f"--ray 127.0.0.1:{port}", "no Ray cluster answers")
     assert not (tmp_path / "out").exists()
+
+
+def test_sglang_winner_gets_an_sglang_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _tune(
+        tmp_path,
+        "--engine",
+        "sglang",
+        "--slo",
+        "ttft_p99=2,tpot_p99=200ms",
+        "--space",
+        _space(tmp_path),
+        "--json",
+    )
+    code, out, err = run_in_process(argv, capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["winner"]["command"].startswith("python -m sglang.launch_server --model-path ")
+    assert doc["ranked"][-1]["label"] != doc["winner"]["label"]
+
+
+def test_max_time_ends_the_search_with_the_points_finished(tmp_path: Path) -> None:
+    import time
+
+    from kvscope.executor import Backend
+    from kvscope.sim import SimConfig
+    from kvscope.tune.run import TuneRequest, tune
+    from kvscope.workload.spec import build_workload
+
+    w = build_workload(
+        None, "poisson:rate=20", "lognormal:median=500,sigma=0.7", "120", None, 120, None, 3, None
+    )
+    req = TuneRequest(
+        SimConfig(),
+        ("H100",),
+        2,
+        (("ttft_p99_s", 2.0),),
+        eta=2,
+        space_file=_space(tmp_path),
+        min_requests=30,
+        max_time_s=0.5,
+    )
+    # the first point finishes, then the deadline passes: the point already started runs,
+    # no other starts, and no later rung either
+    s = tune(req, w, tmp_path / "out", Backend("serial"), on_point=lambda row: time.sleep(0.6))
+    assert len(s["ranked"]) == 2
+    assert all(r["rung"] == 0 and r["requests_simulated"] == 30 for r in s["ranked"])
+
+
+def test_a_max_time_too_short_for_any_point_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _tune(
+        tmp_path, "--slo", "ttft_p99=1", "--space", _space(tmp_path), "--max-time", "0.000001"
+    )
+    code, _out, err = run_in_process(argv, capsys)
+    one_error_line(code, err, "no point finished within --max-time")

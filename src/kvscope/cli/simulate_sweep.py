@@ -91,7 +91,7 @@ def run_sweep(
                     w,
                     store,
                     backend,
-                    on_done=lambda task, _f, _r: bar.done(best=task.label),
+                    on_done=lambda task, _f, _r: bar.done(task.label, label="last"),
                 )
         except KeyboardInterrupt:
             done = sum(store.load(k) is not None for k in keys)

@@ -51,8 +51,9 @@ class JobProgress:
         """Start a new stage (a rung of successive halving) of ``total`` points."""
         self._bar.reset(self._task, total=total, description=what)
 
-    def done(self, best: str | None = None, advance: int = 1) -> None:
+    def done(self, best: str | None = None, advance: int = 1, label: str = "best") -> None:
+        """One more point finished; ``best`` is shown as ``label: best``."""
         if best is not None:
-            self._bar.update(self._task, advance=advance, best=f"best: {best}")
+            self._bar.update(self._task, advance=advance, best=f"{label}: {best}")
         else:
             self._bar.advance(self._task, advance)

@@ -208,6 +208,11 @@ def tune(
         on_stage=on_stage,
         on_point=on_point,
     )
+    if not rows and req.max_time_s is not None:
+        raise KvscopeError(
+            f"no point finished within --max-time {req.max_time_s:g} s; give it more time "
+            "(a rerun with the same arguments resumes)."
+        )
     ranked = rank(rows, req.objective)
     last = max((r["rung"] for r in ranked), default=0)
     front = pareto([r for r in ranked if r["rung"] == last], req.objective)
