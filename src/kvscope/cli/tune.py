@@ -8,6 +8,7 @@ workload flags and the executor's (``cli/executor_options.py``).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -291,7 +292,18 @@ def _search(req: Any, w: Any, out: Path, backend: Any, prices: Any, force: bool)
             rows.append(row)
             bar.done(best=best_text(rows, req.objective))
 
-        return run_tune(req, w, out, backend, prices, force=force, on_stage=stage, on_point=point)
+        try:
+            return run_tune(
+                req, w, out, backend, prices, force=force, on_stage=stage, on_point=point
+            )
+        except KeyboardInterrupt:
+            bar.stop()
+            saved = sum(1 for d in (out / "points").glob("*") if not d.name.startswith("."))
+            sys.stderr.write(
+                f"kvscope: interrupted; {saved} points are saved in {out}/points; rerun the "
+                "same command to resume\n"
+            )
+            raise typer.Exit(130) from None
 
 
 def _write_report(out: Path) -> None:

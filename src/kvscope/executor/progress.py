@@ -47,6 +47,10 @@ class JobProgress:
     ) -> None:
         self._bar.stop()
 
+    def stop(self) -> None:
+        """Take the bar off the screen (before a last message)."""
+        self._bar.stop()
+
     def stage(self, what: str, total: int) -> None:
         """Start a new stage (a rung of successive halving) of ``total`` points."""
         self._bar.reset(self._task, total=total, description=what)
