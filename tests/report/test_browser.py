@@ -87,3 +87,22 @@ def test_the_layout_check_finds_cut_labels(page: Any, make_run: Any, tmp_path: P
     page.open(out)
     page.charts_drawn()
     assert any("truncated" in p for p in layout_problems(page))
+
+
+def test_tune_folder(page: Any, tmp_path: Path) -> None:
+    from kvscope.executor import Backend
+    from kvscope.sim import SimConfig
+    from kvscope.tune.run import TuneRequest, tune
+    from kvscope.workload.spec import build_workload
+
+    w = build_workload(
+        None, "poisson:rate=20", "lognormal:median=500,sigma=0.7", "120", None, 120, None, 3, None
+    )
+    space = tmp_path / "space.yaml"
+    space.write_text("tp: [1, 2]\ndp: [1]\nkv_cache_dtype: [auto, fp8]\nmax_num_seqs: [null]\n")
+    req = TuneRequest(
+        SimConfig(), ("H100",), 2, (("ttft_p99_s", 0.5),), space_file=str(space), eta=1
+    )
+    tune(req, w, tmp_path / "tune", Backend("serial"))
+    # the cost-against-rate chart, then the winner's and the defaults' latency and KV charts
+    check_page(page, write_report([tmp_path / "tune"], tmp_path / "report-tune.html"), 5)

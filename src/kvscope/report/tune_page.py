@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kvscope.report.charts import _base
 from kvscope.report.headline import plain, seconds
 from kvscope.report.loader import LoadedRun
 from kvscope.report.sections import esc
@@ -51,14 +52,11 @@ def _scatter(rows: list[dict[str, Any]], objective: str) -> str:
     ]
     if not data:
         return ""
-    spec = {
-        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-        "title": f"Cost against {what}, points of the last rung",
-        "width": 560,
-        "height": 320,
-        "data": {"values": data},
-        "mark": {"type": "point", "filled": True, "size": 60},
-        "encoding": {
+    spec = _base(f"Cost against {what}, points of the last rung")
+    spec.update(
+        data={"values": data},
+        mark={"type": "point", "filled": True, "size": 60},
+        encoding={
             "x": {"field": "usd", "type": "quantitative", "title": "USD per hour"},
             "y": {"field": "rate", "type": "quantitative", "title": what},
             "color": {"field": "kind", "type": "nominal", "title": None},
@@ -69,7 +67,7 @@ def _scatter(rows: list[dict[str, Any]], objective: str) -> str:
                 {"field": "ttft_p99_ms", "title": "TTFT P99 (ms)", "format": ".0f"},
             ],
         },
-    }
+    )
     return chart_div(spec, "Cost against rate")
 
 
