@@ -179,3 +179,66 @@ def test_a_max_time_too_short_for_any_point_is_one_line(
     )
     code, _out, err = run_in_process(argv, capsys)
     one_error_line(code, err, "no point finished within --max-time")
+
+
+def test_speculative_decoding_is_an_axis(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shlex
+
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+    space = _space(
+        tmp_path,
+        "tp: [1]\ndp: [1]\nkv_cache_dtype: [auto]\nmax_num_seqs: [null]\n"
+        f"max_num_batched_tokens: [null]\nspeculative_config: [null, {json.dumps(spec)}]\n",
+    )
+    argv = [
+        "tune",
+        "--arrival",
+        "poisson:rate=5",
+        "--prompt-len",
+        "500",
+        "--output-len",
+        "200",
+        "--num-requests",
+        "100",
+        "--slo",
+        "ttft_p99=1,tpot_p99=50ms",
+        "--space",
+        space,
+        "--spec-acceptance",
+        "0.7",
+        "--max-gpus",
+        "1",
+        "--workers",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+        "--json",
+    ]
+    code, out, err = run_in_process(argv, capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    with_spec = next(r for r in doc["ranked"] if r["flags"]["speculative_config"])
+    plain = next(r for r in doc["ranked"] if r["default"])
+    assert with_spec["tpot_p99_s"] < plain["tpot_p99_s"]  # 0.7 acceptance: fewer steps a token
+    words = shlex.split(doc["winner"]["command"])
+    assert json.loads(words[words.index("--speculative-config") + 1]) == spec
+
+
+def test_max_configs_is_a_seeded_sample_plus_the_defaults() -> None:
+    from kvscope.plan.prices import Prices
+    from kvscope.sim import SimConfig
+    from kvscope.tune.run import TuneRequest, candidates
+
+    def labels(seed: int) -> list[str]:
+        req = TuneRequest(
+            SimConfig(), ("H100",), 8, (("ttft_p99_s", 1.0),), max_configs=5, seed=seed
+        )
+        cands, facts = candidates(req, Prices())
+        assert facts["space_points"] == 240 and len(cands) in (5, 6)
+        assert cands[0].is_default
+        return [c.label for c in cands]
+
+    assert labels(1) == labels(1)
+    assert labels(1) != labels(2)

@@ -146,7 +146,10 @@ def tune(
     ] = None,
     spec_acceptance: Annotated[
         str | None,
-        typer.Option("--spec-acceptance", help="Draft acceptance (see `simulate`)."),
+        typer.Option(
+            "--spec-acceptance",
+            help="Draft acceptance of the points with a speculative config (see `simulate`).",
+        ),
     ] = None,
     gpu_hour_price: GpuHourPrice = None,
     prices_file: PricesFile = None,
@@ -189,12 +192,10 @@ def tune(
         dtype=dtype,
         max_model_len=max_model_len,
         cost_model=cost_model,
-        spec_acceptance=spec_acceptance if speculative_config else None,
         speculative_config=speculative_config,
+        spec_acceptance=spec_acceptance if speculative_config else None,
         spec_seed=seed or 0,
     )
-    if spec_acceptance and not speculative_config:
-        raise KvscopeError("--spec-acceptance needs --speculative-config.")
     pins = _pins(
         tp, pp, dp, num_gpus, enable_expert_parallel, enable_dp_attention, speculative_config
     )
@@ -211,6 +212,7 @@ def tune(
         min_requests=min_requests,
         seed=seed or 0,
         pins=pins,
+        spec_acceptance=spec_acceptance,
     )
     backend = parse_backend(ray, workers)
     prices = resolve_prices(gpu_hour_price, prices_file, provider)

@@ -56,6 +56,8 @@ class TuneRequest:
     eta: int = 3
     min_requests: int = 100
     seed: int = 0
+    #: ``--spec-acceptance`` for the points with a speculative config (the others have none)
+    spec_acceptance: str | None = None
     #: axes fixed by command-line flags (``--tp 2`` pins ``tp`` to ``(2,)``), over the space
     pins: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
@@ -126,9 +128,12 @@ def candidates(req: TuneRequest, prices: Prices) -> tuple[list[Candidate], dict[
 
     default_pt = Point(gpu=req.gpus[0])
     default_cfg = replace(base, **default_pt.sim_fields())
+    spec = req.spec_acceptance
     out = [Candidate(default_pt, default_cfg, price(default_pt.gpu) * 1, True)]
     for p in kept:
-        cfg = replace(base, **p.sim_fields())
+        cfg = replace(
+            base, **p.sim_fields(), spec_acceptance=spec if p.speculative_config else None
+        )
         if cfg == default_cfg:
             continue
         out.append(Candidate(p, cfg, price(p.gpu) * p.num_gpus))
