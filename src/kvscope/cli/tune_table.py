@@ -75,7 +75,11 @@ def print_tune(summary: dict[str, Any], out: Path, console: Any) -> None:
             f"winner {winner['label']}: goodput {_pct(gain.get('goodput'))}, goodput per "
             f"dollar {_pct(gain.get('goodput_per_dollar'))}"
             + (f", max rate {_pct(gain['max_rate'])}" if "max_rate" in gain else "")
-            + " vs vLLM's defaults"
+            + (
+                " vs SGLang's defaults"
+                if summary.get("engine") == "sglang"
+                else " vs vLLM's defaults"
+            )
             + ("" if gain.get("defaults_met_slo") else " (which miss the SLO)")
         )
     if winner:

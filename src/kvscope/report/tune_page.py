@@ -100,6 +100,7 @@ def tune_section(run: LoadedRun) -> str:
     raw_slo = s.get("slo")
     slo: dict[str, Any] = raw_slo if isinstance(raw_slo, dict) else {}
     slo_text = ", ".join(f"{esc(k.removesuffix('_s'))} ≤ {seconds(v)}" for k, v in slo.items())
+    engine = "SGLang's" if s.get("engine") == "sglang" else "vLLM's"
     w = s.get("winner") if isinstance(s.get("winner"), dict) else None
     raw_gain = s.get("gain_vs_defaults")
     gain: dict[str, Any] = raw_gain if isinstance(raw_gain, dict) else {}
@@ -109,7 +110,7 @@ def tune_section(run: LoadedRun) -> str:
         out.append(
             f'<p class="lead">Winner under {slo_text}: <b>{esc(w.get("label"))}</b>'
             + (
-                f"; goodput {g:+.1%}, goodput per dollar {gd:+.1%} against vLLM's defaults"
+                f"; goodput {g:+.1%}, goodput per dollar {gd:+.1%} against {engine} defaults"
                 if isinstance(g, float) and isinstance(gd, float)
                 else ""
             )
