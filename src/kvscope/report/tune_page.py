@@ -75,8 +75,9 @@ def _confirm(c: Any) -> str:
     """The winner measured live (``--confirm``) beside its simulated figures."""
     if not isinstance(c, dict):
         return ""
-    sim = c.get("simulated") if isinstance(c.get("simulated"), dict) else {}
-    live = c.get("measured") if isinstance(c.get("measured"), dict) else {}
+    raw_sim, raw_live = c.get("simulated"), c.get("measured")
+    sim: dict[str, Any] = raw_sim if isinstance(raw_sim, dict) else {}
+    live: dict[str, Any] = raw_live if isinstance(raw_live, dict) else {}
     rows = []
     for key in sim:
         a, b = sim.get(key), live.get(key)
