@@ -126,7 +126,6 @@ def _max_rate(job: PointJob, base: Workload, slo: dict[str, float]) -> PointResu
                 break
             f = (low + high) / 2 if low > 0 else high / 2
     res, w = best or last  # type: ignore[misc]
-    met, worst = slo_check(res.figures, slo)
     rate = base.mean_rate_per_s
     extra = {
         "status": "ok",
