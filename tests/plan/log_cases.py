@@ -2,15 +2,28 @@
 
 Each row holds the configuration of one public engine start and the figures its log printed
 (weights GiB, available KV GiB, KV tokens, max concurrency), with the source. This module
-turns a row into planner inputs and compares; ``test_accuracy.py`` asserts the targets and
+turns a row into planner inputs and compares; ``test_memory.py`` asserts the targets and
 ``benchmarks/plan_accuracy.py`` prints the table.
+
+A row names its model by the Hugging Face id the log shows. Ids that are not bundled presets
+resolve, as a user's would, through a Hugging Face cache folder: :func:`hub_cache` lays one
+out the way ``huggingface_hub`` does (``models--org--name/refs/main`` holding a commit,
+``snapshots/<commit>/config.json``) from ``data/hub_ids.json``, and planning reads it with
+``HF_HUB_OFFLINE=1``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import hashlib
+import json
+import os
 import statistics
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from kvscope.plan.config import EngineConfig, Parallelism
@@ -20,6 +33,60 @@ from kvscope.specs.registry import load_model
 
 DATA = Path(__file__).with_name("data")
 CSV_PATH = DATA / "engine_logs.csv"
+HUB_IDS = DATA / "hub_ids.json"
+SPECS_CONFIGS = Path(__file__).parents[1] / "specs" / "data" / "configs"
+
+
+def hub_config(repo_id: str) -> dict[str, object]:
+    """The config.json that ``repo_id`` has in the test cache (see ``data/hub_ids.json``)."""
+    entry = json.loads(HUB_IDS.read_text())[repo_id]
+    ref = str(entry["config"])
+    if ref.startswith("preset:"):
+        from kvscope.specs.registry import PRESET_DIR
+
+        raw = json.loads((PRESET_DIR / (ref[7:].replace("/", "--") + ".json")).read_text())
+        raw.pop("_kvscope", None)
+    elif ref.startswith("specs:"):
+        raw = json.loads((SPECS_CONFIGS / ref[6:]).read_text())
+    else:
+        raw = json.loads((DATA / ref).read_text())
+    raw.update(entry.get("merge", {}))
+    return dict(raw)
+
+
+@cache
+def hub_cache() -> Path:
+    """A Hugging Face hub cache folder holding every id of ``data/hub_ids.json``, laid out as
+    ``huggingface_hub`` lays it out; the commit of each snapshot is the SHA-1 of its file."""
+    root = Path(tempfile.mkdtemp(prefix="kvscope-hub-cache-")) / "hub"
+    for repo_id in json.loads(HUB_IDS.read_text()):
+        if repo_id.startswith("_"):
+            continue
+        text = json.dumps(hub_config(repo_id), indent=1)
+        commit = hashlib.sha1(text.encode()).hexdigest()
+        repo = root / ("models--" + repo_id.replace("/", "--"))
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text(text)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(commit)
+    return root
+
+
+@contextlib.contextmanager
+def offline_hub() -> Iterator[Path]:
+    """The test cache as ``HF_HUB_CACHE``, with ``HF_HUB_OFFLINE=1``, for the block's span."""
+    keys = ("HF_HUB_CACHE", "HF_HUB_OFFLINE")
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ["HF_HUB_CACHE"] = str(hub_cache())
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield hub_cache()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @dataclass(frozen=True)
@@ -43,7 +110,8 @@ class Case:
         name = r["model"]
         if name.startswith("configs/"):
             name = str(DATA / name)
-        model = load_model(name, r["dtype"] or None, r["quantization"] or None)
+        with offline_hub():
+            model = load_model(name, r["dtype"] or None, r["quantization"] or None)
         par = Parallelism(
             tp=int(r["tp"]),
             pp=int(r["pp"]),
@@ -74,8 +142,12 @@ def _opt_bool(value: str | None) -> bool | None:
 
 
 def load_cases() -> list[Case]:
-    with CSV_PATH.open(newline="") as f:
-        return [Case(row) for row in csv.DictReader(f)]
+    """Every row of every ``data/engine_logs*.csv``, files in name order."""
+    out: list[Case] = []
+    for path in sorted(DATA.glob("engine_logs*.csv")):
+        with path.open(newline="") as f:
+            out += [Case(row) for row in csv.DictReader(f)]
+    return out
 
 
 def rel_err(pred: float, actual: float) -> float:

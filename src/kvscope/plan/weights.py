@@ -21,8 +21,9 @@ How the engines split a decoder (vLLM ``vllm/model_executor/layers/linear.py`` a
 
 MLA models also hold the absorbed up-projections beside ``kv_b_proj`` where the engine
 makes them a separate tensor (:func:`mla_absorbed_bytes`, added per engine by
-``plan.memory``). Units: bytes. One rotary cos/sin cache (``max_position_embeddings x
-rotary_dim`` in the model dtype) is counted on every rank, as vLLM builds it at load time.
+``plan.memory``). Units: bytes. The rotary cos/sin caches (``positions x rotary_dim`` in the
+model dtype; positions from ``ModelSpec.rope_cache_positions``) are counted on every rank, as
+vLLM builds them at load time.
 """
 
 from __future__ import annotations
@@ -231,7 +232,8 @@ def rank_weights(
         params["lm_head"] = 0.0 if tied_here else vocab_rank * model.hidden_size
     att = model.first_attention
     rotary = att.qk_rope_head_dim or att.head_dim
-    params["rope_cache"] = float(model.max_position_embeddings * rotary)
+    positions = model.rope_cache_positions or model.max_position_embeddings
+    params["rope_cache"] = float(positions * rotary)
     per = _bytes_per_param(model)
     per["vision_tower"] = element_bytes(model.dtype)  # encoders stay unquantized
     if expert_bytes > 0:

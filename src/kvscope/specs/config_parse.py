@@ -131,6 +131,12 @@ def _vision_params(raw: Mapping[str, Any], source: str, text_hidden: int) -> int
         return 0
     if not isinstance(vision, Mapping):
         raise ConfigError(source, "vision_config", "must be an object")
+    if raw.get("model_type") == "mistral3":  # projector keys live beside vision_config
+        vision = {
+            **vision,
+            "_spatial_merge_size": raw.get("spatial_merge_size", 2),
+            "_projector_bias": raw.get("multimodal_projector_bias", False),
+        }
     v = _Cfg(vision, source, "vision_config.")
     return families.vision_params(
         str(raw.get("model_type") or ""), vision, text_hidden, lambda k, d: v.integer(k, d)
@@ -189,6 +195,7 @@ def parse_config(
         final_params=final,
         num_mtp_layers=c.integer("num_nextn_predict_layers", default=0, minimum=0),
         vision_params=_vision_params(raw, source, h),
+        rope_cache_positions=families.rope_cache_positions(c.raw, model_type, max_pos),
         source=source,
         published=published or Published(),
     )

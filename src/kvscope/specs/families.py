@@ -24,8 +24,18 @@ What this module owns, by family (``model_type`` of the language model):
   ``o_proj`` has ``bias=False``).
 - Vision towers of vision-language wrappers: SigLIP (Gemma 3: ~417M, Gemma 3 report,
   arXiv 2503.19786 Table 1) with Gemma 3's projector (``mm_input_projection_weight``
-  vision x text hidden, plus ``mm_soft_emb_norm``); Llama 4's tower and adapter. Other
+  vision x text hidden, plus ``mm_soft_emb_norm``); Llama 4's tower and adapter; Pixtral
+  (Mistral 3: transformers ``PixtralVisionModel``, bias-free, gated SiLU MLP) with Mistral 3's
+  projector (RMSNorm, patch merger ``d * s^2 -> d``, two linears to the text width). Other
   towers are not counted yet.
+
+- Rotary caches: vLLM builds one cos/sin cache per distinct rotary embedding (``get_rope``
+  is memoised on its arguments), of ``max_position_embeddings`` positions, times the factor
+  under ``rope_scaling`` type ``linear`` (``LinearScalingRotaryEmbedding`` caches every scaled
+  range; vLLM ``vllm/model_executor/layers/rotary_embedding/linear_scaling_rope.py``, v0.19).
+  Gemma 3 builds two: the local layers' (``rope_local_base_freq``, unscaled) and the global
+  layers' (scaled): 1,048,576 + 131,072 positions for the 4B/12B/27B checkpoints, 0.5 GiB at
+  head_dim 256, inside vLLM's "Model loading took" figure.
 
 Units: parameter counts.
 """
@@ -41,6 +51,9 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {"tie_word_embeddings": True},
     "gemma3_text": {
         "vocab_size": 262_208,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
         "max_position_embeddings": 131_072,
         "tie_word_embeddings": True,
         "sliding_window_pattern": 6,
@@ -73,6 +86,21 @@ def with_defaults(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
     merged = dict(defaults)
     merged.update({k: v for k, v in cfg.items() if v is not None})
     return merged
+
+
+def rope_cache_positions(cfg: Mapping[str, Any], model_type: str, max_pos: int) -> int:
+    """Positions summed over the rotary caches vLLM builds for this config (see above)."""
+    scaling = cfg.get("rope_scaling")
+    factor = 1.0
+    if isinstance(scaling, Mapping):
+        kind = scaling.get("rope_type") or scaling.get("type")
+        raw = scaling.get("factor")
+        if kind == "linear" and isinstance(raw, int | float) and 1 <= raw <= 1024:
+            factor = float(raw)
+    scaled = int(max_pos * factor)
+    if model_type == "gemma3_text":
+        return max_pos + scaled  # local (unscaled) and global rotary embeddings
+    return scaled
 
 
 def sliding_pattern(period: int, n_layers: int) -> list[bool]:
@@ -122,6 +150,27 @@ def llama4_vision_params(get: Reader, projector_bias: bool, text_hidden: int) ->
     return n
 
 
+def pixtral_params(get: Reader, merge: int, text_hidden: int, bias: bool) -> int:
+    """Weights of a Pixtral vision tower and Mistral 3's multimodal projector.
+
+    transformers ``PixtralVisionModel``: a bias-free patch convolution, ``ln_pre`` RMSNorm,
+    per layer two RMSNorms, bias-free q/k/v/o and a gated (gate/up/down) MLP.
+    ``Mistral3MultiModalProjector``: RMSNorm over the vision width, ``Mistral3PatchMerger``
+    (``d * spatial_merge_size^2 -> d``, no bias), ``linear_1`` (d -> text) and ``linear_2``
+    (text -> text), biased when ``multimodal_projector_bias`` is true. Mistral-Small-3.1-24B:
+    0.439B, which with its text model gives the 44.76 GiB vLLM 0.19.0 loads in bf16.
+    """
+    d, i = get("hidden_size", None), get("intermediate_size", None)
+    layers, patch = get("num_hidden_layers", None), get("patch_size", None)
+    channels = get("num_channels", 3)
+    n = channels * patch * patch * d + d
+    n += layers * (2 * d + 4 * d * d + 3 * d * i)
+    n += d + d * merge * merge * d + d * text_hidden + text_hidden * text_hidden
+    if bias:
+        n += 2 * text_hidden
+    return n
+
+
 def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, get: Reader) -> int:
     """Vision tower plus projector weights of a wrapper of ``model_type``; 0 when unknown."""
     kind = vision.get("model_type")
@@ -132,6 +181,10 @@ def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, 
             d = get("hidden_size", None)
             n += d * text_hidden + d  # mm_input_projection_weight, mm_soft_emb_norm
         return n
+    if kind == "pixtral" and model_type == "mistral3":
+        merge = vision.get("_spatial_merge_size", 2)
+        bias = vision.get("_projector_bias") is True
+        return pixtral_params(get, int(merge), text_hidden, bias)
     if kind == "llama4_vision_model":
         bias = vision.get("multi_modal_projector_bias") is True
         return llama4_vision_params(get, bias, text_hidden)

@@ -94,6 +94,9 @@ class ModelSpec:
     final_params: int = 0  # final norm and output-side mixers outside the layers
     num_mtp_layers: int = 0
     vision_params: int = 0  # vision tower and projector of a vision-language wrapper
+    #: positions of every distinct rotary cos/sin cache the engine builds (0: one cache of
+    #: ``max_position_embeddings``); see ``families.rope_cache_positions``
+    rope_cache_positions: int = 0
     source: str = ""
     published: Published = field(default_factory=Published)
 
