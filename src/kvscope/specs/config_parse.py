@@ -154,7 +154,7 @@ def parse_config(
     """Build a :class:`ModelSpec` from a config.json mapping; ``dtype``/``quantization`` are
     the ``--dtype`` / ``--quantization`` overrides. Raises ConfigError naming the field."""
     c = _Cfg(_flatten(raw), source)
-    model_type = c.text("model_type")
+    model_type = _model_type(c)
     h = c.integer("hidden_size")
     n_layers = _num_layers(c)
     nh = c.integer("num_attention_heads")
@@ -199,6 +199,20 @@ def parse_config(
         source=source,
         published=published or Published(),
     )
+
+
+def _model_type(c: _Cfg) -> str:
+    """The language model's ``model_type``, refused in one line unless its rules are known."""
+    model_type = c.text("model_type")
+    if not model_type:
+        raise c.fail("model_type", "is missing; every transformers config.json names one")
+    if model_type not in families.KNOWN_MODEL_TYPES and not model_type.startswith("deepseek_v4"):
+        known = ", ".join(families.KNOWN_MODEL_TYPES)
+        raise c.fail(
+            "model_type",
+            f"is {_show(model_type)}, an architecture kvscope has no rules for (known: {known})",
+        )
+    return model_type
 
 
 def _config_dtype(c: _Cfg) -> str | None:

@@ -45,6 +45,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+#: Language-model ``model_type`` values whose architecture the parser knows (wrappers are
+#: read through their ``text_config``: gemma3, llama4, mistral3, kimi_vl); any other type is
+#: refused in one line rather than planned as if it were a Llama.
+KNOWN_MODEL_TYPES = (
+    "llama", "mistral", "mixtral", "granite", "phi3",
+    "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+    "gemma", "gemma2", "gemma3_text", "llama4_text",
+    "glm4_moe", "minimax_m2", "gpt_oss",
+    "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2",
+)  # fmt: skip
+
 #: transformers configuration-class defaults for keys shipped configs omit.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma": {"tie_word_embeddings": True},
