@@ -185,3 +185,71 @@ def percentile(values: list[float], q: float) -> float:
     if len(values) == 1:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+#: The architecture families of issue 17 item 2, by the language model's ``model_type``.
+FAMILY_OF_TYPE = {
+    "llama": "llama",
+    "mistral": "mistral",
+    "mixtral": "mixtral",
+    "qwen2": "qwen2",
+    "qwen2_moe": "qwen2_moe",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3_moe",
+    "qwen3_next": "qwen3-next/3.5",
+    "qwen3_5": "qwen3-next/3.5",
+    "qwen3_5_moe": "qwen3-next/3.5",
+    "gemma2": "gemma2/gemma3",
+    "gemma3_text": "gemma2/gemma3",
+    "llama4_text": "llama4",
+    "glm4_moe": "glm4_moe",
+    "minimax_m2": "minimax_m2",
+    "gpt_oss": "gpt_oss",
+    "phi3": "phi3",
+    "deepseek_v2": "deepseek",
+    "deepseek_v3": "deepseek",
+    "deepseek_v32": "deepseek",
+    "kimi_k2": "deepseek",
+}
+
+
+@dataclass(frozen=True)
+class Tags:
+    """How one row is grouped in the accuracy breakdown."""
+
+    model_type: str
+    family: str  # an item-2 family, or "other (<model_type>)"
+    vision: bool  # a vision-language wrapper (its tower counted)
+    deepseek_v3_plus: bool  # DeepSeek V3 / V3.2 / V4 (and Kimi K2, a V3 derivative)
+    speculative: bool
+    release_group: str
+    gpu: str
+
+
+def tags(case: Case) -> Tags:
+    """Family, release group and the other acceptance labels of ``case``'s row."""
+    r = case.row
+    with offline_hub():
+        spec = load_model(r["model"])
+    mt = spec.model_type
+    fam = "deepseek" if mt.startswith("deepseek_v4") else FAMILY_OF_TYPE.get(mt, f"other ({mt})")
+    v = tuple(int(p) for p in r["version"].split(".")[:3] if p.isdigit())
+    if r["engine"] == "vllm":
+        group = (
+            "vLLM V0 (< 0.8)" if v < (0, 8) else
+            "vLLM 0.8-0.11" if v < (0, 12) else
+            "vLLM 0.12-0.19" if v < (0, 20) else
+            "vLLM >= 0.20"
+        )  # fmt: skip
+    else:
+        group = "SGLang < 0.5" if v < (0, 5) else "SGLang >= 0.5"
+    spec_flags = (r.get("speculative_config") or "").strip() or (r.get("mtp_layers") or "").strip()
+    return Tags(
+        model_type=mt,
+        family=fam,
+        vision=spec.vision_params > 0,
+        deepseek_v3_plus=mt in ("deepseek_v3", "deepseek_v32", "kimi_k2") or mt.startswith("deepseek_v4"),
+        speculative=bool(spec_flags) and spec_flags != "0",
+        release_group=group,
+        gpu=get_gpu(r["gpu"]).name,
+    )
