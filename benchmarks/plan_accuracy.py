@@ -101,7 +101,8 @@ def breakdown(console: Console, results: list[Result]) -> None:
     }
     for title, key in groupings.items():
         table = Table(title=f"scored rows by {title}")
-        for col in (title, "rows", "kv_tokens median", "within 5 %", "weights median", "within 2 %"):
+        cols = (title, "rows", "kv_tokens median", "within 5 %", "weights median", "within 2 %")
+        for col in cols:
             table.add_column(col, justify="left" if col == title else "right")
         groups: dict[str, list[Result]] = {}
         for r, t in scored:
@@ -112,12 +113,13 @@ def breakdown(console: Console, results: list[Result]) -> None:
     item2 = {t.family for _, t in tagged if not t.family.startswith("other")}
     if any(t.vision for _, t in tagged):
         item2.add("vision-language wrappers")
+    gpus = sorted({t.gpu for _, t in tagged})
     console.print(
         f"[bold]acceptance counts[/]: {len(tagged)} rows; "
         f"{sum(t.deepseek_v3_plus for _, t in tagged)} DeepSeek V3/V3.2/V4 (incl. Kimi K2); "
         f"{sum(t.speculative for _, t in tagged)} with speculative decoding; "
         f"{len(item2)} item-2 families ({', '.join(sorted(item2))}); "
-        f"{len({t.gpu for _, t in tagged})} GPU types ({', '.join(sorted({t.gpu for _, t in tagged}))})"
+        f"{len(gpus)} GPU types ({', '.join(gpus)})"
     )
 
 

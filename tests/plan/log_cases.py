@@ -248,7 +248,8 @@ def tags(case: Case) -> Tags:
         model_type=mt,
         family=fam,
         vision=spec.vision_params > 0,
-        deepseek_v3_plus=mt in ("deepseek_v3", "deepseek_v32", "kimi_k2") or mt.startswith("deepseek_v4"),
+        deepseek_v3_plus=mt in ("deepseek_v3", "deepseek_v32", "kimi_k2")
+        or mt.startswith("deepseek_v4"),
         speculative=bool(spec_flags) and spec_flags != "0",
         release_group=group,
         gpu=get_gpu(r["gpu"]).name,

@@ -1,11 +1,12 @@
-"""The planner against real engine start-up logs (tests/plan/data/engine_logs.csv).
+"""The planner against real engine start-up logs (tests/plan/data/engine_logs*.csv).
 
 Targets from the issue (17): ``kv_tokens`` median error <= 1 %, >= 95 % of scored rows
 within 5 %, weights within 2 % on >= 95 %; rows outside a target are named in
-:data:`KNOWN_OFF` with the reason, so a new miss fails. Rows marked ``hybrid`` (sliding/full attention
-mixes, whose logged token figure follows a different rule), ``uneven`` (the ranks had
-different free memory) and ``inferred`` (an input the log does not state — engine release,
-GPU model — had to be guessed) are reported by benchmarks/plan_accuracy.py, not scored here;
+:data:`KNOWN_OFF` with the reason, so a new miss fails. Rows marked ``hybrid``
+(sliding/full attention mixes, whose logged token figure follows a different rule),
+``uneven`` (the ranks had different free memory) and ``inferred`` (an input the log does
+not state — engine release, GPU model — had to be guessed) are reported by
+benchmarks/plan_accuracy.py, not scored here;
 the inferred rows get a loose sanity bound instead.
 Where a log gives "Available KV cache memory", the KV-from-available step is checked on its
 own: it is the engine's block arithmetic and must be near exact.

@@ -190,7 +190,7 @@ def _download(repo_id: str, filename: str, rev: str, not_found_hint: str | None)
 
     # Its retry warnings would break the one-line error contract on stderr.
     logging.getLogger("huggingface_hub").setLevel(logging.CRITICAL)
-    box: list[Path | None | BaseException] = []
+    box: list[Path | BaseException | None] = []
     where = cache_dir()
     limit = float(constants.HF_HUB_ETAG_TIMEOUT + constants.HF_HUB_DOWNLOAD_TIMEOUT)
 
@@ -240,7 +240,13 @@ def _get_into_cache(
 
     from huggingface_hub import constants, file_download, hf_hub_url
     from huggingface_hub.errors import EntryNotFoundError
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    # Public in huggingface_hub.utils since 0.11, re-exported without __all__ (mypy's view).
+    from huggingface_hub.utils import (  # type: ignore[attr-defined]
+        build_hf_headers,
+        get_session,
+        hf_raise_for_status,
+    )
 
     url = hf_hub_url(repo_id, filename, revision=rev, endpoint=constants.ENDPOINT)
     session: Any = get_session()
@@ -273,7 +279,7 @@ def _get_into_cache(
     file_download._chmod_and_move(Path(tmp.name), blob)
     file_download._create_symlink(str(blob), str(pointer), new_blob=True)
     _record_ref(file_download, storage, rev, commit)
-    return pointer
+    return Path(pointer)
 
 
 def _record_ref(file_download: Any, storage: Path, rev: str, commit: str) -> None:
