@@ -8,7 +8,7 @@ the fair figure on a shared machine), the number of engine steps, and the speed-
 simulated time.
 
 Run: ``PYTHONPATH=src python benchmarks/sim_speed.py [--requests 1000000] [--shared DIR]
-[--cost-model roofline|fitted|aic] [--azure-model ID] [--skip-synthetic]``.
+[--cost-model roofline|fitted|aic] [--azure-model ID] [--azure-gpu GPU] [--skip-synthetic]``.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--shared", type=Path, default=HERE.parent.parent / "shared")
     ap.add_argument("--cost-model", default="roofline", help="roofline, fitted or aic")
     ap.add_argument("--azure-model", default="deepseek-ai/DeepSeek-V4-Flash")
+    ap.add_argument("--azure-gpu", default="H200", help="GPU of the 8-way Azure run")
     ap.add_argument("--skip-synthetic", action="store_true", help="only the Azure trace")
     args = ap.parse_args()
 
@@ -53,14 +54,14 @@ def main() -> None:
         load = time.perf_counter() - t0
         cfg = SimConfig(
             model=args.azure_model,
-            gpu="H200",
+            gpu=args.azure_gpu,
             tp=8,
             kv_cache_dtype="fp8",
             cost_model=args.cost_model,
         )
         name = args.azure_model.split("/")[-1]
         res = simulate(w, cfg)
-        report(f"Azure conv, {name}, 8xH200, {args.cost_model}", len(w), load, res, 5.0)
+        report(f"Azure conv, {name}, 8x{args.azure_gpu}, {args.cost_model}", len(w), load, res, 5.0)
     else:
         print(f"skipped the Azure trace: {trace} not found")
 

@@ -173,6 +173,10 @@ def _cells(run: LoadedRun) -> list[tuple[str, str, str]]:
         kv = _kv_peak_text(run)
         if kv:
             out.insert(min(len(out), 6), ("KV peak", kv, "highest share of KV-cache blocks in use"))
+    if run.kind == "simulate":
+        cost = _cost_model_text(run.summary.get("cost_model"))
+        if cost:
+            out.append(("step times", cost, "cost model the run's latencies rest on"))
     if run.kind == "comm":
         fit = run.summary.get("fit")
         if isinstance(fit, dict):
@@ -181,6 +185,19 @@ def _cells(run: LoadedRun) -> list[tuple[str, str, str]]:
                 out.append(("latency", seconds(a), "fixed cost per step (alpha)"))
                 out.append(("bandwidth", f"{plain(1e-9 / max(b, 1e-30))} GB/s", "fitted link"))
     return out
+
+
+def _cost_model_text(cost: object) -> str | None:
+    """A simulate run's cost model and, where measured, its expected error (median |r - 1|)."""
+    if not isinstance(cost, dict) or not cost.get("name"):
+        return None
+    text = str(cost["name"])
+    err = cost.get("expected_error")
+    if isinstance(err, dict) and _finite(err.get("median_abs_err")) is not None:
+        text += (
+            f" (median error {float(err['median_abs_err']):.0%} vs AIC, {err.get('family', '?')})"
+        )
+    return text
 
 
 def headline_section(runs: Sequence[LoadedRun]) -> str:
