@@ -1,4 +1,4 @@
-"""Real engine start-up logs (tests/plan/data/engine_logs.csv) and the planner's error on them.
+"""Real engine start-up logs (tests/plan/data/engine_logs*.csv) and the planner's error on them.
 
 Each row holds the configuration of one public engine start and the figures its log printed
 (weights GiB, available KV GiB, KV tokens, max concurrency), with the source. This module
@@ -33,6 +33,9 @@ from kvscope.specs.registry import load_model
 
 DATA = Path(__file__).with_name("data")
 CSV_PATH = DATA / "engine_logs.csv"
+#: Every log table: ``engine_logs.csv`` plus topical ones (``engine_logs_deepseek.csv``), all
+#: with the columns of the first; a column a file lacks reads as empty.
+CSV_GLOB = "engine_logs*.csv"
 HUB_IDS = DATA / "hub_ids.json"
 SPECS_CONFIGS = Path(__file__).parents[1] / "specs" / "data" / "configs"
 
@@ -142,12 +145,19 @@ def _opt_bool(value: str | None) -> bool | None:
 
 
 def load_cases() -> list[Case]:
-    """Every row of every ``data/engine_logs*.csv``, files in name order."""
-    out: list[Case] = []
-    for path in sorted(DATA.glob("engine_logs*.csv")):
+    """Rows of every ``engine_logs*.csv`` (sorted by file name), ids unique across files."""
+    cases: list[Case] = []
+    for path in sorted(DATA.glob(CSV_GLOB)):
         with path.open(newline="") as f:
-            out += [Case(row) for row in csv.DictReader(f)]
-    return out
+            for row in csv.DictReader(f):
+                cases.append(Case({k: (v or "") for k, v in row.items() if k is not None}))
+    columns = set().union(*(c.row for c in cases))
+    cases = [Case({**dict.fromkeys(columns, ""), **c.row}) for c in cases]
+    ids = [c.id for c in cases]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"duplicate engine-log ids: {', '.join(dup)}")
+    return cases
 
 
 def rel_err(pred: float, actual: float) -> float:
