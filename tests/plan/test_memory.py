@@ -43,7 +43,9 @@ KNOWN_OFF = {
     # the engine will pick (params.json beside it does), so the planner splits it over TP.
     "llmd-mistral-small31-tp4": "weights",
     # kv_tokens: vLLM 0.15/0.16 logged a 5.64 GiB profiling peak for Qwen3-14B where 0.17/0.18
-    # (same flags, same image family) logged 2.23 GiB; the planner follows the later releases.
+    # (same flags) logged 2.23 GiB, a release-wide drop the study names in its report
+    # (jgchn/llm-d-planner accuracy/accuracy_report.md Part 2 at 875a4fd); one model's two
+    # figures do not give the older releases' rule, so the planner follows 0.17+.
     "llmd-qwen3-14b-0.15": "kv_tokens",
     "llmd-qwen3-14b-0.16": "kv_tokens",
 }
