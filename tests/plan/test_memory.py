@@ -50,6 +50,10 @@ KNOWN_OFF = {
     # rule, and the profiling pass and dummy sampler run are unchanged between the 0.16.0 and
     # 0.17.0 wheels but for the top-k/top-p kernel (a Triton kernel replaced the sort from
     # 0.17.0), so the gap is in the compiled path or the sort, not yet told apart.
+    # kv_tokens 6.7 % high: this start spent 5.58 GiB on the profiling peak and 1.38 GiB of
+    # non-torch memory (its own log) where the planner has 3.73 and 0.25; the layout and block
+    # arithmetic are exact (KV-from-available: 973,760 tokens, 14.77x, as logged).
+    "h200-qwen3-next-80b-tp2-0.10.2": "kv_tokens",
     "llmd-qwen3-14b-0.15": "kv_tokens",
     "llmd-qwen3-14b-0.16": "kv_tokens",
 }

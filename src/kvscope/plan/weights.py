@@ -126,6 +126,10 @@ def _attention_params_per_rank(att: AttentionLayer, tp: int) -> tuple[float, flo
             replicated += h * att.index_head_dim + 2 * att.index_head_dim
             replicated += h * att.index_n_heads
         return (total - replicated) / tp, float(replicated)
+    if att.kind == "gdn":
+        # Gated DeltaNet: projections, conv and per-head scalars split by heads; the gated
+        # RMSNorm over one value head is replicated (vLLM qwen3_next.py).
+        return (total - att.lin_v_dim) / tp, float(att.lin_v_dim)
     # DeepSeek V4: per-head query up-projection and the grouped output projection are
     # sharded by heads; the shared K=V head, compressors and indexer are replicated.
     ql = att.q_lora_rank or h
@@ -231,7 +235,7 @@ def rank_weights(
         tied_here = model.tie_word_embeddings and par.pp == 1
         params["lm_head"] = 0.0 if tied_here else vocab_rank * model.hidden_size
     att = model.first_attention
-    rotary = att.qk_rope_head_dim or att.head_dim
+    rotary = att.qk_rope_head_dim or int(att.head_dim * model.partial_rotary_factor)
     positions = model.rope_cache_positions or model.max_position_embeddings
     params["rope_cache"] = float(positions * rotary)
     per = _bytes_per_param(model)

@@ -32,6 +32,7 @@ from kvscope.errors import ConfigError, KvscopeError, UnknownNameError
 from kvscope.specs import families, quant
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.config_ffn import ffn_layers
+from kvscope.specs.config_linear import HYBRID_LINEAR_TYPES, hybrid_layers
 from kvscope.specs.dtypes import canonical_dtype, resolve_model_dtype
 from kvscope.specs.model import LayerSpec, ModelSpec, Published
 from kvscope.validate import count
@@ -162,7 +163,8 @@ def parse_config(
     max_pos = c.integer("max_position_embeddings", default=4096)
     tied = c.boolean("tie_word_embeddings", default=False)
 
-    attentions = _attention_layers(c, model_type, h, nh, n_layers)
+    resolved_dtype = resolve_model_dtype(dtype, _config_dtype(c))
+    attentions = _attention_layers(c, model_type, h, nh, n_layers, resolved_dtype)
     ffns = ffn_layers(c, model_type, h, n_layers)
 
     hc = c.integer("hc_mult", default=0, minimum=0)
@@ -180,7 +182,6 @@ def parse_config(
         final += hc * hc * h + hc + 1
     layers = tuple(LayerSpec(a, f, per_layer_extra) for a, f in zip(attentions, ffns, strict=True))
 
-    resolved_dtype = resolve_model_dtype(dtype, _config_dtype(c))
     q = _quantization(c, quantization, resolved_dtype)
     return ModelSpec(
         name=name or c.text("_name_or_path") or source,
@@ -196,9 +197,20 @@ def parse_config(
         num_mtp_layers=c.integer("num_nextn_predict_layers", default=0, minimum=0),
         vision_params=_vision_params(raw, source, h),
         rope_cache_positions=families.rope_cache_positions(c.raw, model_type, max_pos),
+        partial_rotary_factor=_rotary_fraction(c),
         source=source,
         published=published or Published(),
     )
+
+
+def _rotary_fraction(c: _Cfg) -> float:
+    """``partial_rotary_factor``: the share of each head RoPE rotates, in (0, 1]."""
+    value = c.raw.get("partial_rotary_factor")
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise c.fail("partial_rotary_factor", f"must be a number in (0, 1], got {_show(value)}")
+    return float(value)
 
 
 def _model_type(c: _Cfg) -> str:
@@ -264,8 +276,10 @@ def _quantization(c: _Cfg, flag: str | None, dtype: str) -> quant.Quantization:
 
 # ---------------------------------------------------------------------- attention
 def _attention_layers(
-    c: _Cfg, model_type: str, h: int, nh: int, n_layers: int
+    c: _Cfg, model_type: str, h: int, nh: int, n_layers: int, dtype: str
 ) -> list[AttentionLayer]:
+    if model_type in HYBRID_LINEAR_TYPES:
+        return hybrid_layers(c, h, nh, n_layers, dtype)
     if model_type.startswith("deepseek_v4") or c.has("compress_ratios"):
         return _dsv4_layers(c, h, nh, n_layers)
     if c.has("kv_lora_rank"):

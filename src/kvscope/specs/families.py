@@ -50,7 +50,7 @@ from typing import Any
 #: refused in one line rather than planned as if it were a Llama.
 KNOWN_MODEL_TYPES = (
     "llama", "mistral", "mixtral", "granite", "phi3",
-    "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+    "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
     "gemma", "gemma2", "gemma3_text", "llama4_text",
     "glm4_moe", "minimax_m2", "gpt_oss",
     "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2",
