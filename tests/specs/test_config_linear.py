@@ -75,3 +75,36 @@ def test_sglang_refuses_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["plan", "--model", str(CONFIG), "--gpu", "h200", "--tp", "2", "--engine", "sglang"]
     code, _, err = run_in_process(argv, capsys)
     one_error_line(code, err, "mamba pool", "--engine vllm")
+
+
+QWEN35 = CONFIG.with_name("qwen3.5-27b.json")
+
+
+def test_qwen35_fp32_recurrent_state_sets_a_784_token_block() -> None:
+    # vllm#40691 (Qwen3.5-27B, vLLM 0.19.0): 290,864 tokens at 33.04x for 32,768-token
+    # requests are 1,487 blocks of 784 tokens in 4 groups (1487 // 4 x 784 = 290,864 and
+    # 1487 / (42 + 3) = 33.04): the block one attention page needs to hold the state whose
+    # recurrent part is fp32 (mamba_ssm_dtype); in bf16 the block would be 400 tokens.
+    m = load_model(str(QWEN35))
+    assert m.model_type == "qwen3_5_text" and m.attention_kinds == {"gdn": 48, "full": 16}
+    layout = vllm_layout(m, tuple(range(64)), "bfloat16", 1, 16)
+    assert layout.block_size == 784 and len(layout.groups) == 4
+    assert 1487 // 4 * layout.block_size == 290_864
+    assert layout.blocks_per_request(32_768, 16_384) == 45
+    raw = json.loads(QWEN35.read_text())
+    del raw["text_config"]["mamba_ssm_dtype"]
+    bf16 = parse_config(raw, "cfg.json")
+    assert vllm_layout(bf16, tuple(range(64)), "bfloat16", 1, 16).block_size == 400
+
+
+def test_qwen35_vision_tower_and_bad_ssm_dtype() -> None:
+    m = load_model(str(QWEN35))
+    assert m.total_params == pytest.approx(27e9, rel=0.02)  # model card: 27B
+    raw = json.loads(QWEN35.read_text())
+    del raw["vision_config"]
+    text_only = parse_config(raw, "cfg.json")
+    assert m.vision_params > 0 and m.total_params - text_only.total_params == m.vision_params
+    raw = json.loads(QWEN35.read_text())
+    raw["text_config"]["mamba_ssm_dtype"] = "float12"
+    with pytest.raises(ConfigError, match="mamba_ssm_dtype"):
+        parse_config(raw, "cfg.json")

@@ -67,14 +67,16 @@ class AttentionLayer:
     o_lora_rank: int = 0
     # gated full attention (Qwen3-Next): q_proj also emits a per-head output gate
     output_gate: bool = False
-    # Gated DeltaNet linear attention (kind "gdn", Qwen3-Next): its heads and widths, the
-    # causal-conv kernel, and the bytes of one element of its conv and recurrent state
+    # Gated DeltaNet linear attention (kind "gdn", Qwen3-Next / Qwen3.5): its heads and
+    # widths, the causal-conv kernel, and the bytes of one element of its conv state and of
+    # its recurrent (ssm) state
     lin_k_heads: int = 0
     lin_v_heads: int = 0
     lin_k_dim: int = 0
     lin_v_dim: int = 0
     conv_kernel: int = 0
-    state_bytes: float = 2.0
+    conv_state_bytes: float = 2.0
+    ssm_state_bytes: float = 2.0
 
     @property
     def is_mla_family(self) -> bool:
@@ -138,7 +140,7 @@ class AttentionLayer:
         kh, vh = self.lin_k_heads // tp, self.lin_v_heads // tp
         conv = (2 * kh * self.lin_k_dim + vh * self.lin_v_dim) * (self.conv_kernel - 1)
         ssm = vh * self.lin_k_dim * self.lin_v_dim
-        return int((conv + ssm) * self.state_bytes)
+        return int(conv * self.conv_state_bytes + ssm * self.ssm_state_bytes)
 
     def _dsv4_params(self) -> int:
         # Shapes from the V4 reference modelling (transformers ``modeling_deepseek_v4``):

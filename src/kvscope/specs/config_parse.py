@@ -206,6 +206,9 @@ def parse_config(
 def _rotary_fraction(c: _Cfg) -> float:
     """``partial_rotary_factor``: the share of each head RoPE rotates, in (0, 1]."""
     value = c.raw.get("partial_rotary_factor")
+    nested = c.raw.get("rope_parameters")  # transformers >= 4.57 (Qwen3.5)
+    if value is None and isinstance(nested, Mapping):
+        value = nested.get("partial_rotary_factor")
     if value is None:
         return 1.0
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:

@@ -50,7 +50,7 @@ from typing import Any
 #: refused in one line rather than planned as if it were a Llama.
 KNOWN_MODEL_TYPES = (
     "llama", "mistral", "mixtral", "granite", "phi3",
-    "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
+    "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
     "gemma", "gemma2", "gemma3_text", "llama4_text",
     "glm4_moe", "minimax_m2", "gpt_oss",
     "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2",
@@ -71,7 +71,12 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 #: The text model's type inside a wrapper whose ``text_config`` does not name it.
-TEXT_MODEL_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+TEXT_MODEL_TYPE = {
+    "gemma3": "gemma3_text",
+    "llama4": "llama4_text",
+    "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
+}
 #: Families whose ``sliding_window`` applies to every layer when ``layer_types`` is absent.
 SLIDING_ALL_LAYERS = ("mistral", "mixtral", "phi3")
 #: Families with a fixed sliding/global period when ``layer_types`` is absent.
@@ -182,6 +187,26 @@ def pixtral_params(get: Reader, merge: int, text_hidden: int, bias: bool) -> int
     return n
 
 
+def qwen3_vl_vision_params(get: Reader, deepstack: int) -> int:
+    """Weights of the Qwen3-VL / Qwen3.5 vision tower (transformers ``Qwen3VLVisionModel``).
+
+    A biased Conv3d patch embedding (``in_channels x temporal_patch x patch^2`` per output),
+    learned positions (``num_position_embeddings``), ``depth`` blocks of two LayerNorms, a
+    biased fused qkv and output projection and a biased two-matrix MLP, then the patch merger
+    (LayerNorm, ``d s^2 -> d s^2 -> out_hidden_size``, biased) and one more merger per
+    ``deepstack_visual_indexes`` entry. Qwen3.5-27B: 0.461B.
+    """
+    d, i, depth = get("hidden_size", None), get("intermediate_size", None), get("depth", None)
+    patch, t = get("patch_size", None), get("temporal_patch_size", 2)
+    ch, pos = get("in_channels", 3), get("num_position_embeddings", None)
+    merge, out = get("spatial_merge_size", 2), get("out_hidden_size", None)
+    n = ch * t * patch * patch * d + d + pos * d
+    n += depth * (2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * i + i) + (i * d + d))
+    wide = d * merge * merge
+    merger = 2 * d + (wide * wide + wide) + (wide * out + out)
+    return n + merger * (1 + deepstack)
+
+
 def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, get: Reader) -> int:
     """Vision tower plus projector weights of a wrapper of ``model_type``; 0 when unknown."""
     kind = vision.get("model_type")
@@ -192,6 +217,9 @@ def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, 
             d = get("hidden_size", None)
             n += d * text_hidden + d  # mm_input_projection_weight, mm_soft_emb_norm
         return n
+    if kind in ("qwen3_5", "qwen3_5_moe") and model_type in ("qwen3_5", "qwen3_5_moe"):
+        stack = vision.get("deepstack_visual_indexes") or []
+        return qwen3_vl_vision_params(get, len(stack) if isinstance(stack, list) else 0)
     if kind == "pixtral" and model_type == "mistral3":
         merge = vision.get("_spatial_merge_size", 2)
         bias = vision.get("_projector_bias") is True
