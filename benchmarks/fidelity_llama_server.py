@@ -1,21 +1,26 @@
 """End-to-end fidelity loop on CPU: bench llama-server at several loads, calibrate on one,
 simulate the others with ``--engine llama.cpp``, and compare latency percentiles.
 
-    PYTHONPATH=src python benchmarks/fidelity_llama_server.py [--rates 2,6,12] [--fit-rate 6]
-        [--num-requests 160] [--json OUT.json]
+    PYTHONPATH=src python benchmarks/fidelity_llama_server.py [--rates 2,4,6] [--fit-rate 4]
+        [--num-requests 120] [--model-size small|tiny] [--nice -20] [--json OUT.json]
 
 What it does:
 
-1. writes the tiny random Llama GGUF of ``tests/llama_cpp.py`` and the matching Hugging Face
-   ``config.json`` (so the simulator's cost model sees the same architecture), and a
-   ``--gpu-spec`` file describing the CPU as a "GPU" (its figures only set the scale; the
-   fit's MFU, MBU and overhead absorb them);
+1. writes a random-weight Llama GGUF of ``tests/llama_cpp.py`` (by default the small shape,
+   4.3 M parameters, whose steps are compute, not the server's per-step host work) and the
+   matching Hugging Face ``config.json`` (so the simulator's cost model sees the same
+   architecture), and a ``--gpu-spec`` file describing the CPU as a "GPU" (its figures only
+   set the scale; the fit's MFU, MBU and overhead absorb them);
 2. starts ``llama-server -np SLOTS -c CTX -b N_BATCH -t THREADS --metrics`` (pinned thread
-   count: ``-t``), warms it up, and runs ``kvscope bench`` once per Poisson rate (same seed,
-   prompt and output mix each time);
+   count: ``-t``, no prompt cache: ``--no-cache-prompt``), warms it up, and runs ``kvscope
+   bench`` with the same workload (one seed) once per Poisson rate. The server and the load
+   generator run above every other process (``--nice``; -20 means the real-time FIFO class
+   where the user may set it, as root can): on a shared machine the other processes otherwise
+   take the server's core mid-step, and that noise swamped the model;
 3. ``kvscope.sim.calibrate.calibrate_runs`` fits on the ``--fit-rate`` run and scores the fit on
    every other run by replaying its arrivals, prompts and outputs;
-4. prints level, metric, percentile, measured, simulated, error.
+4. measures the fit level a second time, the same requests at the same times (the noise
+   floor), and prints level, metric, percentile, measured, simulated, error.
 
 llama-server comes from ``tests/llama_cpp.py::llama_server_binary`` ($KVSCOPE_LLAMA_SERVER, the
 ``make install-test`` build cache, else PATH).
@@ -39,31 +44,35 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 #: The CPU as a catalogue entry: figures of one x86 core running f32 matmuls (order of
-#: magnitude only; the calibration fits the efficiencies and the per-step overhead).
+#: magnitude only; the calibration fits the efficiencies and the per-step overhead). The small
+#: model's 17 MB of weights stay in the last-level cache between steps, so the "memory"
+#: bandwidth is the cache's (~100 GB/s a core), not DRAM's: with DRAM's 20 GB/s the fit pinned
+#: its bandwidth efficiency at the bound of 1.
 CPU_GPU = "CPU-LLAMA-SERVER"
 GPU_YAML = f"""gpus:
   - name: {CPU_GPU}
     memory_total_bytes: 8000000000
-    hbm_bandwidth_gbps: 20
-    bf16_dense_tflops: 0.05
+    hbm_bandwidth_gbps: 100
+    bf16_dense_tflops: 0.1
     pcie_gbps_per_direction: 10
 """
 
 
-def write_model(work: Path) -> tuple[Path, Path, Path]:
+def write_model(work: Path, size: str = "small") -> tuple[Path, Path, Path]:
     """The GGUF, its config.json twin, and the CPU gpu-spec file."""
-    from llama_cpp import CTX, DIM, FF, HEADS, KV_HEADS, LAYERS, vocabulary, write_tiny_llama
+    from llama_cpp import CTX, SMALL, TINY, vocabulary, write_tiny_llama
 
-    gguf = write_tiny_llama(work / "tiny-llama.gguf")
+    shape = SMALL if size == "small" else TINY
+    gguf = write_tiny_llama(work / f"{size}-llama.gguf", shape=shape)
     tokens, _, _ = vocabulary()
     config = {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
-        "hidden_size": DIM,
-        "num_hidden_layers": LAYERS,
-        "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS,
-        "intermediate_size": FF,
+        "hidden_size": shape.dim,
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "intermediate_size": shape.ff,
         "vocab_size": len(tokens),
         "max_position_embeddings": CTX,
         "torch_dtype": "float32",
@@ -83,17 +92,44 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _prioritised(nice: int) -> Any:
+    """A ``preexec_fn`` that lowers the child's nice value to ``nice`` where allowed.
+
+    The server and the load generator are the system under test: on a shared machine, raising
+    their priority above the other processes' keeps those from stealing the server's core in the
+    middle of a step (the noise that swamped the first measurements). An unprivileged user
+    cannot go below 0; the child then runs at its inherited priority and the run records it.
+    """
+
+    def apply() -> None:
+        try:
+            if nice <= -20:
+                # below nice's floor: the real-time FIFO class (priority 1, the lowest), which
+                # any normal process yields to at once; the kernel's RT throttling still
+                # leaves the rest of the machine 5 % of each second
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            else:
+                os.setpriority(os.PRIO_PROCESS, 0, nice)
+        except OSError:
+            pass
+
+    return apply
+
+
 def start_server(
-    binary: Path, gguf: Path, slots: int, ctx: int, n_batch: int, threads: int
+    binary: Path, gguf: Path, slots: int, ctx: int, n_batch: int, threads: int, nice: int = 0
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     cmd = [
         str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port), "--metrics",
         "-np", str(slots), "-c", str(ctx), "-b", str(n_batch), "-t", str(threads),
         "-tb", str(threads), "--threads-http", str(slots + 4), "--cache-ram", "0",
+        "--no-cache-prompt",
         "--no-warmup",
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_prioritised(nice)
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -117,7 +153,10 @@ def bench(url: str, out: Path, arrival: str, args: argparse.Namespace, n: int, s
         "--seed", str(seed), "--scrape-interval", "0.25", "--json",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    r = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, timeout=600,
+        preexec_fn=_prioritised(args.nice),
+    )  # fmt: skip
     if r.returncode not in (0, 1):
         raise RuntimeError(f"kvscope bench failed ({r.returncode}): {r.stderr.strip()[-400:]}")
 
@@ -131,24 +170,30 @@ def run_loop(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     binary = Path(args.server) if args.server else llama_server_binary()
     if binary is None:
         raise SystemExit("llama-server not found (make install-test builds it)")
-    gguf, model_cfg, gpus = write_model(work)
+    gguf, model_cfg, gpus = write_model(work, args.model_size)
     rates = [float(r) for r in args.rates.split(",")]
-    proc, url = start_server(binary, gguf, args.slots, args.ctx, args.n_batch, args.threads)
+    proc, url = start_server(
+        binary, gguf, args.slots, args.ctx, args.n_batch, args.threads, args.nice
+    )
+    server_nice: int | str = os.getpriority(os.PRIO_PROCESS, proc.pid)
+    if os.sched_getscheduler(proc.pid) == os.SCHED_FIFO:
+        server_nice = "SCHED_FIFO"
     runs: dict[float, Path] = {}
     t0 = time.monotonic()
     try:
-        # page in and warm up; then one run per level, each with its own seed: the same prompts
-        # twice would be served from the slots' prompt cache
+        # page in and warm up; then the same workload (one seed: the same prompts, output
+        # lengths and Poisson draws, the gaps scaled by the rate) once per level. The server
+        # runs with --no-cache-prompt, so a prompt seen before is computed again, as the
+        # simulator's llama.cpp mode assumes; the levels then differ in their rate alone
         bench(url, work / "warmup", f"poisson:rate={rates[0]}", args, 16, args.seed + 100)
-        for k, rate in enumerate(rates):
+        for rate in rates:
             runs[rate] = work / f"rate-{rate:g}"
-            bench(url, runs[rate], f"poisson:rate={rate:g}", args, args.num_requests, args.seed + k)
-        # the fit level again with fresh prompts (its own seed, same lengths distribution):
-        # how far two measurements of the same load disagree is the floor no model can beat
+            bench(url, runs[rate], f"poisson:rate={rate:g}", args, args.num_requests, args.seed)
+        # the fit level again, the very same requests at the very same times: how far two
+        # measurements of one load disagree is the floor no model can beat
         fit_rate = float(args.fit_rate) if args.fit_rate else rates[len(rates) // 2]
         repeat = work / "repeat"
-        seed = args.seed + 50
-        bench(url, repeat, f"poisson:rate={fit_rate:g}", args, args.num_requests, seed)
+        bench(url, repeat, f"poisson:rate={fit_rate:g}", args, args.num_requests, args.seed)
     finally:
         proc.kill()
         proc.wait()
@@ -198,6 +243,8 @@ def run_loop(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "ctx": args.ctx,
             "n_batch": args.n_batch,
             "threads": args.threads,
+            "model_size": args.model_size,
+            "nice": server_nice,
         },
         "rows": rows,
     }
@@ -239,6 +286,9 @@ def print_table(res: dict[str, Any]) -> None:
             f"{r['rate']:>6g}/s {r['metric']:<6} {'P' + str(r['percentile']):>4} "
             f"{r['measured_s'] * 1e3:>9.2f}ms {r['simulated_s'] * 1e3:>9.2f}ms {err:>8}"
         )
+    srv = res["server"]
+    print(f"server: {srv['model_size']} model, -np {srv['slots']} -t {srv['threads']}, "
+          f"nice {srv['nice']}")  # fmt: skip
     print(f"noise floor: rate {res['fit_rate']:g}/s measured twice (load average "
           f"{', '.join(f'{x:.1f}' for x in res['load_average'])})")  # fmt: skip
     for r in res["noise"]:
@@ -250,9 +300,9 @@ def print_table(res: dict[str, Any]) -> None:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rates", default="4,8,16", help="Poisson rates (req/s), one run each")
+    ap.add_argument("--rates", default="2,4,6", help="Poisson rates (req/s), one run each")
     ap.add_argument("--fit-rate", default=None, help="the rate to fit on (default: the middle)")
-    ap.add_argument("--num-requests", type=int, default=160)
+    ap.add_argument("--num-requests", type=int, default=120)
     ap.add_argument("--prompt-len", default="uniform:min=32,max=256")
     ap.add_argument("--output-len", default="uniform:min=16,max=64")
     ap.add_argument("--seed", type=int, default=7)
@@ -261,6 +311,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--n-batch", type=int, default=2048, help="llama-server -b")
     ap.add_argument("--threads", type=int, default=1, help="llama-server -t (pinned count)")
     ap.add_argument("--server", default=None, help="llama-server binary")
+    ap.add_argument(
+        "--model-size", choices=("small", "tiny"), default="small",
+        help="random Llama to serve: small (4.3 M parameters, compute-bound steps) or tiny",
+    )  # fmt: skip
+    ap.add_argument(
+        "--nice", type=int, default=-20,
+        help="nice value for llama-server and the load generator (below 0 needs root; "
+        "-20 or less: the real-time FIFO class)",
+    )  # fmt: skip
     ap.add_argument("--work", default=None, help="keep the run directories here")
     ap.add_argument("--json", default=None, help="also write the figures as JSON here")
     return ap.parse_args(argv)

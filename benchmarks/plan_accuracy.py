@@ -1,7 +1,9 @@
 """Planner accuracy on real engine start-up logs: per-case table plus median / P90 errors.
 
 Run: PYTHONPATH=src python benchmarks/plan_accuracy.py
-Rows come from tests/plan/data/engine_logs.csv (each with its public source).
+Rows come from tests/plan/data/engine_logs*.csv (each with its public source). After the
+per-row table: the errors per family, per engine and per release group (scored rows), and the
+counts issue 17 asks for (rows, DeepSeek V3+ rows, speculative-decoding rows, families, GPUs).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "plan"))
 
-from log_cases import evaluate, load_cases, percentile
+from log_cases import Result, evaluate, load_cases, percentile, tags
 from rich.console import Console
 from rich.table import Table
 
@@ -74,6 +76,51 @@ def main() -> None:
         if avail:
             line += f"; KV-from-available median {_pct(statistics.median(avail))}"
         console.print(line)
+    breakdown(console, results)
+
+
+def _summary(rows: list[Result]) -> tuple[str, str, str, str]:
+    tok = [r.tokens_err for r in rows if r.tokens_err is not None]
+    wts = [r.weights_err for r in rows if r.weights_err is not None]
+    return (
+        _pct(statistics.median(tok)) if tok else "-",
+        f"{sum(e <= 0.05 for e in tok)}/{len(tok)}" if tok else "-",
+        _pct(statistics.median(wts)) if wts else "-",
+        f"{sum(e <= 0.02 for e in wts)}/{len(wts)}" if wts else "-",
+    )
+
+
+def breakdown(console: Console, results: list[Result]) -> None:
+    """Errors grouped by family, engine and release group, then the acceptance counts."""
+    tagged = [(r, tags(r.case)) for r in results]
+    scored = [(r, t) for r, t in tagged if r.case.row["score"] == "main"]
+    groupings = {
+        "family": lambda t: t.family + (" + vision" if t.vision else ""),
+        "engine": lambda t: t.release_group.split()[0],
+        "release group": lambda t: t.release_group,
+    }
+    for title, key in groupings.items():
+        table = Table(title=f"scored rows by {title}")
+        cols = (title, "rows", "kv_tokens median", "within 5 %", "weights median", "within 2 %")
+        for col in cols:
+            table.add_column(col, justify="left" if col == title else "right")
+        groups: dict[str, list[Result]] = {}
+        for r, t in scored:
+            groups.setdefault(key(t), []).append(r)
+        for name in sorted(groups):
+            table.add_row(name, str(len(groups[name])), *_summary(groups[name]))
+        console.print(table)
+    item2 = {t.family for _, t in tagged if not t.family.startswith("other")}
+    if any(t.vision for _, t in tagged):
+        item2.add("vision-language wrappers")
+    gpus = sorted({t.gpu for _, t in tagged})
+    console.print(
+        f"[bold]acceptance counts[/]: {len(tagged)} rows; "
+        f"{sum(t.deepseek_v3_plus for _, t in tagged)} DeepSeek V3/V3.2/V4 (incl. Kimi K2); "
+        f"{sum(t.speculative for _, t in tagged)} with speculative decoding; "
+        f"{len(item2)} item-2 families ({', '.join(sorted(item2))}); "
+        f"{len(gpus)} GPU types ({', '.join(gpus)})"
+    )
 
 
 if __name__ == "__main__":

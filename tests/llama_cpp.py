@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,26 @@ def vocabulary() -> tuple[list[str], list[float], list[int]]:
     return tokens, scores, [int(t) for t in types]
 
 
-def write_tiny_llama(path: Path, seed: int = 0) -> Path:
+@dataclass(frozen=True)
+class Shape:
+    """A random Llama's size: embedding width, layers, heads, KV heads, FFN width."""
+
+    dim: int = DIM
+    layers: int = LAYERS
+    heads: int = HEADS
+    kv_heads: int = KV_HEADS
+    ff: int = FF
+
+
+#: The default tiny shape (0.3 MB: every code path, almost no compute).
+TINY = Shape()
+#: A small shape whose steps are dominated by compute, not by the server's per-step host
+#: work (4.3 M parameters, 17 MB of f32: a prompt token costs ~9 MFLOP, a decode step
+#: reads every weight), for latency measurements that must rise above scheduling noise.
+SMALL = Shape(dim=256, layers=4, heads=4, kv_heads=2, ff=1024)
+
+
+def write_tiny_llama(path: Path, seed: int = 0, shape: Shape = TINY) -> Path:
     import gguf
 
     tokens, scores, types = vocabulary()
@@ -60,13 +80,13 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name("kvscope-tiny-random-llama")
     w.add_context_length(CTX)
-    w.add_embedding_length(DIM)
-    w.add_block_count(LAYERS)
-    w.add_feed_forward_length(FF)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
+    w.add_embedding_length(shape.dim)
+    w.add_block_count(shape.layers)
+    w.add_feed_forward_length(shape.ff)
+    w.add_head_count(shape.heads)
+    w.add_head_count_kv(shape.kv_heads)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(DIM // HEADS)
+    w.add_rope_dimension_count(shape.dim // shape.heads)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
@@ -82,20 +102,21 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     def mat(rows: int, cols: int) -> np.ndarray:
         return (rng.standard_normal((rows, cols)) * 0.1).astype(np.float32)
 
-    kv_dim = DIM // HEADS * KV_HEADS
-    w.add_tensor("token_embd.weight", mat(vocab, DIM))
-    w.add_tensor("output_norm.weight", np.ones(DIM, dtype=np.float32))
-    w.add_tensor("output.weight", mat(vocab, DIM))
-    for i in range(LAYERS):
-        w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(DIM, dtype=np.float32))
-        w.add_tensor(f"blk.{i}.attn_q.weight", mat(DIM, DIM))
-        w.add_tensor(f"blk.{i}.attn_k.weight", mat(kv_dim, DIM))
-        w.add_tensor(f"blk.{i}.attn_v.weight", mat(kv_dim, DIM))
-        w.add_tensor(f"blk.{i}.attn_output.weight", mat(DIM, DIM))
-        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(DIM, dtype=np.float32))
-        w.add_tensor(f"blk.{i}.ffn_gate.weight", mat(FF, DIM))
-        w.add_tensor(f"blk.{i}.ffn_up.weight", mat(FF, DIM))
-        w.add_tensor(f"blk.{i}.ffn_down.weight", mat(DIM, FF))
+    dim, ff = shape.dim, shape.ff
+    kv_dim = dim // shape.heads * shape.kv_heads
+    w.add_tensor("token_embd.weight", mat(vocab, dim))
+    w.add_tensor("output_norm.weight", np.ones(dim, dtype=np.float32))
+    w.add_tensor("output.weight", mat(vocab, dim))
+    for i in range(shape.layers):
+        w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(dim, dtype=np.float32))
+        w.add_tensor(f"blk.{i}.attn_q.weight", mat(dim, dim))
+        w.add_tensor(f"blk.{i}.attn_k.weight", mat(kv_dim, dim))
+        w.add_tensor(f"blk.{i}.attn_v.weight", mat(kv_dim, dim))
+        w.add_tensor(f"blk.{i}.attn_output.weight", mat(dim, dim))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(dim, dtype=np.float32))
+        w.add_tensor(f"blk.{i}.ffn_gate.weight", mat(ff, dim))
+        w.add_tensor(f"blk.{i}.ffn_up.weight", mat(ff, dim))
+        w.add_tensor(f"blk.{i}.ffn_down.weight", mat(dim, ff))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -1,16 +1,29 @@
-"""Real engine start-up logs (tests/plan/data/engine_logs.csv) and the planner's error on them.
+"""Real engine start-up logs (tests/plan/data/engine_logs*.csv) and the planner's error on them.
 
 Each row holds the configuration of one public engine start and the figures its log printed
 (weights GiB, available KV GiB, KV tokens, max concurrency), with the source. This module
-turns a row into planner inputs and compares; ``test_accuracy.py`` asserts the targets and
+turns a row into planner inputs and compares; ``test_memory.py`` asserts the targets and
 ``benchmarks/plan_accuracy.py`` prints the table.
+
+A row names its model by the Hugging Face id the log shows. Ids that are not bundled presets
+resolve, as a user's would, through a Hugging Face cache folder: :func:`hub_cache` lays one
+out the way ``huggingface_hub`` does (``models--org--name/refs/main`` holding a commit,
+``snapshots/<commit>/config.json``) from ``data/hub_ids.json``, and planning reads it with
+``HF_HUB_OFFLINE=1``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import hashlib
+import json
+import os
 import statistics
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from kvscope.plan.config import EngineConfig, Parallelism
@@ -20,6 +33,63 @@ from kvscope.specs.registry import load_model
 
 DATA = Path(__file__).with_name("data")
 CSV_PATH = DATA / "engine_logs.csv"
+#: Every log table: ``engine_logs.csv`` plus topical ones (``engine_logs_deepseek.csv``), all
+#: with the columns of the first; a column a file lacks reads as empty.
+CSV_GLOB = "engine_logs*.csv"
+HUB_IDS = DATA / "hub_ids.json"
+SPECS_CONFIGS = Path(__file__).parents[1] / "specs" / "data" / "configs"
+
+
+def hub_config(repo_id: str) -> dict[str, object]:
+    """The config.json that ``repo_id`` has in the test cache (see ``data/hub_ids.json``)."""
+    entry = json.loads(HUB_IDS.read_text())[repo_id]
+    ref = str(entry["config"])
+    if ref.startswith("preset:"):
+        from kvscope.specs.registry import PRESET_DIR
+
+        raw = json.loads((PRESET_DIR / (ref[7:].replace("/", "--") + ".json")).read_text())
+        raw.pop("_kvscope", None)
+    elif ref.startswith("specs:"):
+        raw = json.loads((SPECS_CONFIGS / ref[6:]).read_text())
+    else:
+        raw = json.loads((DATA / ref).read_text())
+    raw.update(entry.get("merge", {}))
+    return dict(raw)
+
+
+@cache
+def hub_cache() -> Path:
+    """A Hugging Face hub cache folder holding every id of ``data/hub_ids.json``, laid out as
+    ``huggingface_hub`` lays it out; the commit of each snapshot is the SHA-1 of its file."""
+    root = Path(tempfile.mkdtemp(prefix="kvscope-hub-cache-")) / "hub"
+    for repo_id in json.loads(HUB_IDS.read_text()):
+        if repo_id.startswith("_"):
+            continue
+        text = json.dumps(hub_config(repo_id), indent=1)
+        commit = hashlib.sha1(text.encode()).hexdigest()
+        repo = root / ("models--" + repo_id.replace("/", "--"))
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text(text)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(commit)
+    return root
+
+
+@contextlib.contextmanager
+def offline_hub() -> Iterator[Path]:
+    """The test cache as ``HF_HUB_CACHE``, with ``HF_HUB_OFFLINE=1``, for the block's span."""
+    keys = ("HF_HUB_CACHE", "HF_HUB_OFFLINE")
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ["HF_HUB_CACHE"] = str(hub_cache())
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield hub_cache()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @dataclass(frozen=True)
@@ -43,7 +113,8 @@ class Case:
         name = r["model"]
         if name.startswith("configs/"):
             name = str(DATA / name)
-        model = load_model(name, r["dtype"] or None, r["quantization"] or None)
+        with offline_hub():
+            model = load_model(name, r["dtype"] or None, r["quantization"] or None)
         par = Parallelism(
             tp=int(r["tp"]),
             pp=int(r["pp"]),
@@ -74,8 +145,19 @@ def _opt_bool(value: str | None) -> bool | None:
 
 
 def load_cases() -> list[Case]:
-    with CSV_PATH.open(newline="") as f:
-        return [Case(row) for row in csv.DictReader(f)]
+    """Rows of every ``engine_logs*.csv`` (sorted by file name), ids unique across files."""
+    cases: list[Case] = []
+    for path in sorted(DATA.glob(CSV_GLOB)):
+        with path.open(newline="") as f:
+            for row in csv.DictReader(f):
+                cases.append(Case({k: (v or "") for k, v in row.items() if k is not None}))
+    columns = set().union(*(c.row for c in cases))
+    cases = [Case({**dict.fromkeys(columns, ""), **c.row}) for c in cases]
+    ids = [c.id for c in cases]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"duplicate engine-log ids: {', '.join(dup)}")
+    return cases
 
 
 def rel_err(pred: float, actual: float) -> float:
@@ -113,3 +195,72 @@ def percentile(values: list[float], q: float) -> float:
     if len(values) == 1:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+#: The architecture families of issue 17 item 2, by the language model's ``model_type``.
+FAMILY_OF_TYPE = {
+    "llama": "llama",
+    "mistral": "mistral",
+    "mixtral": "mixtral",
+    "qwen2": "qwen2",
+    "qwen2_moe": "qwen2_moe",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3_moe",
+    "qwen3_next": "qwen3-next/3.5",
+    "qwen3_5": "qwen3-next/3.5",
+    "qwen3_5_moe": "qwen3-next/3.5",
+    "gemma2": "gemma2/gemma3",
+    "gemma3_text": "gemma2/gemma3",
+    "llama4_text": "llama4",
+    "glm4_moe": "glm4_moe",
+    "minimax_m2": "minimax_m2",
+    "gpt_oss": "gpt_oss",
+    "phi3": "phi3",
+    "deepseek_v2": "deepseek",
+    "deepseek_v3": "deepseek",
+    "deepseek_v32": "deepseek",
+    "kimi_k2": "deepseek",
+}
+
+
+@dataclass(frozen=True)
+class Tags:
+    """How one row is grouped in the accuracy breakdown."""
+
+    model_type: str
+    family: str  # an item-2 family, or "other (<model_type>)"
+    vision: bool  # a vision-language wrapper (its tower counted)
+    deepseek_v3_plus: bool  # DeepSeek V3 / V3.2 / V4 (and Kimi K2, a V3 derivative)
+    speculative: bool
+    release_group: str
+    gpu: str
+
+
+def tags(case: Case) -> Tags:
+    """Family, release group and the other acceptance labels of ``case``'s row."""
+    r = case.row
+    with offline_hub():
+        spec = load_model(r["model"])
+    mt = spec.model_type
+    fam = "deepseek" if mt.startswith("deepseek_v4") else FAMILY_OF_TYPE.get(mt, f"other ({mt})")
+    v = tuple(int(p) for p in r["version"].split(".")[:3] if p.isdigit())
+    if r["engine"] == "vllm":
+        group = (
+            "vLLM V0 (< 0.8)" if v < (0, 8) else
+            "vLLM 0.8-0.11" if v < (0, 12) else
+            "vLLM 0.12-0.19" if v < (0, 20) else
+            "vLLM >= 0.20"
+        )  # fmt: skip
+    else:
+        group = "SGLang < 0.5" if v < (0, 5) else "SGLang >= 0.5"
+    spec_flags = (r.get("speculative_config") or "").strip() or (r.get("mtp_layers") or "").strip()
+    return Tags(
+        model_type=mt,
+        family=fam,
+        vision=spec.vision_params > 0,
+        deepseek_v3_plus=mt in ("deepseek_v3", "deepseek_v32", "kimi_k2")
+        or mt.startswith("deepseek_v4"),
+        speculative=bool(spec_flags) and spec_flags != "0",
+        release_group=group,
+        gpu=get_gpu(r["gpu"]).name,
+    )

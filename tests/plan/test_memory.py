@@ -1,10 +1,12 @@
-"""The planner against real engine start-up logs (tests/plan/data/engine_logs.csv).
+"""The planner against real engine start-up logs (tests/plan/data/engine_logs*.csv).
 
-Targets from the issue: weights within 2 % on every case, ``kv_tokens`` median error
-<= 2 % and >= 90 % of cases within 5 %. Rows marked ``hybrid`` (sliding/full attention
-mixes, whose logged token figure follows a different rule), ``uneven`` (the ranks had
-different free memory) and ``inferred`` (an input the log does not state — engine release,
-GPU model — had to be guessed) are reported by benchmarks/plan_accuracy.py, not scored here;
+Targets from the issue (17): ``kv_tokens`` median error <= 1 %, >= 95 % of scored rows
+within 5 %, weights within 2 % on >= 95 %; rows outside a target are named in
+:data:`KNOWN_OFF` with the reason, so a new miss fails. Rows marked ``hybrid``
+(sliding/full attention mixes, whose logged token figure follows a different rule),
+``uneven`` (the ranks had different free memory) and ``inferred`` (an input the log does
+not state — engine release, GPU model — had to be guessed) are reported by
+benchmarks/plan_accuracy.py, not scored here;
 the inferred rows get a loose sanity bound instead.
 Where a log gives "Available KV cache memory", the KV-from-available step is checked on its
 own: it is the engine's block arithmetic and must be near exact.
@@ -25,7 +27,7 @@ MAIN = [r for r in RESULTS if r.case.row["score"] == "main"]
 
 def test_dataset_covers_the_issue_matrix() -> None:
     rows = [c.row for c in CASES]
-    assert len(rows) >= 25
+    assert len(rows) >= 100
     assert {r["engine"] for r in rows} == {"vllm", "sglang"}
     assert len({r["gpu"] for r in rows}) >= 3
     assert any(int(r["tp"]) > 1 for r in rows) and any(int(r["pp"]) > 1 for r in rows)
@@ -33,17 +35,45 @@ def test_dataset_covers_the_issue_matrix() -> None:
     assert all(r["source"] for r in rows)
 
 
+#: Scored rows off a target, and why (see benchmarks/RESULTS.md, issue 17 part 2).
+KNOWN_OFF = {
+    # weights: the mistralai/ repository loads in Mistral's own format
+    # (PixtralForConditionalGeneration, log line "Resolved architecture"), whose vision
+    # encoder vLLM 0.19 keeps whole on every TP rank; config.json does not say which format
+    # the engine will pick (params.json beside it does), so the planner splits it over TP.
+    "llmd-mistral-small31-tp4": "weights",
+    # kv_tokens: vLLM 0.15/0.16 logged a 5.64 GiB profiling peak for Qwen3-14B where 0.17/0.18
+    # (same flags) logged 2.23 GiB, a release-wide drop the study names in its report
+    # (jgchn/llm-d-planner accuracy/accuracy_report.md Part 2 at 875a4fd); one model's two
+    # figures do not give the older releases' rule, so the planner follows 0.17+. The
+    # vLLM 0.15.1 row run with --enforce-eager (vllm-a100-40-llama8b-0.15.1) fits the 0.17+
+    # rule, and the profiling pass and dummy sampler run are unchanged between the 0.16.0 and
+    # 0.17.0 wheels but for the top-k/top-p kernel (a Triton kernel replaced the sort from
+    # 0.17.0), so the gap is in the compiled path or the sort, not yet told apart.
+    # kv_tokens 6.7 % high: this start spent 5.58 GiB on the profiling peak and 1.38 GiB of
+    # non-torch memory (its own log) where the planner has 3.73 and 0.25; the layout and block
+    # arithmetic are exact (KV-from-available: 973,760 tokens, 14.77x, as logged).
+    "h200-qwen3-next-80b-tp2-0.10.2": "kv_tokens",
+    "llmd-qwen3-14b-0.15": "kv_tokens",
+    "llmd-qwen3-14b-0.16": "kv_tokens",
+}
+
+
 def test_weights_within_two_percent() -> None:
     errs = {r.case.id: r.weights_err for r in MAIN if r.weights_err is not None}
-    assert len(errs) >= 20
-    bad = {k: round(v, 4) for k, v in errs.items() if v > 0.02}
-    assert not bad
+    assert len(errs) >= 80
+    bad = {k for k, v in errs.items() if v > 0.02}
+    assert bad <= {k for k, v in KNOWN_OFF.items() if v == "weights"}, bad
+    assert sum(v <= 0.02 for v in errs.values()) / len(errs) >= 0.95
 
 
 def test_kv_tokens_median_and_share_within_five_percent() -> None:
-    errs = [r.tokens_err for r in MAIN if r.tokens_err is not None]
-    assert statistics.median(errs) <= 0.02
-    assert sum(e <= 0.05 for e in errs) / len(errs) >= 0.90
+    errs = {r.case.id: r.tokens_err for r in MAIN if r.tokens_err is not None}
+    assert len(errs) >= 80
+    assert statistics.median(errs.values()) <= 0.01
+    bad = {k for k, v in errs.items() if v > 0.05}
+    assert bad <= {k for k, v in KNOWN_OFF.items() if v == "kv_tokens"}, bad
+    assert sum(e <= 0.05 for e in errs.values()) / len(errs) >= 0.95
 
 
 @pytest.mark.parametrize(

@@ -118,24 +118,34 @@ def test_first_fetch_requests_then_cache_only(fake_hub: FakeHub, tmp_path: Path)
     out = plan(env, LLAMA_ID)
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""  # no progress bar, no log line
-    # config.json: a HEAD (metadata: commit, ETag) then a GET; each absent quant file: one HEAD.
+    # One request per config file: a GET each (its headers carry the commit and ETag that
+    # hf_hub_download would fetch with a HEAD first); the absent quant files answer 404.
     base = f"/{LLAMA_ID}/resolve/main"
     assert fake_hub.requests == [
-        ("HEAD", f"{base}/config.json"),
         ("GET", f"{base}/config.json"),
-        ("HEAD", f"{base}/hf_quant_config.json"),
-        ("HEAD", f"{base}/quant_config.json"),
+        ("GET", f"{base}/hf_quant_config.json"),
+        ("GET", f"{base}/quant_config.json"),
     ]
     snap = tmp_path / "hf" / "hub" / "models--meta-llama--Llama-3.1-8B-Instruct"
     assert (snap / "refs" / "main").read_text() == COMMIT
     assert (snap / "snapshots" / COMMIT / "config.json").is_file()
+    # The layout is huggingface_hub's: its own lookup finds the file and the recorded absences.
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.file_download import _CACHED_NO_EXIST
+
+    where = str(tmp_path / "hf" / "hub")
+    found = try_to_load_from_cache(LLAMA_ID, "config.json", cache_dir=where)
+    assert found == str(snap / "snapshots" / COMMIT / "config.json")
+    assert json.loads(Path(found).read_text()) == json.loads(_llama())
+    absent = try_to_load_from_cache(LLAMA_ID, "quant_config.json", cache_dir=where)
+    assert absent is _CACHED_NO_EXIST
     ref = plan(env, "meta-llama/Llama-3.1-8B")
     assert json.loads(out.stdout)["weights_gib"] == json.loads(ref.stdout)["weights_gib"]
     # Second run, online: the cache answers, no request at all. Offline too.
     again = plan(env, LLAMA_ID)
     offline = plan({**env, "HF_HUB_OFFLINE": "1"}, LLAMA_ID)
     assert again.stdout == offline.stdout == out.stdout
-    assert len(fake_hub.requests) == 4
+    assert len(fake_hub.requests) == 3
 
 
 def test_quant_config_json_feeds_awq(fake_hub: FakeHub, tmp_path: Path) -> None:

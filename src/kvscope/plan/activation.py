@@ -10,7 +10,9 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
 
 - ``residual``: the hidden state and the residual stream, ``2 T h b``.
 - ``attention``: the fused QKV projection output plus the attention output; for MLA the
-  up-projected per-head Q/K/V of the prefill path, ``T nh/tp (2 qk + 2 v) b``.
+  up-projected per-head Q/K/V of the prefill path, ``T nh/tp (2 qk + 2 v) b``; for a Gated
+  DeltaNet layer its qkvz/ba projection output and core output (vLLM skips the recurrent
+  kernel in the profiling pass: no attention metadata, ``qwen3_next.py``).
 - ``mlp``: gate+up output (``2 T I/tp b``) live together with the activated half
   (``T I/tp b``) and the down projection's output (``T h b``; under TP the all-reduce
   returns a second ``T h b`` buffer): the layer keeps its gate+up tensor referenced until
@@ -93,9 +95,15 @@ def activation_peak(
     for layer in model.layers:
         att = layer.attention
         heads = att.num_heads / tp
-        if att.kind in ("full", "sliding"):
+        if att.kind == "gdn":
+            # Gated DeltaNet: the qkvz + ba projection output and the core output
+            kd, vd = att.lin_k_heads * att.lin_k_dim, att.lin_v_heads * att.lin_v_dim
+            proj = t * (2 * kd + 2 * vd + 2 * att.lin_v_heads) / tp * b
+            attention = max(attention, proj + t * vd / tp * b)
+        elif att.kind in ("full", "sliding"):
             kv_heads = max(1, att.num_kv_heads // tp)
-            qkv = t * (heads * att.head_dim + 2 * kv_heads * att.head_dim) * b
+            q_width = heads * att.head_dim * (2 if att.output_gate else 1)
+            qkv = t * (q_width + 2 * kv_heads * att.head_dim) * b
             out = t * heads * att.v_head_dim * b
             attention = max(attention, qkv + out)
         elif att.kind in ("mla", "mla_sparse"):

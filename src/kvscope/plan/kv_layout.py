@@ -16,6 +16,14 @@ vLLM v1 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``):
   vLLM >= 0.25, or 47,808 B x layer tuples in earlier builds
   (vLLM ``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``). Pages are
   padded to 576 B.
+- Attention + linear-attention hybrids (Qwen3-Next's Gated DeltaNet) keep one fixed state
+  per request in the linear layers. vLLM raises the attention block size until one
+  attention page (``block_size x`` one layer's per-token bytes) holds a linear layer's state,
+  rounded up to the kernel alignment of 16 tokens, then pads the state page to that size
+  (``HybridAttentionMambaModelConfig.verify_and_update_config``, vllm/model_executor/models/
+  config.py at v0.10.2: "Setting attention block size to 544 tokens" for Qwen3-Next at TP2);
+  layers form groups of the smallest per-kind count as above, and a request holds one block
+  in each linear group (prefix caching is off for these models in that release).
 
 Units: bytes, tokens.
 """
@@ -37,6 +45,8 @@ from kvscope.specs.model import ModelSpec
 #: DeepSeek V4 logical block (tokens) and page alignment (vLLM ``alignment=576``).
 DSV4_BLOCK = 256
 DSV4_ALIGN = 576
+#: vLLM's kernel block alignment for the hybrid attention block size (FlashAttention, 0.10.2).
+HYBRID_BLOCK_ALIGN = 16
 #: Page of the old (pre-packed) V4 layout: C4 KV + C4 fp8 indexer + C128 KV pages, 576-aligned.
 DSV4_OLD_TUPLE_BYTES = 37_440 + 8_640 + 1_728
 
@@ -45,13 +55,15 @@ DSV4_OLD_TUPLE_BYTES = 37_440 + 8_640 + 1_728
 class KVGroupLayout:
     """One KV-cache group: its kind, layer count, block size and blocks a request needs."""
 
-    kind: str  # full | sliding | mla | dsv4_mla | dsv4_swa | dsv4_state
+    kind: str  # full | sliding | mla | dsv4_mla | dsv4_swa | dsv4_state | linear_state
     num_layers: int
     block_size: int
     window: int | None = None
 
     def blocks_for(self, max_model_len: int, batched_tokens: int) -> int:
         """Blocks one request of ``max_model_len`` needs (vLLM ``max_memory_usage_bytes``)."""
+        if self.kind == "linear_state":
+            return 1  # one fixed state per request
         if self.window is None:
             return math.ceil(max_model_len / self.block_size)
         span = min(self.window - 1 + batched_tokens, max_model_len)
@@ -100,6 +112,25 @@ def _dsv4_layout(model: ModelSpec, layers: tuple[int, ...], indexer: str, packed
     return KVLayout(groups, DSV4_BLOCK, stride, per_token)
 
 
+def _linear_hybrid_layout(
+    model: ModelSpec, layers: tuple[int, ...], kv_dtype: str, tp: int, block_size: int
+) -> KVLayout:
+    """Attention + Gated DeltaNet layers in one pool of equal pages (see the module text)."""
+    attn = [model.layers[i].attention for i in layers if model.layers[i].attention.kind != "gdn"]
+    linear = [model.layers[i].attention for i in layers if model.layers[i].attention.kind == "gdn"]
+    per_token = max(math.fsum(c.entry_bytes for c in a.kv_caches(kv_dtype, tp)) for a in attn)
+    state = max(a.gdn_state_bytes(tp) for a in linear)
+    step = HYBRID_BLOCK_ALIGN * per_token
+    block = max(block_size, HYBRID_BLOCK_ALIGN * math.ceil(state / step))
+    page = block * per_token
+    group_size = min(len(attn), len(linear))
+    groups: list[KVGroupLayout] = []
+    for kind, n in (("full", len(attn)), ("linear_state", len(linear))):
+        for g in range(math.ceil(n / group_size)):
+            groups.append(KVGroupLayout(kind, min(group_size, n - g * group_size), block))
+    return KVLayout(tuple(groups), block, int(page * group_size), per_token * len(attn))
+
+
 @per_model_cache()
 def vllm_layout(
     model: ModelSpec,
@@ -114,6 +145,8 @@ def vllm_layout(
     """vLLM's KV layout for the ``layers`` of one GPU (TP rank ``tp`` of a PP stage)."""
     if any(model.layers[i].attention.kind.startswith("dsv4") for i in layers):
         return _dsv4_layout(model, layers, indexer, dsv4_packed)
+    if any(model.layers[i].attention.kind == "gdn" for i in layers):
+        return _linear_hybrid_layout(model, layers, kv_dtype, tp, block_size)
     per_layer: list[tuple[str, float, int | None]] = []
     for i in layers:
         att = model.layers[i].attention

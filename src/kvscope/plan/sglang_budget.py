@@ -177,6 +177,12 @@ def plan_ranks(
     page_size: int,
 ) -> tuple[SglangRank, ...]:
     """Budget of every pipeline stage."""
+    if "gdn" in attention_kinds(model):
+        raise KvscopeError(
+            f"SGLang's budget for {model.name} is not modelled: its linear-attention layers "
+            "keep state in a separate mamba pool (max_mamba_cache_size) kvscope does not size.",
+            "Plan it for vLLM (--engine vllm), or pass --kv-cache-memory-bytes.",
+        )
     m0 = gpu.memory_bytes - context_bytes(gpu, par)
     attn_tp = par.attn_tp
     dsv4 = any(k.startswith("dsv4") for k in attention_kinds(model))

@@ -21,8 +21,9 @@ How the engines split a decoder (vLLM ``vllm/model_executor/layers/linear.py`` a
 
 MLA models also hold the absorbed up-projections beside ``kv_b_proj`` where the engine
 makes them a separate tensor (:func:`mla_absorbed_bytes`, added per engine by
-``plan.memory``). Units: bytes. One rotary cos/sin cache (``max_position_embeddings x
-rotary_dim`` in the model dtype) is counted on every rank, as vLLM builds it at load time.
+``plan.memory``). Units: bytes. The rotary cos/sin caches (``positions x rotary_dim`` in the
+model dtype; positions from ``ModelSpec.rope_cache_positions``) are counted on every rank, as
+vLLM builds them at load time.
 """
 
 from __future__ import annotations
@@ -125,6 +126,10 @@ def _attention_params_per_rank(att: AttentionLayer, tp: int) -> tuple[float, flo
             replicated += h * att.index_head_dim + 2 * att.index_head_dim
             replicated += h * att.index_n_heads
         return (total - replicated) / tp, float(replicated)
+    if att.kind == "gdn":
+        # Gated DeltaNet: projections, conv and per-head scalars split by heads; the gated
+        # RMSNorm over one value head is replicated (vLLM qwen3_next.py).
+        return (total - att.lin_v_dim) / tp, float(att.lin_v_dim)
     # DeepSeek V4: per-head query up-projection and the grouped output projection are
     # sharded by heads; the shared K=V head, compressors and indexer are replicated.
     ql = att.q_lora_rank or h
@@ -230,8 +235,9 @@ def rank_weights(
         tied_here = model.tie_word_embeddings and par.pp == 1
         params["lm_head"] = 0.0 if tied_here else vocab_rank * model.hidden_size
     att = model.first_attention
-    rotary = att.qk_rope_head_dim or att.head_dim
-    params["rope_cache"] = float(model.max_position_embeddings * rotary)
+    rotary = att.qk_rope_head_dim or int(att.head_dim * model.partial_rotary_factor)
+    positions = model.rope_cache_positions or model.max_position_embeddings
+    params["rope_cache"] = float(positions * rotary)
     per = _bytes_per_param(model)
     per["vision_tower"] = element_bytes(model.dtype)  # encoders stay unquantized
     if expert_bytes > 0:

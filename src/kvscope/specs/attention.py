@@ -9,6 +9,9 @@ Kinds (``AttentionLayer.kind``):
 - ``dsv4_swa`` / ``dsv4_csa`` / ``dsv4_hca``: DeepSeek V4 hybrid attention
   (``compress_ratios`` 0 / 4 / 128): a 128-token window on every layer, CSA keeps one
   compressed entry per 4 tokens plus indexer keys, HCA one per 128 tokens.
+- ``gdn``: Gated DeltaNet linear attention (Qwen3-Next, arXiv 2412.06464): no per-token KV,
+  a fixed per-request state (causal-conv window and one key x value matrix per value head).
+  The full-attention layers beside it are gated (``output_gate``: q_proj doubled).
 
 Cache entry sizes (bytes) and their sources:
 - V3.2 ``fp8_ds_mla`` record: 656 B = 512 fp8 NoPE + 4 fp32 scales (16 B) + 64 bf16 RoPE
@@ -62,6 +65,18 @@ class AttentionLayer:
     compress_ratio: int = 0
     o_groups: int = 0
     o_lora_rank: int = 0
+    # gated full attention (Qwen3-Next): q_proj also emits a per-head output gate
+    output_gate: bool = False
+    # Gated DeltaNet linear attention (kind "gdn", Qwen3-Next / Qwen3.5): its heads and
+    # widths, the causal-conv kernel, and the bytes of one element of its conv state and of
+    # its recurrent (ssm) state
+    lin_k_heads: int = 0
+    lin_v_heads: int = 0
+    lin_k_dim: int = 0
+    lin_v_dim: int = 0
+    conv_kernel: int = 0
+    conv_state_bytes: float = 2.0
+    ssm_state_bytes: float = 2.0
 
     @property
     def is_mla_family(self) -> bool:
@@ -71,8 +86,10 @@ class AttentionLayer:
     def num_params(self) -> int:
         """Weights of this layer's attention block (norms inside it included)."""
         h, nh = self.hidden_size, self.num_heads
+        if self.kind == "gdn":
+            return self._gdn_params()
         if self.kind in ("full", "sliding"):
-            q = h * nh * self.head_dim
+            q = h * nh * self.head_dim * (2 if self.output_gate else 1)
             kv = 2 * h * self.num_kv_heads * self.head_dim
             o = nh * self.v_head_dim * h
             n = q + kv + o
@@ -104,6 +121,27 @@ class AttentionLayer:
             return n
         return self._dsv4_params()
 
+    def _gdn_params(self) -> int:
+        # vLLM qwen3_next.py Qwen3NextGatedDeltaNet: in_proj_qkvz (q, k of the key heads,
+        # v, z of the value heads), in_proj_ba (two scalars per value head), a depthwise
+        # causal conv1d over q|k|v without bias, dt_bias and A_log per value head, the gated
+        # RMSNorm over one value head, out_proj.
+        h = self.hidden_size
+        kd, vd = self.lin_k_heads * self.lin_k_dim, self.lin_v_heads * self.lin_v_dim
+        n = h * (2 * kd + 2 * vd) + h * 2 * self.lin_v_heads
+        n += (2 * kd + vd) * self.conv_kernel + 2 * self.lin_v_heads + self.lin_v_dim
+        return n + vd * h
+
+    def gdn_state_bytes(self, tp: int = 1) -> int:
+        """Per-request state of one Gated DeltaNet layer on one TP rank: the conv window
+        (``(kernel - 1) x (2 key + value)`` channels) and the recurrent matrix of every value
+        head (``key_dim x value_dim``), as vLLM's ``MambaStateShapeCalculator.
+        gated_delta_net_state_shape`` sizes them (heads split over TP)."""
+        kh, vh = self.lin_k_heads // tp, self.lin_v_heads // tp
+        conv = (2 * kh * self.lin_k_dim + vh * self.lin_v_dim) * (self.conv_kernel - 1)
+        ssm = vh * self.lin_k_dim * self.lin_v_dim
+        return int(conv * self.conv_state_bytes + ssm * self.ssm_state_bytes)
+
     def _dsv4_params(self) -> int:
         # Shapes from the V4 reference modelling (transformers ``modeling_deepseek_v4``):
         # q low-rank (q_a, q_norm, q_b), one shared K=V head (kv_proj, kv_norm), grouped
@@ -132,6 +170,8 @@ class AttentionLayer:
         GQA heads are split over TP (``max(1, kv_heads // tp)``, vLLM
         ``ModelConfig.get_num_kv_heads``); MLA and V4 latents are replicated on every rank.
         """
+        if self.kind == "gdn":  # a fixed state per request, nothing per token
+            return (KVCache("gdn_state", 0.0, 1, None, self.gdn_state_bytes(tp)),)
         if self.kind in ("full", "sliding"):
             heads = max(1, self.num_kv_heads // tp)
             entry = heads * (self.head_dim + self.v_head_dim) * element_bytes(kv_dtype)

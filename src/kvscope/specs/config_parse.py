@@ -32,6 +32,7 @@ from kvscope.errors import ConfigError, KvscopeError, UnknownNameError
 from kvscope.specs import families, quant
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.config_ffn import ffn_layers
+from kvscope.specs.config_linear import HYBRID_LINEAR_TYPES, hybrid_layers
 from kvscope.specs.dtypes import canonical_dtype, resolve_model_dtype
 from kvscope.specs.model import LayerSpec, ModelSpec, Published
 from kvscope.validate import count
@@ -131,6 +132,12 @@ def _vision_params(raw: Mapping[str, Any], source: str, text_hidden: int) -> int
         return 0
     if not isinstance(vision, Mapping):
         raise ConfigError(source, "vision_config", "must be an object")
+    if raw.get("model_type") == "mistral3":  # projector keys live beside vision_config
+        vision = {
+            **vision,
+            "_spatial_merge_size": raw.get("spatial_merge_size", 2),
+            "_projector_bias": raw.get("multimodal_projector_bias", False),
+        }
     v = _Cfg(vision, source, "vision_config.")
     return families.vision_params(
         str(raw.get("model_type") or ""), vision, text_hidden, lambda k, d: v.integer(k, d)
@@ -148,7 +155,7 @@ def parse_config(
     """Build a :class:`ModelSpec` from a config.json mapping; ``dtype``/``quantization`` are
     the ``--dtype`` / ``--quantization`` overrides. Raises ConfigError naming the field."""
     c = _Cfg(_flatten(raw), source)
-    model_type = c.text("model_type")
+    model_type = _model_type(c)
     h = c.integer("hidden_size")
     n_layers = _num_layers(c)
     nh = c.integer("num_attention_heads")
@@ -156,7 +163,8 @@ def parse_config(
     max_pos = c.integer("max_position_embeddings", default=4096)
     tied = c.boolean("tie_word_embeddings", default=False)
 
-    attentions = _attention_layers(c, model_type, h, nh, n_layers)
+    resolved_dtype = resolve_model_dtype(dtype, _config_dtype(c))
+    attentions = _attention_layers(c, model_type, h, nh, n_layers, resolved_dtype)
     ffns = ffn_layers(c, model_type, h, n_layers)
 
     hc = c.integer("hc_mult", default=0, minimum=0)
@@ -174,7 +182,6 @@ def parse_config(
         final += hc * hc * h + hc + 1
     layers = tuple(LayerSpec(a, f, per_layer_extra) for a, f in zip(attentions, ffns, strict=True))
 
-    resolved_dtype = resolve_model_dtype(dtype, _config_dtype(c))
     q = _quantization(c, quantization, resolved_dtype)
     return ModelSpec(
         name=name or c.text("_name_or_path") or source,
@@ -189,9 +196,38 @@ def parse_config(
         final_params=final,
         num_mtp_layers=c.integer("num_nextn_predict_layers", default=0, minimum=0),
         vision_params=_vision_params(raw, source, h),
+        rope_cache_positions=families.rope_cache_positions(c.raw, model_type, max_pos),
+        partial_rotary_factor=_rotary_fraction(c),
         source=source,
         published=published or Published(),
     )
+
+
+def _rotary_fraction(c: _Cfg) -> float:
+    """``partial_rotary_factor``: the share of each head RoPE rotates, in (0, 1]."""
+    value = c.raw.get("partial_rotary_factor")
+    nested = c.raw.get("rope_parameters")  # transformers >= 4.57 (Qwen3.5)
+    if value is None and isinstance(nested, Mapping):
+        value = nested.get("partial_rotary_factor")
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise c.fail("partial_rotary_factor", f"must be a number in (0, 1], got {_show(value)}")
+    return float(value)
+
+
+def _model_type(c: _Cfg) -> str:
+    """The language model's ``model_type``, refused in one line unless its rules are known."""
+    model_type = c.text("model_type")
+    if not model_type:
+        raise c.fail("model_type", "is missing; every transformers config.json names one")
+    if model_type not in families.KNOWN_MODEL_TYPES and not model_type.startswith("deepseek_v4"):
+        known = ", ".join(families.KNOWN_MODEL_TYPES)
+        raise c.fail(
+            "model_type",
+            f"is {_show(model_type)}, an architecture kvscope has no rules for (known: {known})",
+        )
+    return model_type
 
 
 def _config_dtype(c: _Cfg) -> str | None:
@@ -243,8 +279,10 @@ def _quantization(c: _Cfg, flag: str | None, dtype: str) -> quant.Quantization:
 
 # ---------------------------------------------------------------------- attention
 def _attention_layers(
-    c: _Cfg, model_type: str, h: int, nh: int, n_layers: int
+    c: _Cfg, model_type: str, h: int, nh: int, n_layers: int, dtype: str
 ) -> list[AttentionLayer]:
+    if model_type in HYBRID_LINEAR_TYPES:
+        return hybrid_layers(c, h, nh, n_layers, dtype)
     if model_type.startswith("deepseek_v4") or c.has("compress_ratios"):
         return _dsv4_layers(c, h, nh, n_layers)
     if c.has("kv_lora_rank"):

@@ -24,8 +24,18 @@ What this module owns, by family (``model_type`` of the language model):
   ``o_proj`` has ``bias=False``).
 - Vision towers of vision-language wrappers: SigLIP (Gemma 3: ~417M, Gemma 3 report,
   arXiv 2503.19786 Table 1) with Gemma 3's projector (``mm_input_projection_weight``
-  vision x text hidden, plus ``mm_soft_emb_norm``); Llama 4's tower and adapter. Other
+  vision x text hidden, plus ``mm_soft_emb_norm``); Llama 4's tower and adapter; Pixtral
+  (Mistral 3: transformers ``PixtralVisionModel``, bias-free, gated SiLU MLP) with Mistral 3's
+  projector (RMSNorm, patch merger ``d * s^2 -> d``, two linears to the text width). Other
   towers are not counted yet.
+
+- Rotary caches: vLLM builds one cos/sin cache per distinct rotary embedding (``get_rope``
+  is memoised on its arguments), of ``max_position_embeddings`` positions, times the factor
+  under ``rope_scaling`` type ``linear`` (``LinearScalingRotaryEmbedding`` caches every scaled
+  range; vLLM ``vllm/model_executor/layers/rotary_embedding/linear_scaling_rope.py``, v0.19).
+  Gemma 3 builds two: the local layers' (``rope_local_base_freq``, unscaled) and the global
+  layers' (scaled): 1,048,576 + 131,072 positions for the 4B/12B/27B checkpoints, 0.5 GiB at
+  head_dim 256, inside vLLM's "Model loading took" figure.
 
 Units: parameter counts.
 """
@@ -35,19 +45,38 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+#: Language-model ``model_type`` values whose architecture the parser knows (wrappers are
+#: read through their ``text_config``: gemma3, llama4, mistral3, kimi_vl); any other type is
+#: refused in one line rather than planned as if it were a Llama.
+KNOWN_MODEL_TYPES = (
+    "llama", "mistral", "mixtral", "granite", "phi3",
+    "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
+    "gemma", "gemma2", "gemma3_text", "llama4_text",
+    "glm4_moe", "minimax_m2", "gpt_oss",
+    "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2",
+)  # fmt: skip
+
 #: transformers configuration-class defaults for keys shipped configs omit.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma": {"tie_word_embeddings": True},
     "gemma2": {"tie_word_embeddings": True},
     "gemma3_text": {
         "vocab_size": 262_208,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
         "max_position_embeddings": 131_072,
         "tie_word_embeddings": True,
         "sliding_window_pattern": 6,
     },
 }
 #: The text model's type inside a wrapper whose ``text_config`` does not name it.
-TEXT_MODEL_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+TEXT_MODEL_TYPE = {
+    "gemma3": "gemma3_text",
+    "llama4": "llama4_text",
+    "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
+}
 #: Families whose ``sliding_window`` applies to every layer when ``layer_types`` is absent.
 SLIDING_ALL_LAYERS = ("mistral", "mixtral", "phi3")
 #: Families with a fixed sliding/global period when ``layer_types`` is absent.
@@ -73,6 +102,21 @@ def with_defaults(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
     merged = dict(defaults)
     merged.update({k: v for k, v in cfg.items() if v is not None})
     return merged
+
+
+def rope_cache_positions(cfg: Mapping[str, Any], model_type: str, max_pos: int) -> int:
+    """Positions summed over the rotary caches vLLM builds for this config (see above)."""
+    scaling = cfg.get("rope_scaling")
+    factor = 1.0
+    if isinstance(scaling, Mapping):
+        kind = scaling.get("rope_type") or scaling.get("type")
+        raw = scaling.get("factor")
+        if kind == "linear" and isinstance(raw, int | float) and 1 <= raw <= 1024:
+            factor = float(raw)
+    scaled = int(max_pos * factor)
+    if model_type == "gemma3_text":
+        return max_pos + scaled  # local (unscaled) and global rotary embeddings
+    return scaled
 
 
 def sliding_pattern(period: int, n_layers: int) -> list[bool]:
@@ -122,6 +166,47 @@ def llama4_vision_params(get: Reader, projector_bias: bool, text_hidden: int) ->
     return n
 
 
+def pixtral_params(get: Reader, merge: int, text_hidden: int, bias: bool) -> int:
+    """Weights of a Pixtral vision tower and Mistral 3's multimodal projector.
+
+    transformers ``PixtralVisionModel``: a bias-free patch convolution, ``ln_pre`` RMSNorm,
+    per layer two RMSNorms, bias-free q/k/v/o and a gated (gate/up/down) MLP.
+    ``Mistral3MultiModalProjector``: RMSNorm over the vision width, ``Mistral3PatchMerger``
+    (``d * spatial_merge_size^2 -> d``, no bias), ``linear_1`` (d -> text) and ``linear_2``
+    (text -> text), biased when ``multimodal_projector_bias`` is true. Mistral-Small-3.1-24B:
+    0.439B, which with its text model gives the 44.76 GiB vLLM 0.19.0 loads in bf16.
+    """
+    d, i = get("hidden_size", None), get("intermediate_size", None)
+    layers, patch = get("num_hidden_layers", None), get("patch_size", None)
+    channels = get("num_channels", 3)
+    n = channels * patch * patch * d + d
+    n += layers * (2 * d + 4 * d * d + 3 * d * i)
+    n += d + d * merge * merge * d + d * text_hidden + text_hidden * text_hidden
+    if bias:
+        n += 2 * text_hidden
+    return n
+
+
+def qwen3_vl_vision_params(get: Reader, deepstack: int) -> int:
+    """Weights of the Qwen3-VL / Qwen3.5 vision tower (transformers ``Qwen3VLVisionModel``).
+
+    A biased Conv3d patch embedding (``in_channels x temporal_patch x patch^2`` per output),
+    learned positions (``num_position_embeddings``), ``depth`` blocks of two LayerNorms, a
+    biased fused qkv and output projection and a biased two-matrix MLP, then the patch merger
+    (LayerNorm, ``d s^2 -> d s^2 -> out_hidden_size``, biased) and one more merger per
+    ``deepstack_visual_indexes`` entry. Qwen3.5-27B: 0.461B.
+    """
+    d, i, depth = get("hidden_size", None), get("intermediate_size", None), get("depth", None)
+    patch, t = get("patch_size", None), get("temporal_patch_size", 2)
+    ch, pos = get("in_channels", 3), get("num_position_embeddings", None)
+    merge, out = get("spatial_merge_size", 2), get("out_hidden_size", None)
+    n = ch * t * patch * patch * d + d + pos * d
+    n += depth * (2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * i + i) + (i * d + d))
+    wide = d * merge * merge
+    merger = 2 * d + (wide * wide + wide) + (wide * out + out)
+    return n + merger * (1 + deepstack)
+
+
 def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, get: Reader) -> int:
     """Vision tower plus projector weights of a wrapper of ``model_type``; 0 when unknown."""
     kind = vision.get("model_type")
@@ -132,6 +217,13 @@ def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, 
             d = get("hidden_size", None)
             n += d * text_hidden + d  # mm_input_projection_weight, mm_soft_emb_norm
         return n
+    if kind in ("qwen3_5", "qwen3_5_moe") and model_type in ("qwen3_5", "qwen3_5_moe"):
+        stack = vision.get("deepstack_visual_indexes") or []
+        return qwen3_vl_vision_params(get, len(stack) if isinstance(stack, list) else 0)
+    if kind == "pixtral" and model_type == "mistral3":
+        merge = vision.get("_spatial_merge_size", 2)
+        bias = vision.get("_projector_bias") is True
+        return pixtral_params(get, int(merge), text_hidden, bias)
     if kind == "llama4_vision_model":
         bias = vision.get("multi_modal_projector_bias") is True
         return llama4_vision_params(get, bias, text_hidden)

@@ -5,10 +5,11 @@ Owns :func:`is_hub_id`, :func:`looks_like_path` and :func:`fetch_config_files`. 
 ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``; layout
 ``models--org--name/refs/<revision>`` holding a commit hash and
 ``snapshots/<commit>/config.json``), then, unless ``HF_HUB_OFFLINE`` is set, by a download
-from the Hub (``HF_ENDPOINT``, token from ``HF_TOKEN``) into that same cache, through
-``huggingface_hub.hf_hub_download`` - the call the engines make
-(vLLM ``vllm/transformers_utils/config.py`` ``get_config`` at v0.11; SGLang
-``python/sglang/srt/utils/hf_transformers_utils.py`` at v0.5).
+from the Hub (``HF_ENDPOINT``, token from ``HF_TOKEN``) into that same cache, laid out as
+``huggingface_hub.hf_hub_download`` - the call the engines make (vLLM
+``vllm/transformers_utils/config.py`` ``get_config`` at v0.11; SGLang
+``python/sglang/srt/utils/hf_transformers_utils.py`` at v0.5) - lays it out, with one GET
+per file where ``hf_hub_download`` makes a HEAD and a GET.
 
 Only config files are fetched, never weights: ``config.json`` and the quantization files vLLM
 reads beside it, ``hf_quant_config.json`` (NVIDIA ModelOpt up to 0.29: vLLM's ``get_config``
@@ -178,27 +179,27 @@ def _not_cached(repo_id: str, why: str) -> KvscopeError:
 def _download(repo_id: str, filename: str, rev: str, not_found_hint: str | None) -> Path | None:
     """``filename`` downloaded into the cache, or None when the Hub says it does not exist.
 
-    huggingface_hub retries a timed-out request with a 60 s timeout, several times; a hung
-    Hub would hold ``kvscope plan`` for minutes. The call runs on a daemon thread instead, given
-    ``HF_HUB_ETAG_TIMEOUT + HF_HUB_DOWNLOAD_TIMEOUT`` seconds (10 + 10 by default) per file.
+    One GET per file (:func:`_get_into_cache`), where ``hf_hub_download`` makes a HEAD for
+    the metadata and then a GET. huggingface_hub retries a timed-out request with a 60 s
+    timeout, several times; a hung Hub would hold ``kvscope plan`` for minutes. The call runs
+    on a daemon thread instead, given ``HF_HUB_ETAG_TIMEOUT + HF_HUB_DOWNLOAD_TIMEOUT``
+    seconds (10 + 10 by default) per file.
     """
-    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub import constants
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
-    from huggingface_hub.utils.tqdm import disable_progress_bars
 
-    # Its retry warnings and progress bars would break the one-line error contract on stderr.
+    # Its retry warnings would break the one-line error contract on stderr.
     logging.getLogger("huggingface_hub").setLevel(logging.CRITICAL)
-    disable_progress_bars()
-    box: list[Path | BaseException] = []
+    box: list[Path | BaseException | None] = []
     where = cache_dir()
+    limit = float(constants.HF_HUB_ETAG_TIMEOUT + constants.HF_HUB_DOWNLOAD_TIMEOUT)
 
     def fetch() -> None:
         try:
-            box.append(Path(hf_hub_download(repo_id, filename, revision=rev, cache_dir=where)))
+            box.append(_get_into_cache(repo_id, filename, rev, where, limit))
         except BaseException as err:  # handed to the waiting thread below
             box.append(err)
 
-    limit = float(constants.HF_HUB_ETAG_TIMEOUT + constants.HF_HUB_DOWNLOAD_TIMEOUT)
     worker = threading.Thread(target=fetch, name="kvscope-hub", daemon=True)
     worker.start()
     worker.join(limit)
@@ -209,7 +210,7 @@ def _download(repo_id: str, filename: str, rev: str, not_found_hint: str | None)
             "too slow; the limit is HF_HUB_ETAG_TIMEOUT + HF_HUB_DOWNLOAD_TIMEOUT)",
         )
     got = box[0]
-    if isinstance(got, Path):
+    if got is None or isinstance(got, Path):
         return got
     # The Hub's 404 for a file is RemoteEntryNotFoundError (EntryNotFoundError before 1.0);
     # LocalEntryNotFoundError, also an EntryNotFoundError, means "could not reach it".
@@ -218,6 +219,73 @@ def _download(repo_id: str, filename: str, rev: str, not_found_hint: str | None)
     if not isinstance(got, Exception):
         raise got
     raise _hub_error(got, repo_id, rev, not_found_hint) from None
+
+
+def _get_into_cache(
+    repo_id: str, filename: str, rev: str, where: str, timeout: float
+) -> Path | None:
+    """One GET of ``filename`` stored the way ``hf_hub_download`` stores it; None on a 404.
+
+    The Hub answers ``/resolve/`` with the file and the headers ``hf_hub_download`` reads
+    from its HEAD request (``X-Repo-Commit``, ``ETag``), so the GET alone fills the cache:
+    ``blobs/<etag>``, ``snapshots/<commit>/<file>`` linked to it, ``refs/<revision>`` naming
+    the commit; a file the Hub does not have is recorded as ``.no_exist/<commit>/<file>``,
+    which later lookups read as "absent" without asking again. The layout is written through
+    huggingface_hub's own helpers (``repo_folder_name``, ``_create_symlink``,
+    ``_chmod_and_move``, ``_cache_commit_hash_for_specific_revision`` in
+    ``huggingface_hub/file_download.py``, unchanged from 0.24 to 2.x); authentication,
+    endpoint and user agent come from its ``build_hf_headers`` and ``get_session``.
+    """
+    import tempfile
+
+    from huggingface_hub import constants, file_download, hf_hub_url
+    from huggingface_hub.errors import EntryNotFoundError
+
+    # Public in huggingface_hub.utils since 0.11, re-exported without __all__ (mypy's view).
+    from huggingface_hub.utils import (  # type: ignore[attr-defined]
+        build_hf_headers,
+        get_session,
+        hf_raise_for_status,
+    )
+
+    url = hf_hub_url(repo_id, filename, revision=rev, endpoint=constants.ENDPOINT)
+    session: Any = get_session()
+    # requests (huggingface_hub < 1.0) and httpx (>= 1.0) spell "follow redirects" apart.
+    follow = {"allow_redirects": True} if hasattr(session, "mount") else {"follow_redirects": True}
+    response = session.get(url, headers=build_hf_headers(), timeout=timeout, **follow)
+    storage = Path(where) / file_download.repo_folder_name(repo_id=repo_id, repo_type="model")
+    commit = response.headers.get(constants.HUGGINGFACE_HEADER_X_REPO_COMMIT)
+    try:
+        hf_raise_for_status(response)
+    except EntryNotFoundError:
+        if commit:
+            absent = storage / ".no_exist" / commit / filename
+            absent.parent.mkdir(parents=True, exist_ok=True)
+            absent.touch()
+            _record_ref(file_download, storage, rev, commit)
+        raise
+    etag = file_download._normalize_etag(
+        response.headers.get(constants.HUGGINGFACE_HEADER_X_LINKED_ETAG)
+        or response.headers.get("ETag")
+    )
+    if not commit or not etag:
+        raise OSError(f"the Hub's answer for {filename} lacks X-Repo-Commit or ETag")
+    blob = storage / "blobs" / etag
+    pointer = storage / "snapshots" / commit / filename
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=blob.parent, delete=False) as tmp:
+        tmp.write(response.content)
+    file_download._chmod_and_move(Path(tmp.name), blob)
+    file_download._create_symlink(str(blob), str(pointer), new_blob=True)
+    _record_ref(file_download, storage, rev, commit)
+    return Path(pointer)
+
+
+def _record_ref(file_download: Any, storage: Path, rev: str, commit: str) -> None:
+    """``refs/<rev>`` names ``commit`` (a commit hash is its own ref and gets none)."""
+    if rev != commit:
+        file_download._cache_commit_hash_for_specific_revision(str(storage), rev, commit)
 
 
 def _endpoint() -> str:
@@ -292,7 +360,12 @@ def _hub_error(err: Exception, repo_id: str, rev: str, not_found_hint: str | Non
                 f"{repo_id}: the Hub ({_endpoint()}) answered HTTP {code}.",
                 "Retry later, or pass a config.json.",
             )
-    if isinstance(err, LocalEntryNotFoundError | OSError):
+    # The HTTP client's own transport errors (httpx ConnectError / NetworkError, requests
+    # ConnectionError), which the single GET meets unwrapped.
+    unreachable = ("ConnectError", "ConnectionError", "NetworkError", "ProtocolError")
+    if isinstance(err, LocalEntryNotFoundError | OSError) or any(
+        type(e).__name__.endswith(unreachable) for e in chain
+    ):
         return _not_cached(repo_id, f"the Hub ({_endpoint()}) cannot be reached")
     if isinstance(err, ValueError):  # HFValidationError: not a valid repo id after all
         return KvscopeError(f"'{repo_id}' is not a valid Hugging Face model id.")

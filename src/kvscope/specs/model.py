@@ -94,6 +94,11 @@ class ModelSpec:
     final_params: int = 0  # final norm and output-side mixers outside the layers
     num_mtp_layers: int = 0
     vision_params: int = 0  # vision tower and projector of a vision-language wrapper
+    #: positions of every distinct rotary cos/sin cache the engine builds (0: one cache of
+    #: ``max_position_embeddings``); see ``families.rope_cache_positions``
+    rope_cache_positions: int = 0
+    #: share of the head rotated by RoPE (``partial_rotary_factor``; Qwen3-Next 0.25)
+    partial_rotary_factor: float = 1.0
     source: str = ""
     published: Published = field(default_factory=Published)
 
@@ -117,6 +122,11 @@ class ModelSpec:
 
     @property
     def first_attention(self) -> AttentionLayer:
+        """The first softmax-attention layer (heads, head size); linear-attention layers of a
+        hybrid (kind ``gdn``) are skipped."""
+        for layer in self.layers:
+            if layer.attention.kind != "gdn":
+                return layer.attention
         return self.layers[0].attention
 
     @property
