@@ -43,6 +43,18 @@ def find_shared_dir() -> Path | None:
     return None
 
 
+@pytest.fixture(autouse=True)
+def _forget_registered_secrets() -> Iterator[None]:
+    """Secrets one test registers (a URL password such as "0000") are not masked in the next
+    test's output: ``kvscope.redact`` keeps them per process, and pytest runs every test in one."""
+    from kvscope import redact
+
+    before = set(redact._SECRETS)
+    yield
+    redact._SECRETS.clear()
+    redact._SECRETS.update(before)
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     d = find_shared_dir()
