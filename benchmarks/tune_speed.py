@@ -2,8 +2,8 @@
 
 1. The planner's pruning of a space of ~11,500 points (expand + prune), median of 5.
 2. Every point of the default Llama-3.1-8B / up to 8 H100 space (240) simulated on a
-   1,000-request slice of the Azure conversation trace, once with 1 worker (this process)
-   and once with 2 (the local pool): wall time and points per second.
+   1,000-request slice of the Azure conversation trace with 1 and with 2 local pool workers,
+   then in this process alone: wall time and points per second.
 3. The tune itself (successive halving, goodput per dollar) on that slice: the winner, its
    gain over vLLM's defaults, and whether two runs (and, with ``--ray ADDRESS``, a Ray run)
    give the same table.
@@ -67,7 +67,9 @@ def points_speed(w: Any) -> None:
     req = TuneRequest(SimConfig(), ("H100",), 8, SLO)
     cands, _facts = candidates(req, Prices())
     tasks = [PointTask(f"p{i:04d}", PointJob(c.cfg, len(w), 1.0, SLO)) for i, c in enumerate(cands)]
-    for backend in (Backend("serial"), Backend("local", 2)):
+    # 1 vs 2 pool workers, the same start-up path for both; then this process alone, which
+    # skips the pool's pickling but carries this process's larger heap
+    for backend in (Backend("local", 1), Backend("local", 2), Backend("serial")):
         with tempfile.TemporaryDirectory() as d:
             t = time.perf_counter()
             out = run_points(simulate_point, tasks, w, PointStore(d), backend)
