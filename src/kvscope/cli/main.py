@@ -12,33 +12,12 @@ import sys
 import typer
 
 from kvscope import __version__
-from kvscope.cli import (
-    alerts,
-    bench,
-    calibrate,
-    comm,
-    dashboards,
-    demo,
-    dmon,
-    doctor,
-    gpus,
-    memtrace,
-    mock_server,
-    models,
-    plan,
-    report,
-    simulate,
-    telemetry,
-    tune,
-    watch,
-    workload,
-)
 from kvscope.cli.help_format import CONTEXT_SETTINGS, PanelGroup
 from kvscope.cli.params import Abort, ClickException, NoArgsIsHelpError, UsageError, harden
 from kvscope.errors import KvscopeError
 from kvscope.redact import redact_text
 
-app = typer.Typer(
+_app = typer.Typer(
     name="kvscope",
     help="See under the hood of LLM serving: GPU memory, the paged KV cache and communication.",
     no_args_is_help=True,
@@ -57,7 +36,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@_app.callback()
 def root(
     version: bool = typer.Option(
         False, "--version", help="Print the version and exit.", callback=_version, is_eager=True
@@ -74,37 +53,89 @@ START, PLAN, LIVE, DIAGNOSE, SHOW = (
     "When memory, communication or the host misbehave",
     "Show others",
 )
-app.command("demo", rich_help_panel=START)(demo.demo)
-app.command("plan", rich_help_panel=PLAN)(plan.plan)
-app.command("simulate", rich_help_panel=PLAN)(simulate.simulate)
-app.command("calibrate", rich_help_panel=PLAN)(calibrate.calibrate)
-app.command("tune", rich_help_panel=PLAN)(tune.tune)
-app.add_typer(workload.app, name="workload", rich_help_panel=PLAN, cls=PanelGroup)
-app.add_typer(models.app, name="models", rich_help_panel=PLAN, cls=PanelGroup)
-app.command("gpus", rich_help_panel=PLAN)(gpus.gpus)
-app.command("bench", rich_help_panel=LIVE)(bench.bench)
-app.command("mock-server", rich_help_panel=LIVE)(mock_server.mock_server)
-app.command("watch", rich_help_panel=LIVE)(watch.watch)
-app.add_typer(alerts.app, name="alerts", rich_help_panel=LIVE, cls=PanelGroup)
-app.add_typer(dashboards.app, name="dashboards", rich_help_panel=LIVE, cls=PanelGroup)
-app.add_typer(telemetry.app, name="telemetry", rich_help_panel=LIVE, cls=PanelGroup)
-app.add_typer(dmon.app, name="dmon", rich_help_panel=LIVE, cls=PanelGroup)
-app.add_typer(memtrace.app, name="memtrace", rich_help_panel=DIAGNOSE, cls=PanelGroup)
-app.add_typer(comm.app, name="comm", rich_help_panel=DIAGNOSE, cls=PanelGroup)
-app.command("doctor", rich_help_panel=DIAGNOSE)(doctor.doctor)
-app.command("report", rich_help_panel=SHOW)(report.report)
+#: Every command: name, module under kvscope.cli, attribute, whether it is a group (a
+#: Typer app) and its help panel, in the order --help lists them. A module is imported only
+#: when its command runs (or a listing needs them all): ``kvscope plan`` would otherwise pay
+#: for the imports of watch, bench, alerts and the rest on every call.
+COMMANDS = (
+    ("demo", "demo", "demo", False, START),
+    ("plan", "plan", "plan", False, PLAN),
+    ("simulate", "simulate", "simulate", False, PLAN),
+    ("calibrate", "calibrate", "calibrate", False, PLAN),
+    ("tune", "tune", "tune", False, PLAN),
+    ("workload", "workload", "app", True, PLAN),
+    ("models", "models", "app", True, PLAN),
+    ("gpus", "gpus", "gpus", False, PLAN),
+    ("bench", "bench", "bench", False, LIVE),
+    ("mock-server", "mock_server", "mock_server", False, LIVE),
+    ("watch", "watch", "watch", False, LIVE),
+    ("alerts", "alerts", "app", True, LIVE),
+    ("dashboards", "dashboards", "app", True, LIVE),
+    ("telemetry", "telemetry", "app", True, LIVE),
+    ("dmon", "dmon", "app", True, LIVE),
+    ("memtrace", "memtrace", "app", True, DIAGNOSE),
+    ("comm", "comm", "app", True, DIAGNOSE),
+    ("doctor", "doctor", "doctor", False, DIAGNOSE),
+    ("report", "report", "report", False, SHOW),
+)
+_NAMES = {c[0] for c in COMMANDS}
+_registered: set[str] = set()
 
 
-def build_command() -> typer.core.TyperGroup:
-    """The click command tree ``kvscope`` runs, numeric flags checked (see params.py)."""
-    command = harden(typer.main.get_command(app))
+def _register(names: set[str] | None = None) -> typer.Typer:
+    """``app`` with the commands ``names`` (default: all) registered, each once, in order."""
+    import importlib
+
+    if names is None and _registered and _registered != _NAMES:
+        # a process that ran one command and now needs them all: start over, so the
+        # listing keeps COMMANDS' order whatever ran first
+        _app.registered_commands.clear()
+        _app.registered_groups.clear()
+        _registered.clear()
+    for name, module, attr, group, panel in COMMANDS:
+        if (names is not None and name not in names) or name in _registered:
+            continue
+        obj = getattr(importlib.import_module(f"kvscope.cli.{module}"), attr)
+        if group:
+            _app.add_typer(obj, name=name, rich_help_panel=panel, cls=PanelGroup)
+        else:
+            _app.command(name, rich_help_panel=panel)(obj)
+        _registered.add(name)
+    return _app
+
+
+def _invoked(argv: list[str]) -> str | None:
+    """The command the arguments name, when they name one before any top-level option."""
+    for arg in argv:
+        if arg.startswith("-"):
+            return None  # --help, --version: the listing needs every command
+        return arg if arg in _NAMES else None
+    return None
+
+
+def __getattr__(name: str) -> object:
+    if name == "app":  # the Typer app with every command registered (tests, docs)
+        return _register()
+    raise AttributeError(name)
+
+
+def build_command(argv: list[str] | None = None) -> typer.core.TyperGroup:
+    """The click command tree ``kvscope`` runs, numeric flags checked (see params.py): every
+    command, or with ``argv`` naming one, that command alone (the others are not imported)."""
+    only = _invoked(argv) if argv is not None else None
+    if only is None or _registered - {only}:
+        _register()  # a listing, or an app that already holds others: keep it whole
+    else:
+        _register({only})
+    command = harden(typer.main.get_command(_app))
     assert isinstance(command, typer.core.TyperGroup)
     return command
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the app, mapping user errors to one stderr line."""
-    command = build_command()
+    args = sys.argv[1:] if argv is None else list(argv)
+    command = build_command(args)
     try:
         rv = command.main(args=argv, prog_name="kvscope", standalone_mode=False)
     except NoArgsIsHelpError as err:
