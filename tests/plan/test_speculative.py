@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -14,6 +15,7 @@ from tests.oracle import vllm_python
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.speculative import (
     KNOWN_KEYS,
@@ -127,3 +129,47 @@ def test_ngram_adds_nothing_and_mtp_needs_mtp_layers() -> None:
     eng = EngineConfig(speculative=parse_vllm('{"method": "mtp", "num_speculative_tokens": 1}'))
     with pytest.raises(KvscopeError, match="num_nextn_predict_layers"):
         plan_memory(llama, get_gpu("H100"), Parallelism(), eng)
+
+
+def _eagle_head(tmp_path: Path) -> str:
+    # the shape of yuhuili/EAGLE-LLaMA3.1-Instruct-8B's config.json: one Llama-3.1-8B layer
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 1,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def test_eagle_heads_share_the_targets_embedding_and_join_its_kv_group(tmp_path: Path) -> None:
+    target = load_model("meta-llama/Llama-3.1-8B")
+    head = _eagle_head(tmp_path)
+
+    def drafter(method: str) -> Drafter:
+        cfg = json.dumps({"method": method, "model": head, "num_speculative_tokens": 3})
+        return plan_drafter(target, parse_vllm(cfg), Parallelism())
+
+    eagle, eagle3, whole = drafter("eagle"), drafter("eagle3"), drafter("draft_model")
+    # a whole draft model keeps its 2 x 128,256 x 4,096 embedding and head (2.1 GB in bf16)
+    assert whole.extra_weight_bytes - eagle.extra_weight_bytes > 1.9e9
+    assert 0 < eagle.extra_weight_bytes < eagle3.extra_weight_bytes < whole.extra_weight_bytes
+    # the head's one layer has the target's KV page: it joins the target's group
+    assert (eagle.kv_layers, eagle3.kv_layers, whole.kv_layers) == (1, 1, 0)
+    base = plan_memory(target, get_gpu("H100"), Parallelism(), EngineConfig())
+    cfg = json.dumps({"method": "eagle", "model": head, "num_speculative_tokens": 3})
+    spec = plan_memory(
+        target, get_gpu("H100"), Parallelism(), EngineConfig(speculative=parse_vllm(cfg))
+    )
+    assert spec.kv_bytes_per_token / base.kv_bytes_per_token == pytest.approx(33 / 32)
+    assert spec.weights_gib > base.weights_gib

@@ -82,16 +82,16 @@ def plan_drafter(
     load: Callable[[str], ModelSpec] | None = None,
 ) -> Drafter:
     """The drafter ``spec`` loads beside ``model`` under ``par`` (vLLM 0.33.0's rules)."""
-    base = {
-        "method": spec.method,
-        "lookahead_tokens": spec.num_speculative_tokens,
-        "verify_tokens": spec.verify_tokens,
-    }
+
+    def made(mtp: int, extra: float, kv: int, note: str | None = None) -> Drafter:
+        k = spec.num_speculative_tokens
+        return Drafter(spec.method, mtp, extra, kv, k, spec.verify_tokens, note)
+
     if not spec.has_drafter:
-        return Drafter(mtp_layers=0, extra_weight_bytes=0.0, kv_layers=0, **base)  # type: ignore[arg-type]
+        return made(0, 0.0, 0)
     if spec.method == "mtp":
         n = mtp_layer_count(model)
-        return Drafter(mtp_layers=n, extra_weight_bytes=0.0, kv_layers=n, **base)  # type: ignore[arg-type]
+        return made(n, 0.0, n)
     if spec.model is None:
         raise KvscopeError(
             f"--speculative-config method {spec.method} needs a model (the draft checkpoint)."
@@ -104,13 +104,7 @@ def plan_drafter(
     tp = spec.draft_tensor_parallel_size or par.tp
     w = rank_weights(draft, Parallelism(tp=tp)).by_component
     if spec.method == "draft_model":
-        return Drafter(
-            mtp_layers=0,
-            extra_weight_bytes=math.fsum(w.values()),
-            kv_layers=0,
-            note=NOT_MODELLED["draft_model"],
-            **base,  # type: ignore[arg-type]
-        )
+        return made(0, math.fsum(w.values()), 0, NOT_MODELLED["draft_model"])
     native = 2.0 if draft.dtype in ("bfloat16", "float16") else 4.0
     h = model.hidden_size
     body = math.fsum(v for k, v in w.items() if k not in ("embedding", "lm_head"))
@@ -128,13 +122,8 @@ def plan_drafter(
             + w.get("lm_head", 0.0)
         )
     same_page = _same_attention(model, draft)
-    return Drafter(
-        mtp_layers=0,
-        extra_weight_bytes=extra,
-        kv_layers=draft.num_layers if same_page else 0,
-        note=None if same_page else "the draft head's KV layers (a page unlike the target's)",
-        **base,  # type: ignore[arg-type]
-    )
+    note = None if same_page else "the draft head's KV layers (a page unlike the target's)"
+    return made(0, extra, draft.num_layers if same_page else 0, note)
 
 
 def _same_attention(model: ModelSpec, draft: ModelSpec) -> bool:
