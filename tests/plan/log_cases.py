@@ -28,7 +28,9 @@ from pathlib import Path
 
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import MemoryPlan, plan_memory
+from kvscope.plan.speculative import SpeculativeDecoding, from_sglang, parse_vllm
 from kvscope.specs.hardware import GIB, get_gpu
+from kvscope.specs.model import ModelSpec
 from kvscope.specs.registry import load_model
 
 DATA = Path(__file__).with_name("data")
@@ -135,8 +137,29 @@ class Case:
             kv_cache_memory_bytes=kv_cache_memory_bytes,
             speculative_layers=self.opt_int("mtp_layers") or 0,
             flashinfer_sampler=_opt_bool(r.get("flashinfer_sampler", "")),
+            speculative=_speculative(r, model),
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
+
+
+def _speculative(row: dict[str, str], model: ModelSpec) -> SpeculativeDecoding | None:
+    """The row's ``speculative_config``: vLLM's JSON, or for SGLang a JSON object of its
+    flags (``algorithm``, ``num_steps``, ``eagle_topk``, ``num_draft_tokens``,
+    ``draft_model_path``), read by the same parser the CLI uses."""
+    text = (row.get("speculative_config") or "").strip()
+    if not text:
+        return None
+    if row["engine"] == "sglang":
+        doc = json.loads(text)
+        return from_sglang(
+            doc["algorithm"],
+            doc.get("num_steps"),
+            doc.get("eagle_topk"),
+            doc.get("num_draft_tokens"),
+            doc.get("draft_model_path"),
+            deepseek_like=model.num_mtp_layers > 0,
+        )
+    return parse_vllm(text)
 
 
 def _opt_bool(value: str | None) -> bool | None:

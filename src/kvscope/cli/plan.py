@@ -22,6 +22,15 @@ from kvscope.cli.parallel_options import (
     PipelineParallelSize,
     TensorParallelSize,
 )
+from kvscope.cli.spec_options import (
+    SpeculativeAlgorithm,
+    SpeculativeConfig,
+    SpeculativeDraftModelPath,
+    SpeculativeEagleTopk,
+    SpeculativeNumDraftTokens,
+    SpeculativeNumSteps,
+    resolve_speculative,
+)
 from kvscope.cli.workload import (
     ArrivalOpt,
     NumRequestsOpt,
@@ -58,6 +67,12 @@ def plan(
     data_parallel_size: DataParallelSize = 1,
     enable_expert_parallel: EnableExpertParallel = False,
     enable_dp_attention: EnableDpAttention = False,
+    speculative_config: SpeculativeConfig = None,
+    speculative_algorithm: SpeculativeAlgorithm = None,
+    speculative_num_steps: SpeculativeNumSteps = None,
+    speculative_eagle_topk: SpeculativeEagleTopk = None,
+    speculative_num_draft_tokens: SpeculativeNumDraftTokens = None,
+    speculative_draft_model_path: SpeculativeDraftModelPath = None,
     dtype: str | None = typer.Option(
         None, "--dtype", help="Model dtype [default: auto, the config's torch_dtype]."
     ),
@@ -223,6 +238,16 @@ def plan(
         enable_dp_attention,
     )
     spec = load_model(model, dtype, quantization, revision)
+    speculative = resolve_speculative(
+        engine,
+        speculative_config,
+        speculative_algorithm,
+        speculative_num_steps,
+        speculative_eagle_topk,
+        speculative_num_draft_tokens,
+        speculative_draft_model_path,
+        spec,
+    )
     eng = EngineConfig(
         engine=engine,
         engine_version=engine_version,
@@ -237,6 +262,7 @@ def plan(
         cudagraph_memory=cudagraph_memory,
         flashinfer_sampler=flashinfer_sampler,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
+        speculative=speculative,
     )
     from kvscope.plan.roofline import Efficiency
 

@@ -28,6 +28,7 @@ from kvscope.cli.parallel_options import (
     TensorParallelSize,
 )
 from kvscope.cli.simulate_table import print_table
+from kvscope.cli.spec_options import SpeculativeConfig
 from kvscope.cli.workload import (
     ArrivalOpt,
     DurationOpt,
@@ -217,13 +218,7 @@ def simulate(
         float | None,
         typer.Option("--slo-tpot-s", help="Time-per-output-token target (s) for SLO attainment."),
     ] = None,
-    speculative_config: Annotated[
-        str | None,
-        typer.Option(
-            "--speculative-config",
-            help='vLLM\'s JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 3}\'.',
-        ),
-    ] = None,
+    speculative_config: SpeculativeConfig = None,
     spec_acceptance: Annotated[
         str | None,
         typer.Option(

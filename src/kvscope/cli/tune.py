@@ -30,6 +30,7 @@ from kvscope.cli.parallel_options import (
     NumGpus,
     TensorParallelSize,
 )
+from kvscope.cli.spec_options import SpeculativeConfig
 from kvscope.cli.workload import (
     ArrivalOpt,
     DurationOpt,
@@ -140,10 +141,7 @@ def tune(
         str | None, typer.Option("--dtype", help="Model dtype.", show_default="the config's")
     ] = None,
     cost_model: CostModelOpt = "roofline",
-    speculative_config: Annotated[
-        str | None,
-        typer.Option("--speculative-config", help="vLLM's JSON: pins speculative decoding."),
-    ] = None,
+    speculative_config: SpeculativeConfig = None,
     spec_acceptance: Annotated[
         str | None,
         typer.Option(

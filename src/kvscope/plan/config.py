@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kvscope.errors import KvscopeError
+from kvscope.plan.speculative import SpeculativeDecoding
 from kvscope.validate import count, finite
 
 #: Most GPUs a plan may span (2^20). The largest clusters hold a few hundred thousand GPUs; a
@@ -206,7 +207,10 @@ class EngineConfig:
         num_gpu_blocks_override: ``--num-gpu-blocks-override``.
         kv_cache_memory_bytes: vLLM ``--kv-cache-memory-bytes`` (replaces the budget).
         indexer_dtype: DeepSeek V3.2/V4 indexer key cache, ``fp8`` or ``fp4``.
-        speculative_layers: MTP draft layers loaded for speculative decoding (their weights).
+        speculative_layers: MTP draft layers loaded for speculative decoding (their weights);
+            kept for callers that give a count, ``speculative`` supersedes it.
+        speculative: the parsed ``--speculative-config`` / SGLang ``--speculative-*`` flags
+            (:mod:`kvscope.plan.speculative`); its drafter is :mod:`kvscope.plan.drafter`.
         flashinfer_sampler: vLLM samples top-k/top-p with FlashInfer (env
             ``VLLM_USE_FLASHINFER_SAMPLER``): ``None`` = the release's default (on in V1 up to
             0.11 when FlashInfer is installed, as in the project's images; opt-in from 0.12).
@@ -229,6 +233,7 @@ class EngineConfig:
     indexer_dtype: str = "fp8"
     speculative_layers: int = 0
     flashinfer_sampler: bool | None = None
+    speculative: SpeculativeDecoding | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:

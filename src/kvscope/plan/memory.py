@@ -12,7 +12,7 @@ Units: GiB (2^30 bytes) where a name ends in ``_gib``, bytes and tokens otherwis
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kvscope.errors import KvscopeError
@@ -20,6 +20,7 @@ from kvscope.plan import sglang_budget, vllm_budget
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.weights import (
     RankWeights,
     all_stage_weights,
@@ -93,6 +94,8 @@ class MemoryPlan:
     #: Caveats about the inputs (an engine release outside the modelled range), one sentence
     #: each; the CLI prints them on stderr and ``--json`` carries them.
     warnings: tuple[str, ...] = ()
+    #: Speculative decoding's share (method, drafter weights and KV layers, token slots).
+    speculative: dict[str, Any] | None = None
 
     def raise_if_infeasible(self) -> None:
         """Raise :class:`KvscopeError` (one sentence plus a hint) when it does not fit."""
@@ -147,13 +150,35 @@ def plan_memory(
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).
         kv_dtype = "fp8_ds_mla"
     layout = expert_layout(model, gpu, eng.engine)
+    drafter = plan_drafter(model, eng.speculative, par) if eng.speculative else None
+    draft_layers = eng.speculative_layers or (drafter.mtp_layers if drafter else 0)
     stages = tuple(
         with_component(w, "mla_absorbed", mla_absorbed_bytes(model, par, w.layers, eng.engine))
-        for w in all_stage_weights(model, par, eng.speculative_layers, layout)
+        for w in all_stage_weights(model, par, draft_layers, layout)
     )
+    if drafter is not None and drafter.extra_weight_bytes:
+        last = with_component(stages[-1], "drafter", drafter.extra_weight_bytes)
+        stages = (*stages[:-1], last)
     if eng.engine == "sglang":
-        return _plan_sglang(model, gpu, par, eng, stages, kv_dtype)
-    return _plan_vllm(model, gpu, par, eng, stages, kv_dtype)
+        plan = _plan_sglang(model, gpu, par, eng, stages, kv_dtype)
+    else:
+        plan = _plan_vllm(model, gpu, par, eng, stages, kv_dtype, drafter)
+    if drafter is None:
+        return plan
+    return replace(plan, speculative=_speculative_record(drafter, eng.engine))
+
+
+def _speculative_record(d: Drafter, engine: str) -> dict[str, Any]:
+    """The drafter's share of the plan, as ``--json`` shows it."""
+    return {
+        "method": d.method,
+        "mtp_layers": d.mtp_layers,
+        "drafter_weights_gib": d.extra_weight_bytes / GIB,
+        "drafter_kv_layers": d.kv_layers if engine == "vllm" else 0,
+        "lookahead_tokens_per_request": d.lookahead_tokens,
+        "verify_tokens_per_request": d.verify_tokens,
+        "not_modelled": d.note if engine == "vllm" else "the draft worker's own KV pool",
+    }
 
 
 def _check_inputs(model: ModelSpec, gpu: GPUSpec, eng: EngineConfig, kv_dtype: str) -> None:
@@ -199,9 +224,11 @@ def _plan_vllm(
     eng: EngineConfig,
     stages: tuple[RankWeights, ...],
     kv_dtype: str,
+    drafter: Drafter | None = None,
 ) -> MemoryPlan:
     d = vllm_budget.resolve_defaults(model, gpu, eng)
-    ranks = vllm_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, d)
+    draft_kv = drafter.kv_layers if drafter else 0
+    ranks = vllm_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, d, draft_kv)
     blocks = min(r.num_blocks for r in ranks)
     tightest = min(ranks, key=lambda r: r.num_blocks)
     tokens, conc = vllm_budget.logged_capacity(tightest.layout, blocks, d, eng.version)

@@ -99,7 +99,10 @@ def engine_defaults(
             pp=par.pp,
             dp=par.dp,
             dp_attention=par.dp_attention,
-            speculative="EAGLE" if eng.speculative_layers else None,
+            speculative=_sglang_algorithm(eng),
+            speculative_num_draft_tokens=(
+                eng.speculative.verify_tokens if eng.speculative else None
+            ),
             chunked_prefill_size=eng.max_num_batched_tokens,
             mem_fraction_static=eng.mem_fraction_static,
             max_running_requests=eng.max_num_seqs,
@@ -212,3 +215,12 @@ def default_page_size(model: ModelSpec) -> int:
     if "mla_sparse" in kinds:
         return 64
     return 1
+
+
+def _sglang_algorithm(eng: EngineConfig) -> str | None:
+    """SGLang's ``--speculative-algorithm`` for ``eng`` (an MTP count alone reads as EAGLE)."""
+    spec = eng.speculative
+    if spec is None:
+        return "EAGLE" if eng.speculative_layers else None
+    names = {"mtp": "EAGLE", "eagle": "EAGLE", "eagle3": "EAGLE3", "draft_model": "STANDALONE"}
+    return names.get(spec.method, "NGRAM")

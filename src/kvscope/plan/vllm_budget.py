@@ -187,8 +187,14 @@ def plan_ranks(
     stage_weights: tuple[RankWeights, ...],
     kv_dtype: str,
     defaults: VllmDefaults,
+    draft_kv_layers: int = 0,
 ) -> tuple[VllmRank, ...]:
-    """Budget of every pipeline stage (TP ranks of a stage are identical)."""
+    """Budget of every pipeline stage (TP ranks of a stage are identical).
+
+    ``draft_kv_layers`` drafter attention layers of the target's shape sit on the last stage
+    and join its KV group (:mod:`kvscope.plan.drafter`); DeepSeek V4's layout already counts
+    its MTP layer.
+    """
     v = eng.version
     if v >= (0, 19, 0):
         requested = float(math.ceil(gpu.memory_bytes * defaults.gpu_memory_utilization))
@@ -217,9 +223,12 @@ def plan_ranks(
         available = requested - spent
         if eng.kv_cache_memory_bytes is not None:
             available = float(eng.kv_cache_memory_bytes)
+        kv_layers = w.layers
+        if last and draft_kv_layers and not _is_dsv4(model, w.layers):
+            kv_layers = (*w.layers, *[model.num_layers - 1] * draft_kv_layers)
         layout = vllm_layout(
             model,
-            w.layers,
+            kv_layers,
             kv_dtype,
             attn_tp,
             defaults.block_size,
@@ -260,3 +269,7 @@ def logged_capacity(
         return int(concurrency * length), concurrency
     tokens = num_blocks // len(layout.groups) * min(g.block_size for g in layout.groups)
     return tokens, concurrency
+
+
+def _is_dsv4(model: ModelSpec, layers: tuple[int, ...]) -> bool:
+    return any(model.layers[i].attention.kind.startswith("dsv4") for i in layers)

@@ -1,11 +1,10 @@
 """Reading ``--speculative-config`` (vLLM 0.33.0's keys and methods) and ``--spec-acceptance``.
 
-The CLI boundary of :mod:`kvscope.sim.spec_decode`: the JSON is checked against the fields of
-``vllm/config/speculative.py::SpeculativeConfig`` at 0.33.0 (an unknown key or method is one
-error line), methods are normalised as its ``__post_init__`` does (every MTP model type is
-``mtp``; no method with model ``ngram`` is ``ngram``, with another model ``draft_model``), and
-the acceptance rates come from a constant, a comma list, a file of measured figures, or
-vLLM's own ``synthetic_acceptance_rates`` (unconditional, converted to conditional).
+The CLI boundary of :mod:`kvscope.sim.spec_decode`: the JSON is read by the one parser the
+planner uses too (:func:`kvscope.plan.speculative.parse_vllm`: vLLM 0.33.0's fields and
+methods, an unknown key or method one error line), and the acceptance rates come from a
+constant, a comma list, a file of measured figures, or vLLM's own
+``synthetic_acceptance_rates`` (unconditional, converted to conditional).
 """
 
 from __future__ import annotations
@@ -18,141 +17,25 @@ from pathlib import Path
 from typing import Any
 
 from kvscope.errors import KvscopeError
-from kvscope.sim.spec_decode import MAX_SPEC_TOKENS, METHODS, SpecDecodeConfig
+from kvscope.plan.speculative import parse_vllm
+from kvscope.sim.spec_decode import MAX_SPEC_TOKENS, SpecDecodeConfig
 from kvscope.validate import read_text
-
-#: Methods vLLM 0.33.0 accepts that kvscope does not model (one line says so).
-UNMODELLED = ("dflash", "dspark", "custom_class", "extract_hidden_states")
-#: ``SpeculativeMethod`` MTP model types of vLLM 0.33.0, all normalised to ``mtp``.
-MTP_ALIASES = [
-    "deepseek_mtp",
-    "dots3_note_mtp",
-    "mimo_mtp",
-    "mimo_v2_mtp",
-    "glm4_moe_mtp",
-    "glm4_moe_lite_mtp",
-    "glm_ocr_mtp",
-    "ernie_mtp",
-    "nemotron_h_mtp",
-    "exaone_moe_mtp",
-    "exaone4_5_mtp",
-    "qwen3_next_mtp",
-    "qwen4_exp_mtp",
-    "qwen3_5_mtp",
-    "longcat_flash_mtp",
-    "bailing_hybrid_v3_mtp",
-    "minimax_m3_mtp",
-    "bailing_hybrid_mtp",
-    "kimi_k3_mtp",
-    "pangu_ultra_moe_mtp",
-    "step3p5_mtp",
-    "step5_mtp",
-    "hy_v3_mtp",
-    "hy_v4_mtp",
-    "gemma4_mtp",
-    "inkling_mtp",
-    "glm5_next_mtp",
-]
-#: Every field of vLLM 0.33.0's ``SpeculativeConfig`` a user may set (others are refused).
-KNOWN_KEYS = frozenset(
-    [
-        "enforce_eager",
-        "num_speculative_tokens",
-        "model",
-        "method",
-        "draft_tensor_parallel_size",
-        "tensor_parallel_size",
-        "quantization",
-        "moe_backend",
-        "attention_backend",
-        "kv_cache_dtype",
-        "max_model_len",
-        "revision",
-        "code_revision",
-        "index_share_for_mtp_iteration",
-        "disable_padded_drafter_batch",
-        "disable_eagle_block_drop",
-        "disable_lookahead_block_hashes",
-        "draft_lm_head_quantization",
-        "use_local_argmax_reduction",
-        "use_heterogeneous_vocab",
-        "prompt_lookup_max",
-        "prompt_lookup_min",
-        "parallel_drafting",
-        "num_speculative_tokens_per_batch_size",
-        "suffix_decoding_max_tree_depth",
-        "suffix_decoding_max_cached_requests",
-        "suffix_decoding_max_spec_factor",
-        "suffix_decoding_min_token_prob",
-        "rejection_sample_method",
-        "synthetic_acceptance_rates",
-        "synthetic_acceptance_length",
-        "enable_adaptive_verification",
-        "draft_sample_method",
-        "dspark_draft_topk",
-        "xpress_topc",
-        "fly_window_size",
-        "fly_entropy_threshold",
-        "fly_entropy_top_k",
-    ]
-)
 
 
 def parse_spec_config(text: str, acceptance: str | None, seed: int = 0) -> SpecDecodeConfig:
     """``--speculative-config JSON`` (vLLM's spelling) and ``--spec-acceptance`` checked."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise KvscopeError(f"--speculative-config is not JSON: {err.msg}.") from None
-    if not isinstance(doc, dict):
-        raise KvscopeError("--speculative-config must be a JSON object.")
-    unknown = sorted(set(doc) - KNOWN_KEYS)
-    if unknown:
-        raise KvscopeError(
-            f"--speculative-config: unknown key(s) {', '.join(unknown)} "
-            "(vLLM 0.33.0 SpeculativeConfig fields only)."
-        )
-    method = doc.get("method")
-    if method is None:  # vLLM infers it from model: "ngram", else a draft model
-        model = doc.get("model")
-        if model is None:
-            raise KvscopeError("--speculative-config needs a method (or a model).")
-        method = "ngram" if model in ("ngram", "[ngram]") else "draft_model"
-    if method in MTP_ALIASES:
-        method = "mtp"
-    if method == "[ngram]":
-        method = "ngram"
-    if method in UNMODELLED:
-        raise KvscopeError(f"--speculative-config: method '{method}' is not modelled by kvscope.")
-    if method not in METHODS:
-        raise KvscopeError(
-            f"--speculative-config: unknown method {method!r}; "
-            f"known: {', '.join(sorted({*METHODS, *UNMODELLED}))} or an MTP model type."
-        )
-    for key in ("disable_lookahead_block_hashes", "num_speculative_tokens_per_batch_size"):
-        if doc.get(key):
-            raise KvscopeError(f"--speculative-config: {key} is not modelled by kvscope.")
-    if method == "draft_model" and not doc.get("model"):
-        raise KvscopeError("--speculative-config: method draft_model needs a model.")
-    k = doc.get("num_speculative_tokens")
-    if k is None:
-        raise KvscopeError("--speculative-config: num_speculative_tokens is required.")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise KvscopeError(f"--speculative-config: num_speculative_tokens must be >= 1, not {k!r}.")
-    tp = doc.get("draft_tensor_parallel_size")
-    if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1):
-        raise KvscopeError(
-            f"--speculative-config: draft_tensor_parallel_size must be >= 1, not {tp!r}."
-        )
+    spec = parse_vllm(text)
+    doc = spec.raw_dict()
+    k = spec.num_speculative_tokens
     rates, source = _acceptance(doc, acceptance, min(k, MAX_SPEC_TOKENS))
     return SpecDecodeConfig(
-        method=method,
+        method=spec.method,
         num_speculative_tokens=k,
         acceptance=rates,
         seed=seed,
-        model=doc.get("model") if method == "draft_model" else None,
-        draft_tensor_parallel_size=tp,
-        parallel_drafting=bool(doc.get("parallel_drafting", False)),
+        model=spec.model if spec.method == "draft_model" else None,
+        draft_tensor_parallel_size=spec.draft_tensor_parallel_size,
+        parallel_drafting=spec.parallel_drafting,
         acceptance_source=source,
     )
 

@@ -1,0 +1,131 @@
+"""What a speculative-decoding drafter adds to one GPU: weights, KV layers, token slots.
+
+Pinned to vLLM v0.33.0:
+
+- MTP (``vllm/model_executor/models/deepseek_mtp.py``): ``num_nextn_predict_layers`` layers
+  numbered after the target's, each a decoder layer of the target's shape plus
+  ``enorm``/``hnorm`` and ``eh_proj`` (2h x h); the checkpoint's copies of the embedding and
+  of ``shared_head.head`` are dropped for the target's
+  (``vllm/v1/spec_decode/llm_base_proposer.py`` ``_maybe_share_embeddings`` /
+  ``_maybe_share_lm_head``: "Detected MTP model. Sharing target model ..."), so only the
+  layers count. ``num_speculative_tokens`` above the layer count reuses the same layers.
+- EAGLE (``llama_eagle.py``): the draft checkpoint's decoder layers plus ``fc``
+  (``ReplicatedLinear`` 2h -> h, whole on every rank); embedding and LM head shared.
+- EAGLE-3 (``llama_eagle3.py``): the draft's layers, layer 0's ``qkv_proj`` taking 2h inputs,
+  ``fc`` (3h -> h, three auxiliary hidden states, replicated) and its own LM head of
+  ``draft_vocab_size`` rows (``ParallelLMHead``); embedding shared.
+- A draft model (``vllm/v1/spec_decode/draft_model.py``): the whole checkpoint at
+  ``draft_tensor_parallel_size``.
+- n-gram / suffix: no network, nothing added.
+
+KV: every drafter attention layer is registered with the target's
+(``gpu_model_runner.get_kv_cache_spec`` walks the static forward context, draft included),
+so a layer with the target's page joins the target's group and widens every block
+(``vllm/v1/core/kv_cache_utils.py``). MTP and EAGLE heads built on the target's attention
+shape are counted that way; a draft model's own layers are not (see :data:`NOT_MODELLED`).
+Token slots: the scheduler books ``num_speculative_tokens`` lookahead slots per running
+request (``num_lookahead_tokens``); vLLM's logged "Maximum concurrency" does not include them.
+Activation: the drafter's dummy run follows the target's in ``profile_run``, at the same
+token budget and a narrower network, so the target's profiled peak stays the peak.
+
+Units: bytes, tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kvscope.errors import KvscopeError
+from kvscope.plan.config import Parallelism
+from kvscope.plan.speculative import SpeculativeDecoding
+from kvscope.plan.weights import rank_weights
+from kvscope.specs.model import ModelSpec
+
+#: What this module leaves out, said next to a plan that hits it.
+NOT_MODELLED = {
+    "draft_model": "a draft model's own KV layers (their page differs from the target's)",
+}
+#: EAGLE-3 fuses this many target hidden states (``num_aux_hidden_states``, llama_eagle3.py).
+EAGLE3_AUX_STATES = 3
+
+
+@dataclass(frozen=True)
+class Drafter:
+    """The drafter's share of one GPU on the last pipeline stage."""
+
+    method: str
+    mtp_layers: int  # target-shaped MTP layers added to the stage's weights
+    extra_weight_bytes: float  # EAGLE head / draft model weights on this GPU
+    kv_layers: int  # drafter attention layers that join the target's KV group
+    lookahead_tokens: int  # slots booked per running request beyond its tokens
+    verify_tokens: int  # tokens per request in one verification pass
+    note: str | None = None
+
+
+def mtp_layer_count(model: ModelSpec) -> int:
+    """The MTP layers vLLM builds for ``model`` (one line when it has none)."""
+    if model.num_mtp_layers < 1:
+        raise KvscopeError(
+            f"--speculative-config method mtp needs MTP layers, but {model.name} has "
+            "num_nextn_predict_layers = 0.",
+            "Use eagle / eagle3 with a draft head, ngram, or draft_model.",
+        )
+    return model.num_mtp_layers
+
+
+def plan_drafter(
+    model: ModelSpec,
+    spec: SpeculativeDecoding,
+    par: Parallelism,
+    load: Callable[[str], ModelSpec] | None = None,
+) -> Drafter:
+    """The drafter ``spec`` loads beside ``model`` under ``par`` (vLLM 0.33.0's rules)."""
+
+    def made(mtp: int, extra: float, kv: int, note: str | None = None) -> Drafter:
+        k = spec.num_speculative_tokens
+        return Drafter(spec.method, mtp, extra, kv, k, spec.verify_tokens, note)
+
+    if not spec.has_drafter:
+        return made(0, 0.0, 0)
+    if spec.method == "mtp":
+        n = mtp_layer_count(model)
+        return made(n, 0.0, n)
+    if spec.model is None:
+        raise KvscopeError(
+            f"--speculative-config method {spec.method} needs a model (the draft checkpoint)."
+        )
+    if load is None:
+        from kvscope.specs.registry import load_model
+
+        load = load_model
+    draft = load(spec.model)
+    tp = spec.draft_tensor_parallel_size or par.tp
+    w = rank_weights(draft, Parallelism(tp=tp)).by_component
+    if spec.method == "draft_model":
+        return made(0, math.fsum(w.values()), 0, NOT_MODELLED["draft_model"])
+    native = 2.0 if draft.dtype in ("bfloat16", "float16") else 4.0
+    h = model.hidden_size
+    body = math.fsum(v for k, v in w.items() if k not in ("embedding", "lm_head"))
+    if spec.method == "eagle":
+        extra = body + 2.0 * h * draft.hidden_size * native
+    else:  # eagle3
+        att = draft.layers[0].attention
+        q_kv = (att.num_heads + 2 * att.num_kv_heads) * att.head_dim / tp
+        # the LM head at the config's vocab_size: ModelSpec does not keep draft_vocab_size,
+        # so a head trimmed to a smaller draft vocabulary is counted at full width
+        extra = (
+            body
+            + draft.hidden_size * q_kv * native  # layer 0 reads [embeds, hidden]: 2h inputs
+            + EAGLE3_AUX_STATES * h * draft.hidden_size * native
+            + w.get("lm_head", 0.0)
+        )
+    same_page = _same_attention(model, draft)
+    note = None if same_page else "the draft head's KV layers (a page unlike the target's)"
+    return made(0, extra, draft.num_layers if same_page else 0, note)
+
+
+def _same_attention(model: ModelSpec, draft: ModelSpec) -> bool:
+    a, b = model.layers[-1].attention, draft.layers[0].attention
+    return (a.kind, a.num_kv_heads, a.head_dim) == (b.kind, b.num_kv_heads, b.head_dim)
