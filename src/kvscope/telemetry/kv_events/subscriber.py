@@ -127,21 +127,30 @@ class KvEventSubscriber(threading.Thread):
         self.replay_timeout_s = replay_timeout_s
         self.counts = SubscriberCounts()
         self.ready = threading.Event()
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._lock = threading.Lock()
         self._rows = empty_rows()
         self._ctx = zmq.Context.instance()
         self._sub: zmq.Socket | None = None
-        self._reconnect = threading.Event()
+        self._connected = threading.Event()
+        self._connected.set()
+        self._changed = threading.Event()
 
     # --- control -------------------------------------------------------------------------
     def close(self, timeout_s: float = 5.0) -> None:
-        self._stop.set()
+        self._halt.set()
+        self._connected.set()
         self.join(timeout_s)
 
-    def reconnect(self) -> None:
-        """Drop and re-open the SUB socket (what a network blip does); seq tracking stays."""
-        self._reconnect.set()
+    def disconnect(self) -> None:
+        """Close the SUB socket (what a network outage does); seq tracking stays."""
+        self._connected.clear()
+        self._changed.set()
+
+    def connect(self) -> None:
+        """Open the SUB socket again after :meth:`disconnect`; a gap is then asked of replay."""
+        self._connected.set()
+        self._changed.set()
 
     # --- loop ----------------------------------------------------------------------------
     def run(self) -> None:
@@ -152,11 +161,16 @@ class KvEventSubscriber(threading.Thread):
         last_hand = time.monotonic()
         self.ready.set()
         try:
-            while not self._stop.is_set():
-                if self._reconnect.is_set():
-                    self._reconnect.clear()
+            while not self._halt.is_set():
+                if self._changed.is_set():
+                    self._changed.clear()
                     poller.unregister(self._sub)
                     self._sub.close(linger=0)
+                    if not self._connected.is_set():
+                        self._connected.wait()
+                        if self._halt.is_set():
+                            self._open()
+                            break
                     self._open()
                     poller.register(self._sub, zmq.POLLIN)
                 if poller.poll(50):
