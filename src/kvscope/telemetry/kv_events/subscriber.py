@@ -212,7 +212,7 @@ class KvEventSubscriber(threading.Thread):
         c = self.counts
         if len(frames) != 3 or len(frames[1]) != 8:
             c.malformed += 1
-            self._warn("frames", f"a message of {len(frames)} frames is not (topic, seq, "
+            self._warn("malformed", f"a message of {len(frames)} frames is not (topic, seq, "
                        "payload); skipped (counted as malformed)")
             return
         seq = int.from_bytes(frames[1], "big", signed=True)
@@ -238,7 +238,7 @@ class KvEventSubscriber(threading.Thread):
             batch = decode_batch(payload)
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             self.counts.malformed += 1
-            self._warn("decode", f"a payload does not decode as vLLM's EventBatch "
+            self._warn("malformed", f"a payload does not decode as vLLM's EventBatch "
                        f"(malformed or unknown version: {str(e).splitlines()[0]}); skipped")
             return
         add_batch(self._rows, batch, self.endpoint, seq, self.counts)
