@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -159,3 +163,50 @@ def test_malformed_and_unknown_version_messages_are_counted_with_one_warning() -
     assert sub.counts.malformed == 3
     assert sub.counts.events == 2
     assert len(warned) == 1 and "skipped" in warned[0]
+
+
+def _kvscope(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    return subprocess.run([sys.executable, "-m", "kvscope.cli.main", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_kvscope_watch_subscribes_stores_and_summarises(tmp_path: Path) -> None:
+    port = free_port()
+    pub = Publisher(port)
+    store = tmp_path / "w.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "kvscope.cli.main", "watch", "--kv-events",
+         f"tcp://127.0.0.1:{port}", "--duration", "12", "--interval", "0.5", "--flush", "1",
+         "--store", str(store), "--json"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        time.sleep(6)  # the CLI's start-up, then the subscription
+        tot = pub.cmd("run 1500")
+        out, err = watch.communicate(timeout=60)
+    finally:
+        pub.close()
+    assert watch.returncode == 0, err
+    summary = json.loads(out)["kv_events"]
+    got = summary["endpoints"][f"tcp://127.0.0.1:{port}"]
+    assert (got["events"], got["blocks_stored"]) == (tot["events"], tot["blocks_stored"])
+    assert got["lost"] == 0
+    reuse = summary["reuse"]
+    assert reuse["engine_hit_rate"] == pytest.approx(tot["hits"] / tot["queries"], abs=1e-12)
+    assert reuse["pool_blocks_seen"] == 199
+    assert reuse["miss_ratio_curve"]["1x"] == pytest.approx(tot["hits"] / tot["queries"])
+    assert summary["eviction_churn_blocks"] > 0
+    assert len(read_rows(store)) == tot["blocks_stored"] + tot["blocks_removed"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--kv-events", "http://127.0.0.1:5557"], ["--kv-events-replay", "tcp://127.0.0.1:1"],
+     ["--kv-events", "tcp://127.0.0.1:99999"]],
+)
+def test_bad_kv_events_options_exit_2_in_one_line(args: list[str], tmp_path: Path) -> None:
+    r = _kvscope("watch", *args, "--duration", "1", "--store", str(tmp_path / "s.duckdb"))
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

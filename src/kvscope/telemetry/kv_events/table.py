@@ -102,11 +102,15 @@ class KvEventTable:
                 con.unregister("_kv_batch")
         return n
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Stop the flush thread and commit what is held (the table stays readable)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
         self.flush()
+
+    def close(self) -> None:
+        self.stop()
         with contextlib.suppress(Exception):
             self._con.close()
 
