@@ -185,7 +185,7 @@ def test_list_and_dashboards(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     f = tmp_path / "dash" / "kvscope.json"
     code, out, _ = run_in_process(["dashboards", "export", "--out", str(f), "--json"], capsys)
     summary = json.loads(out)
-    assert code == 0 and summary["panels"] == 14 and summary["queries"] >= 20
+    assert code == 0 and summary["panels"] == 13 and summary["queries"] >= 20
     assert json.loads(f.read_text())["panels"][0]["targets"][0]["expr"]
 
 
