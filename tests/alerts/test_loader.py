@@ -25,6 +25,7 @@ DEFAULT_RULES = {
     "XidErrors": (Tier.CRITICAL, Kind.RATE, 0, 0),
     "EngineDown": (Tier.ALERT, Kind.THRESHOLD, 0, 60),
     "SamplesStale": (Tier.WARNING, Kind.STALE, 120, 0),
+    "KvEvictionChurn": (Tier.WARNING, Kind.RATE, 600, 300),  # issue 24
 }
 
 

@@ -11,6 +11,7 @@ from kvscope.errors import UnknownNameError
 from kvscope.telemetry.catalogue import lookup
 from kvscope.telemetry.engine import EngineScraper
 from kvscope.telemetry.gpu import GpuSampler
+from kvscope.telemetry.kv_events.live import KvEventsLive
 from kvscope.telemetry.nvml import Nvml
 from kvscope.telemetry.nvml_replay import load_recording, replay_call
 
@@ -26,6 +27,7 @@ def _emitted() -> set[str]:
         text = (FIX / page).read_text()
         scraper = EngineScraper("http://127.0.0.1:1", fetch=lambda _u, _t, text=text: text)
         names |= {s.metric for s in scraper.sample(0.0)}
+    names |= {s.metric for s in KvEventsLive(()).sample(0.0)}  # watch --kv-events
     return names
 
 

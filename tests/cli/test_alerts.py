@@ -114,7 +114,7 @@ def test_check_table_and_since(
 ) -> None:
     store = _store(tmp_path, synthetic[1])
     code, out, _ = run_in_process(["alerts", "check", "--store", str(store)], capsys)
-    assert code == 0 and "23 alert state changes" in out and "69 evaluations" in out
+    assert code == 0 and "25 alert state changes" in out and "69 evaluations" in out
     code, out, _ = run_in_process(
         ["alerts", "check", "--store", str(store), "--since", "1800", "--json"], capsys
     )
@@ -181,7 +181,7 @@ def test_export_with_tests_passes_promtool(
 def test_list_and_dashboards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_in_process(["alerts", "list", "--json"], capsys)
     rows = json.loads(out)
-    assert code == 0 and len(rows) == 13 and all(r["why"] and r["promql"] for r in rows)
+    assert code == 0 and len(rows) == 14 and all(r["why"] and r["promql"] for r in rows)
     f = tmp_path / "dash" / "kvscope.json"
     code, out, _ = run_in_process(["dashboards", "export", "--out", str(f), "--json"], capsys)
     summary = json.loads(out)

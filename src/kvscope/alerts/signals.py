@@ -117,6 +117,14 @@ SIGNALS: tuple[Signal, ...] = (
         families={"kvscope": _kv("preemptions_total"), **_engine("preemptions")},
     ),
     Signal(
+        "kv_eviction_churn",
+        "blocks",
+        True,
+        "kv_events_eviction_churn_total",
+        "KV blocks stored again within 60 s of their eviction (watch --kv-events), cumulative.",
+        families={"kvscope": _kv("kv_events_eviction_churn_total")},
+    ),
+    Signal(
         "allocation_retries",
         "events",
         True,

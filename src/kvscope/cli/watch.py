@@ -90,6 +90,13 @@ def watch(
     rules: Path | None = typer.Option(
         None, "--rules", help="Evaluate these alert rules live ('default' for kvscope's pack)."
     ),
+    kv_events: list[str] = typer.Option(
+        [], "--kv-events", help="Engine KV-event publisher, tcp://HOST:PORT (repeatable)."
+    ),
+    kv_events_topic: str = typer.Option("", "--kv-events-topic", help="KV-event topic."),
+    kv_events_replay: list[str] = typer.Option(
+        [], "--kv-events-replay", help="Replay socket per --kv-events, tcp://HOST:PORT."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Sample GPUs and engines until Ctrl-C, SIGTERM or --duration; everything is flushed."""
@@ -153,8 +160,15 @@ def watch(
             f"kvscope watch: warning: {nvml_problem.message}; GPU metrics will be missing{hint}.\n"
         )
         sys.stderr.flush()
-    if gpus is None and not engine:
-        raise KvscopeError("nothing to watch.", "Pass --nvml and/or --engine URL.")
+    kv_live: Any = None
+    if kv_events or kv_events_replay:
+        from kvscope.telemetry.kv_events.config import kv_events_live
+
+        kv_live = kv_events_live(kv_events, kv_events_topic, kv_events_replay)
+    if gpus is None and not engine and kv_live is None:
+        raise KvscopeError(
+            "nothing to watch.", "Pass --nvml, --engine URL and/or --kv-events tcp://HOST:PORT."
+        )
     live: Any = None
 
     def on_flush(batches: int, rows: int) -> None:
@@ -184,7 +198,10 @@ def watch(
         on_flush=on_flush if log_batches else None,
         on_start=on_start,
         on_warning=on_warning,
+        kv_events=kv_live,
     )
+    if kv_live is not None:
+        kv_live.on_warning = on_warning
 
     alerts: Any = None
     if pack is not None:
@@ -255,6 +272,13 @@ def verdict(summary: dict[str, Any], nvml_problem: str | None = None) -> tuple[i
         kept = f"every sample is in {out}" if out else "samples after it were lost (no --out)"
         return 1, f"error: {store_error}; {kept}."
     produced = len(engines) - len(never) + (1 if summary["gpus"] else 0)
+    kv = summary.get("kv_events") or {}
+    produced += sum(1 for c in kv.get("endpoints", {}).values() if c["batches"])
+    lost = sum(c["lost"] for c in kv.get("endpoints", {}).values())
+    if lost:
+        faults.append(f"{lost} KV-event batch(es) lost to sequence gaps")
+    if produced <= 0 and summary["ticks"] and not faults:
+        faults.append("no KV-event batch arrived")
     if produced <= 0 and summary["ticks"]:
         return 1, "error: " + "; ".join(faults) + "."
     if faults:

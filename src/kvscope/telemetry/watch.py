@@ -135,8 +135,12 @@ class Watch:
         on_flush: Callable[[int, int], None] | None = None,
         on_start: Callable[[Watch], None] | None = None,
         on_warning: Callable[[str], None] | None = None,
+        kv_events: Any = None,
     ) -> None:
         self.config = config
+        #: A ``kv_events.live.KvEventsLive`` (watch --kv-events), or None.
+        self.kv_events = kv_events
+        self.kv_events_summary: dict[str, Any] | None = None
         self.gpus = gpus
         self.engines = (
             engines
@@ -241,6 +245,8 @@ class Watch:
                 self.store = Store(cfg.store_path)
                 self._writer = StoreWriter(self.store, self._committed, self._store_failed)
                 self._writer.start()
+            if self.kv_events is not None:
+                self.kv_events.open(self.store, cfg.flush_s)
             if cfg.exporter_port is not None:
                 self.exporter = Exporter.start(self.board, cfg.exporter_port, cfg.listen)
             if cfg.out_dir is not None:
@@ -292,6 +298,8 @@ class Watch:
                     self.board.set_info(
                         eng.source, {"kind": page.kind or "", "model": page.model_name or ""}
                     )
+            if self.kv_events is not None:
+                samples.extend(self.kv_events.sample(t))
             self._record_history(samples)
             now = time.monotonic()
             if now - last_derive >= cfg.derive_every_s:
@@ -322,6 +330,8 @@ class Watch:
         cfg = self.config
         gc.unfreeze()
         failures: list[KvscopeError] = []
+        if self.kv_events is not None:
+            self.kv_events_summary = self.kv_events.close()
         self._flush()
         if self._writer is not None:
             writer, self._writer = self._writer, None
@@ -404,6 +414,7 @@ class Watch:
                 e.display_url for e in self.engines if e.ok_scrapes == 0 and self.state.ticks
             ],
             "waveforms": {k: asdict(w) for k, w in waves.items()},
+            **({"kv_events": self.kv_events_summary} if self.kv_events_summary else {}),
         }
 
     def write_run_dir(self, out_dir: Path, summary: dict[str, Any]) -> None:
