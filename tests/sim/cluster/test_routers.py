@@ -51,5 +51,5 @@ def test_session_affinity_is_sticky(loads, key) -> None:
 
 
 def test_unknown_router_names_the_field() -> None:
-    with pytest.raises(ValueError, match="^router: unknown router 'nope'"):
+    with pytest.raises(ValueError, match=r"^router: unknown router 'nope'"):
         make_router("nope")
