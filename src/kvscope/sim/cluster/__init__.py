@@ -1,0 +1,1 @@
+"""Cluster layer: replicas of the engine behind a router, on one shared clock."""
