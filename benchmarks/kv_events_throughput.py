@@ -20,10 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kvscope.telemetry.kv_events.subscriber import KvEventSubscriber  # noqa: E402
-from kvscope.telemetry.kv_events.table import KvEventTable, read_rows, wait_until  # noqa: E402
-from kvscope.telemetry.store import Store  # noqa: E402
-from tests.telemetry.kv_events_harness import Publisher, free_port  # noqa: E402
+from tests.telemetry.kv_events_harness import Publisher, free_port
+
+from kvscope.telemetry.kv_events.subscriber import KvEventSubscriber
+from kvscope.telemetry.kv_events.table import KvEventTable, read_rows, wait_until
+from kvscope.telemetry.store import Store
 
 
 def phase(rate: float, secs: float, path: Path) -> dict[str, float]:

@@ -72,8 +72,16 @@ def main() -> None:
     rng = random.Random(cfg.get("seed", 0))
     bs, docs = cfg["block_size"], cfg["docs"]
     weights = [1.0 / (d + 1) for d in range(docs)]
-    tot = {"batches": 0, "events": 0, "blocks_stored": 0, "blocks_removed": 0, "cleared": 0,
-           "hits": 0, "queries": 0, "requests": 0}
+    tot = {
+        "batches": 0,
+        "events": 0,
+        "blocks_stored": 0,
+        "blocks_removed": 0,
+        "cleared": 0,
+        "hits": 0,
+        "queries": 0,
+        "requests": 0,
+    }
     log = open(cfg["log"], "w") if cfg.get("log") else None  # noqa: SIM115
     sp = SamplingParams(max_tokens=1)
     t0 = time.time()
@@ -109,8 +117,18 @@ def main() -> None:
             tot["batches"] += 1
             tot["events"] += len(events)
         if log is not None:
-            log.write(json.dumps({"id": req.request_id, "t": time.time() - t0, "doc": d,
-                                  "blocks": len(tokens) // bs, "hit_tokens": hit}) + "\n")
+            log.write(
+                json.dumps(
+                    {
+                        "id": req.request_id,
+                        "t": time.time() - t0,
+                        "doc": d,
+                        "blocks": len(tokens) // bs,
+                        "hit_tokens": hit,
+                    }
+                )
+                + "\n"
+            )
         tot["requests"] += 1
         return len(events)
 

@@ -23,13 +23,23 @@ class Publisher:
     """One publisher process; ``cmd("run 100")`` returns its running totals."""
 
     def __init__(self, port: int, replay_port: int | None = None, **cfg: Any) -> None:
-        conf = {"endpoint": f"tcp://*:{port}", "num_blocks": 200, "block_size": 16,
-                "docs": 40, "prefix_blocks": 6, "suffix_blocks": 2, "seed": 1, **cfg}
+        conf = {
+            "endpoint": f"tcp://*:{port}",
+            "num_blocks": 200,
+            "block_size": 16,
+            "docs": 40,
+            "prefix_blocks": 6,
+            "suffix_blocks": 2,
+            "seed": 1,
+            **cfg,
+        }
         if replay_port is not None:
             conf["replay_endpoint"] = f"tcp://127.0.0.1:{replay_port}"
         self.proc = subprocess.Popen(
             [vllm_python(), str(DRIVER), json.dumps(conf)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             text=True,
         )
         self.cmd("")  # the ready line

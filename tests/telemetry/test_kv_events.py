@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 import pytest
 import zmq
+from tests.telemetry.kv_events_harness import Publisher, free_port
 
 from kvscope.telemetry.kv_events.schema import BlockStored, EventBatch, encode_batch
 from kvscope.telemetry.kv_events.subscriber import KvEventSubscriber
@@ -19,7 +20,6 @@ from kvscope.telemetry.kv_events.table import KvEventTable, read_rows, wait_unti
 from kvscope.telemetry.store import Store
 from kvscope.workload.kv_reuse.reconstruct import chains, engine_hit_rate
 from kvscope.workload.kv_reuse.stack import miss_ratio_curve
-from tests.telemetry.kv_events_harness import Publisher, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -94,8 +94,9 @@ def test_a_gap_is_recovered_from_replay_or_counted_lost() -> None:
     pub = Publisher(port, rport)
     got: list = []
     warned: list[str] = []
-    sub = _sub(port, got.append, replay_endpoint=f"tcp://127.0.0.1:{rport}",
-               on_warning=warned.append)
+    sub = _sub(
+        port, got.append, replay_endpoint=f"tcp://127.0.0.1:{rport}", on_warning=warned.append
+    )
     bare = _sub(port, lambda rows: None, on_warning=warned.append)
     try:
         pub.cmd("run 100")
@@ -147,13 +148,15 @@ def test_malformed_and_unknown_version_messages_are_counted_with_one_warning() -
     good = encode_batch(EventBatch(1.0, [BlockStored([b"\x01"], None, list(range(16)), 16)]))
     future = msgspec.msgpack.encode([1.0, [{"type": "BlockMoved", "to": "CXL"}]])
     try:
-        for seq, frames in enumerate([
-            [b"", (0).to_bytes(8, "big"), good],
-            [b"", (1).to_bytes(8, "big"), b"\xc1 not msgpack"],
-            [b"", (2).to_bytes(8, "big"), future],
-            [b"", b"short"],
-            [b"", (3).to_bytes(8, "big"), good],
-        ]):
+        for seq, frames in enumerate(
+            [
+                [b"", (0).to_bytes(8, "big"), good],
+                [b"", (1).to_bytes(8, "big"), b"\xc1 not msgpack"],
+                [b"", (2).to_bytes(8, "big"), future],
+                [b"", b"short"],
+                [b"", (3).to_bytes(8, "big"), good],
+            ]
+        ):
             pub.send_multipart(frames)
             del seq
         assert wait_until(lambda: sub.counts.last_seq == 3, 5)
@@ -167,8 +170,13 @@ def test_malformed_and_unknown_version_messages_are_counted_with_one_warning() -
 
 def _kvscope(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    return subprocess.run([sys.executable, "-m", "kvscope.cli.main", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "kvscope.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_kvscope_watch_subscribes_stores_and_summarises(tmp_path: Path) -> None:
@@ -177,10 +185,27 @@ def test_kvscope_watch_subscribes_stores_and_summarises(tmp_path: Path) -> None:
     store = tmp_path / "w.duckdb"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     watch = subprocess.Popen(
-        [sys.executable, "-m", "kvscope.cli.main", "watch", "--kv-events",
-         f"tcp://127.0.0.1:{port}", "--duration", "12", "--interval", "0.5", "--flush", "1",
-         "--store", str(store), "--json"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "kvscope.cli.main",
+            "watch",
+            "--kv-events",
+            f"tcp://127.0.0.1:{port}",
+            "--duration",
+            "12",
+            "--interval",
+            "0.5",
+            "--flush",
+            "1",
+            "--store",
+            str(store),
+            "--json",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         time.sleep(6)  # the CLI's start-up, then the subscription
@@ -203,8 +228,11 @@ def test_kvscope_watch_subscribes_stores_and_summarises(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--kv-events", "http://127.0.0.1:5557"], ["--kv-events-replay", "tcp://127.0.0.1:1"],
-     ["--kv-events", "tcp://127.0.0.1:99999"]],
+    [
+        ["--kv-events", "http://127.0.0.1:5557"],
+        ["--kv-events-replay", "tcp://127.0.0.1:1"],
+        ["--kv-events", "tcp://127.0.0.1:99999"],
+    ],
 )
 def test_bad_kv_events_options_exit_2_in_one_line(args: list[str], tmp_path: Path) -> None:
     r = _kvscope("watch", *args, "--duration", "1", "--store", str(tmp_path / "s.duckdb"))

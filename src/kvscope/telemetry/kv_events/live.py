@@ -55,8 +55,9 @@ class KvEventsLive:
             self.store_path = store.path
         for i, ep in enumerate(self.endpoints):
             rep = self.replay[i] if i < len(self.replay) else None
-            s = KvEventSubscriber(ep, self.put, topic=self.topic, replay_endpoint=rep,
-                                  on_warning=self.on_warning)
+            s = KvEventSubscriber(
+                ep, self.put, topic=self.topic, replay_endpoint=rep, on_warning=self.on_warning
+            )
             s.start()
             self.subs.append(s)
         for s in self.subs:
@@ -69,15 +70,15 @@ class KvEventsLive:
             stored, removed, keep = self._stored_at, self._removed_at, self.residency_s
             for t, kind, h in zip(rows["t_s"], rows["kind"], rows["block_hash"], strict=True):
                 if kind == "stored":
-                    gone = removed.pop(h, None)  # type: ignore[arg-type]
-                    if gone is not None and t - gone <= self.churn_window_s:  # type: ignore[operator]
+                    gone = removed.pop(h, None)
+                    if gone is not None and t - gone <= self.churn_window_s:
                         self.churn += 1
-                    stored[h] = t  # type: ignore[index]
+                    stored[h] = t
                 elif kind == "removed":
-                    born = stored.pop(h, None)  # type: ignore[arg-type]
+                    born = stored.pop(h, None)
                     if born is not None:
-                        keep.append(t - born)  # type: ignore[operator]
-                    removed[h] = t  # type: ignore[index]
+                        keep.append(t - born)
+                    removed[h] = t
                 else:
                     stored.clear()
             if len(keep) > 2 * RESIDENCY_KEEP:
@@ -96,10 +97,12 @@ class KvEventsLive:
             ):
                 out.append(Sample(t_s, src, name, float(v)))
         with self._lock:
-            out.append(Sample(t_s, "kv-events", "kv_events_eviction_churn_total",
-                              float(self.churn)))
-            out.append(Sample(t_s, "kv-events", "kv_events_resident_blocks",
-                              float(len(self._stored_at))))
+            out.append(
+                Sample(t_s, "kv-events", "kv_events_eviction_churn_total", float(self.churn))
+            )
+            out.append(
+                Sample(t_s, "kv-events", "kv_events_resident_blocks", float(len(self._stored_at)))
+            )
             p50 = _quantile(self.residency_s, 0.5)
         if not math.isnan(p50):
             out.append(Sample(t_s, "kv-events", "kv_events_residency_p50_seconds", p50))
@@ -118,17 +121,31 @@ class KvEventsLive:
 
     def summary(self) -> dict[str, Any]:
         per = {
-            s.endpoint: {k: getattr(s.counts, k) for k in (
-                "batches", "events", "blocks_stored", "blocks_removed", "cleared", "gaps",
-                "lost", "replayed", "restarts", "malformed")}
+            s.endpoint: {
+                k: getattr(s.counts, k)
+                for k in (
+                    "batches",
+                    "events",
+                    "blocks_stored",
+                    "blocks_removed",
+                    "cleared",
+                    "gaps",
+                    "lost",
+                    "replayed",
+                    "restarts",
+                    "malformed",
+                )
+            }
             for s in self.subs
         }
         res = sorted(self.residency_s)
         out: dict[str, Any] = {
             "endpoints": per,
             "eviction_churn_blocks": self.churn,
-            "residency_s": {q: _quantile(res, p, True) for q, p in
-                            (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
+            "residency_s": {
+                q: _quantile(res, p, True)
+                for q, p in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+            },
         }
         if self.table is not None and self.table.rows_written:
             out["reuse"] = reuse_summary(self._rows())
@@ -137,8 +154,10 @@ class KvEventsLive:
     def _rows(self) -> list[tuple[Any, ...]]:
         # read through the table's own cursor: the store is still open for writing
         assert self.table is not None
-        return [tuple(r) for r in self.table._con.execute(
-            "SELECT * FROM kv_events ORDER BY rowid").fetchall()]
+        return [
+            tuple(r)
+            for r in self.table._con.execute("SELECT * FROM kv_events ORDER BY rowid").fetchall()
+        ]
 
 
 def reuse_summary(rows: list[tuple[Any, ...]]) -> dict[str, Any]:
@@ -166,12 +185,17 @@ def reuse_summary(rows: list[tuple[Any, ...]]) -> dict[str, Any]:
         "requests": len(reqs),
         "engine_hit_rate": engine_hit_rate(reqs),
         "pool_blocks_seen": peak,
-        "reuse_distance_blocks": {"p50": _quantile(finite, 0.5, True),
-                                  "p90": _quantile(finite, 0.9, True)},
+        "reuse_distance_blocks": {
+            "p50": _quantile(finite, 0.5, True),
+            "p90": _quantile(finite, 0.9, True),
+        },
         "miss_ratio_curve": curve,
         "with_cpu_tier_1x": mrc.hit_rate(peak, peak)[1] if peak else math.nan,
-        "replicas_4": {p: routed_hit_rate(reqs, 4, p, max(1, peak // 4))
-                       for p in ("round-robin", "prefix")} if peak >= 4 else {},
+        "replicas_4": {
+            p: routed_hit_rate(reqs, 4, p, max(1, peak // 4)) for p in ("round-robin", "prefix")
+        }
+        if peak >= 4
+        else {},
     }
 
 

@@ -79,7 +79,7 @@ _ENCODER = msgspec.msgpack.Encoder()
 
 
 def decode_batch(payload: bytes) -> EventBatch:
-    """Decode one payload; raises ``msgspec.DecodeError`` (a ValidationError too) if it does not fit."""
+    """Decode one payload; raises msgspec.DecodeError or ValidationError if it does not fit."""
     return _DECODER.decode(payload)
 
 

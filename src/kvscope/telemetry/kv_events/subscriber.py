@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 import zmq
@@ -44,7 +45,7 @@ COLUMNS = (
     "lora_id",
     "group_idx",
 )
-Rows = dict[str, list[object]]
+Rows = dict[str, list[Any]]
 
 
 def empty_rows() -> Rows:
@@ -75,7 +76,10 @@ def add_batch(rows: Rows, batch: EventBatch, endpoint: str, seq: int, c: Subscri
     c.events += len(batch.events)
     t_col, ep_col, seq_col, kind_col = rows["t_s"], rows["endpoint"], rows["seq"], rows["kind"]
     h_col, p_col, tok_col, bs_col = (
-        rows["block_hash"], rows["parent_hash"], rows["token_count"], rows["block_size"]
+        rows["block_hash"],
+        rows["parent_hash"],
+        rows["token_count"],
+        rows["block_size"],
     )
     med_col, lora_col, grp_col = rows["medium"], rows["lora_id"], rows["group_idx"]
     ts = batch.ts
@@ -104,7 +108,7 @@ def add_batch(rows: Rows, batch: EventBatch, endpoint: str, seq: int, c: Subscri
                 col.append(None)
             c.cleared += 1
         else:
-            hashes = [h.hex() if type(h) is bytes else str(h) for h in ev.block_hashes]
+            hashes = [h.hex() if type(h) is bytes else str(h) for h in ev.block_hashes]  # type: ignore[union-attr]
             n = len(hashes)
             if n == 0:
                 continue
@@ -113,8 +117,8 @@ def add_batch(rows: Rows, batch: EventBatch, endpoint: str, seq: int, c: Subscri
             none = [None] * n
             for col in (p_col, tok_col, bs_col, lora_col):
                 col.extend(none)
-            med_col.extend([ev.medium] * n)
-            grp_col.extend([ev.group_idx] * n)
+            med_col.extend([ev.medium] * n)  # type: ignore[union-attr]
+            grp_col.extend([ev.group_idx] * n)  # type: ignore[union-attr]
             c.blocks_removed += n
         kind_col.extend(kind)
         t_col.extend([ts] * n)
@@ -152,8 +156,8 @@ class KvEventSubscriber(threading.Thread):
         self._halt = threading.Event()
         self._lock = threading.Lock()
         self._rows = empty_rows()
-        self._ctx = zmq.Context.instance()
-        self._sub: zmq.Socket | None = None
+        self._ctx: Any = zmq.Context.instance()
+        self._sub: Any = None
         self._connected = threading.Event()
         self._connected.set()
         self._changed = threading.Event()
@@ -229,15 +233,21 @@ class KvEventSubscriber(threading.Thread):
         c = self.counts
         if len(frames) != 3 or len(frames[1]) != 8:
             c.malformed += 1
-            self._warn("malformed", f"a message of {len(frames)} frames is not (topic, seq, "
-                       "payload); skipped (counted as malformed)")
+            self._warn(
+                "malformed",
+                f"a message of {len(frames)} frames is not (topic, seq, "
+                "payload); skipped (counted as malformed)",
+            )
             return
         seq = int.from_bytes(frames[1], "big", signed=True)
         if c.last_seq is not None:
             if seq <= c.last_seq:
                 c.restarts += 1
-                self._warn("restart", f"sequence went back from {c.last_seq} to {seq}: the "
-                           "publisher restarted; numbering starts again")
+                self._warn(
+                    "restart",
+                    f"sequence went back from {c.last_seq} to {seq}: the "
+                    "publisher restarted; numbering starts again",
+                )
             elif seq > c.last_seq + 1:
                 missing = seq - c.last_seq - 1
                 c.gaps += 1
@@ -245,8 +255,11 @@ class KvEventSubscriber(threading.Thread):
                 c.replayed += got
                 c.lost += missing - got
                 if missing > got:
-                    self._warn("gap", f"sequence gap: {missing - got} batches lost before "
-                               f"seq {seq} (counted in kv_events_lost_batches_total)")
+                    self._warn(
+                        "gap",
+                        f"sequence gap: {missing - got} batches lost before "
+                        f"seq {seq} (counted in kv_events_lost_batches_total)",
+                    )
         self._decode(frames[2], seq)
         c.last_seq = seq
 
@@ -255,8 +268,11 @@ class KvEventSubscriber(threading.Thread):
             batch = decode_batch(payload)
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             self.counts.malformed += 1
-            self._warn("malformed", f"a payload does not decode as vLLM's EventBatch "
-                       f"(malformed or unknown version: {str(e).splitlines()[0]}); skipped")
+            self._warn(
+                "malformed",
+                f"a payload does not decode as vLLM's EventBatch "
+                f"(malformed or unknown version: {str(e).splitlines()[0]}); skipped",
+            )
             return
         add_batch(self._rows, batch, self.endpoint, seq, self.counts)
 

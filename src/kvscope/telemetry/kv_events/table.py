@@ -84,8 +84,7 @@ class KvEventTable:
         n = len(rows["t_s"])
         if n == 0 or self.error is not None:
             return 0
-        table = pa.table([pa.array(rows[c], SCHEMA.field(c).type) for c in COLUMNS],
-                         schema=SCHEMA)
+        table = pa.table([pa.array(rows[c], SCHEMA.field(c).type) for c in COLUMNS], schema=SCHEMA)
         con = self._con
         con.register("_kv_batch", table)
         try:
@@ -126,8 +125,7 @@ def read_rows(path: Path) -> list[tuple[Any, ...]]:
         ).fetchone()
         if not have or not have[0]:
             return []
-        return [tuple(r) for r in con.execute(
-            "SELECT * FROM kv_events ORDER BY rowid").fetchall()]
+        return [tuple(r) for r in con.execute("SELECT * FROM kv_events ORDER BY rowid").fetchall()]
     finally:
         con.close()
 

@@ -59,7 +59,9 @@ class MissRatioCurve:
         return [(c, self.hit_rate(c)[0]) for c in capacities]
 
 
-def miss_ratio_curve(reqs: Sequence[RequestChain], whole_block_prompts: bool = True) -> MissRatioCurve:
+def miss_ratio_curve(
+    reqs: Sequence[RequestChain], whole_block_prompts: bool = True
+) -> MissRatioCurve:
     """Distances for every prompt block of ``reqs`` in order (see the module docstring)."""
     n_touch = sum(len(r.blocks) for r in reqs)
     fw = _Fenwick(max(1, n_touch))
