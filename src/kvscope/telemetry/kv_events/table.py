@@ -36,10 +36,15 @@ SCHEMA = pa.schema(
 )
 assert tuple(SCHEMA.names) == COLUMNS
 
-_DDL = (
-    "CREATE TABLE IF NOT EXISTS kv_events (t_s DOUBLE, endpoint VARCHAR, seq BIGINT, "
-    "kind VARCHAR, block_hash VARCHAR, parent_hash VARCHAR, token_count INTEGER, "
-    "block_size INTEGER, medium VARCHAR, lora_id BIGINT, group_idx INTEGER)"
+#: DuckDB's name for each Arrow type of SCHEMA: the table's DDL follows the schema.
+_DUCKDB_TYPES = {
+    pa.float64(): "DOUBLE",
+    pa.string(): "VARCHAR",
+    pa.int64(): "BIGINT",
+    pa.int32(): "INTEGER",
+}
+_DDL = "CREATE TABLE IF NOT EXISTS kv_events ({})".format(
+    ", ".join(f"{f.name} {_DUCKDB_TYPES[f.type]}" for f in SCHEMA)
 )
 
 
@@ -62,7 +67,7 @@ class KvEventTable:
         self.error: str | None = None
         self._lock = threading.Lock()
         self._rows = empty_rows()
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kv-events store", daemon=True)
 
     def start(self) -> KvEventTable:
@@ -75,7 +80,7 @@ class KvEventTable:
                 self._rows[c].extend(rows[c])
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.flush_s):
+        while not self._halt.wait(self.flush_s):
             self.flush()
 
     def flush(self) -> int:
@@ -103,7 +108,7 @@ class KvEventTable:
 
     def stop(self) -> None:
         """Stop the flush thread and commit what is held (the table stays readable)."""
-        self._stop.set()
+        self._halt.set()
         if self._thread.is_alive():
             self._thread.join()
         self.flush()
