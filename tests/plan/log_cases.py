@@ -138,6 +138,7 @@ class Case:
             speculative_layers=self.opt_int("mtp_layers") or 0,
             flashinfer_sampler=_opt_bool(r.get("flashinfer_sampler", "")),
             speculative=_speculative(r, model),
+            enforce_eager=_opt_bool(r.get("enforce_eager", "")) or False,
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

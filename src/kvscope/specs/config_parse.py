@@ -256,6 +256,12 @@ def _num_layers(c: _Cfg) -> int:
     return n
 
 
+#: ``--quantization`` values that name a kernel for a checkpoint's method, which vLLM accepts on
+#: that checkpoint (``override_quantization_method`` of ``awq_marlin.py`` / ``gptq_marlin.py``
+#: in ``vllm/model_executor/layers/quantization`` at v0.10.0; a 0.29.0 log shows it still taken).
+MARLIN_KERNEL_OF = {"awq_marlin": "awq", "gptq_marlin": "gptq"}
+
+
 def _quantization(c: _Cfg, flag: str | None, dtype: str) -> quant.Quantization:
     qc = c.raw.get("quantization_config")
     if qc is not None and not isinstance(qc, Mapping):
@@ -267,7 +273,7 @@ def _quantization(c: _Cfg, flag: str | None, dtype: str) -> quant.Quantization:
         return from_ckpt
     key = flag.strip().lower()
     if from_ckpt.is_quantized:
-        if key != from_ckpt.method:
+        if MARLIN_KERNEL_OF.get(key, key) != from_ckpt.method:
             raise c.fail(
                 "quantization_config.quant_method",
                 f"is '{from_ckpt.method}' but --quantization {flag} was given; "
