@@ -112,6 +112,8 @@ class Case:
 
     def plan(self, kv_cache_memory_bytes: int | None = None) -> MemoryPlan:
         r = self.row
+        if kv_cache_memory_bytes is None:
+            kv_cache_memory_bytes = self.opt_int("kv_cache_memory_bytes")
         name = r["model"]
         if name.startswith("configs/"):
             name = str(DATA / name)
