@@ -141,6 +141,7 @@ class Case:
             flashinfer_sampler=_opt_bool(r.get("flashinfer_sampler", "")),
             speculative=_speculative(r, model),
             enforce_eager=_opt_bool(r.get("enforce_eager", "")) or False,
+            num_gpu_blocks_override=self.opt_int("num_gpu_blocks_override"),
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

@@ -86,6 +86,23 @@ def test_quantization_flag_contradicting_checkpoint() -> None:
         load_model("deepseek-ai/DeepSeek-V3", quantization="awq")
 
 
+def test_marlin_kernel_flag_is_the_checkpoints_method() -> None:
+    # vLLM takes --quantization awq_marlin / gptq_marlin on an AWQ / GPTQ checkpoint (public
+    # vLLM 0.18/0.29 logs of Qwen3-8B-AWQ: "The model is convertible to awq_marlin during
+    # runtime", 5.71 GiB loaded); another method is still refused.
+    awq = {
+        "model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+        "num_hidden_layers": 36, "vocab_size": 151936, "torch_dtype": "float16",
+        "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128},
+    }  # fmt: skip
+    flagged = parse_config(awq, quantization="awq_marlin")
+    assert flagged.total_params == parse_config(awq).total_params
+    assert flagged.quantization == parse_config(awq).quantization
+    with pytest.raises(ConfigError, match="gptq_marlin"):
+        parse_config(awq, quantization="gptq_marlin")
+
+
 def test_unknown_model_lists_close_matches() -> None:
     with pytest.raises(UnknownNameError) as info:
         load_model("deepseek-v3.1")
