@@ -2,7 +2,8 @@
 
 Run: PYTHONPATH=src python benchmarks/plan_accuracy.py
 Rows come from tests/plan/data/engine_logs*.csv (each with its public source). After the
-per-row table: the errors per family, per engine and per release group (scored rows), and the
+per-row table: the errors per family, engine, release group, GPU type and with / without
+speculative decoding (scored rows), and the
 counts issue 17 asks for (rows, DeepSeek V3+ rows, speculative-decoding rows, families, GPUs).
 """
 
@@ -91,13 +92,16 @@ def _summary(rows: list[Result]) -> tuple[str, str, str, str]:
 
 
 def breakdown(console: Console, results: list[Result]) -> None:
-    """Errors grouped by family, engine and release group, then the acceptance counts."""
+    """Errors grouped by family, engine, release group, GPU and speculative decoding, then the
+    acceptance counts."""
     tagged = [(r, tags(r.case)) for r in results]
     scored = [(r, t) for r, t in tagged if r.case.row["score"] == "main"]
     groupings = {
         "family": lambda t: t.family + (" + vision" if t.vision else ""),
         "engine": lambda t: t.release_group.split()[0],
         "release group": lambda t: t.release_group,
+        "GPU": lambda t: t.gpu,
+        "speculative decoding": lambda t: "with" if t.speculative else "without",
     }
     for title, key in groupings.items():
         table = Table(title=f"scored rows by {title}")
