@@ -257,8 +257,10 @@ def _num_layers(c: _Cfg) -> int:
 
 
 #: ``--quantization`` values that name a kernel for a checkpoint's method, which vLLM accepts on
-#: that checkpoint (``override_quantization_method`` of ``awq_marlin.py`` / ``gptq_marlin.py``
-#: in ``vllm/model_executor/layers/quantization`` at v0.10.0; a 0.29.0 log shows it still taken).
+#: that checkpoint: ``AWQMarlinConfig`` / ``GPTQMarlinConfig.override_quantization_method``
+#: (``vllm/model_executor/layers/quantization/awq_marlin.py``, ``gptq_marlin.py``) log "The
+#: model is convertible to awq_marlin during runtime" and run it, in public vLLM logs from
+#: 0.5.4 to 0.29.0 started with ``--quantization awq_marlin``.
 MARLIN_KERNEL_OF = {"awq_marlin": "awq", "gptq_marlin": "gptq"}
 
 
