@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import hashlib
 import json
 import os
@@ -149,7 +150,17 @@ class Case:
 def _speculative(row: dict[str, str], model: ModelSpec) -> SpeculativeDecoding | None:
     """The row's ``speculative_config``: vLLM's JSON, or for SGLang a JSON object of its
     flags (``algorithm``, ``num_steps``, ``eagle_topk``, ``num_draft_tokens``,
-    ``draft_model_path``), read by the same parser the CLI uses."""
+    ``draft_model_path``), read by the same parser the CLI uses. A draft named by a local
+    folder of the logged host stands for the config file ``hub_ids.json`` maps it to
+    (``_local_drafts``), as a user would point ``kvscope plan`` at that folder."""
+    spec = _parsed_speculative(row, model)
+    drafts = json.loads(HUB_IDS.read_text()).get("_local_drafts", {})
+    if spec is not None and spec.model in drafts:
+        spec = dataclasses.replace(spec, model=str(DATA / drafts[spec.model]))
+    return spec
+
+
+def _parsed_speculative(row: dict[str, str], model: ModelSpec) -> SpeculativeDecoding | None:
     text = (row.get("speculative_config") or "").strip()
     if not text:
         return None

@@ -173,3 +173,19 @@ def test_eagle_heads_share_the_targets_embedding_and_join_its_kv_group(tmp_path:
     )
     assert spec.kv_bytes_per_token / base.kv_bytes_per_token == pytest.approx(33 / 32)
     assert spec.weights_gib > base.weights_gib
+
+
+def test_eagle3_head_kv_layer_matches_a_public_start() -> None:
+    # vLLM 0.24.0, Qwen3-8B + a one-layer EAGLE-3 head, fp8 KV (github.com/dcstang/
+    # eagle3-spec-dec logs/run_all_20260701_141721.log): "Available KV cache memory:
+    # 51.03 GiB" and "GPU KV cache size: 723,040 tokens", i.e. 37 layers per token. From the
+    # logged memory the plan must land on the logged tokens; without the head's layer it
+    # would give 36/37 as many bytes per token (2.8 % more tokens).
+    from tests.plan.log_cases import load_cases
+
+    case = next(c for c in load_cases() if c.id == "eagle3lab-h100-qwen3-8b-eagle3-0.24")
+    plan = case.plan(kv_cache_memory_bytes=int(51.03 * 2**30))
+    assert plan.kv_bytes_per_token == 37 * 8 * 128 * 2  # fp8: one byte per element
+    assert plan.kv_tokens == pytest.approx(723_040, rel=0.001)
+    bare = type(case)({**case.row, "speculative_config": ""})
+    assert bare.plan(kv_cache_memory_bytes=int(51.03 * 2**30)).kv_tokens > 1.02 * 723_040

@@ -114,7 +114,11 @@ def plan_drafter(
         att = draft.layers[0].attention
         q_kv = (att.num_heads + 2 * att.num_kv_heads) * att.head_dim / tp
         # the LM head at the config's vocab_size: ModelSpec does not keep draft_vocab_size,
-        # so a head trimmed to a smaller draft vocabulary is counted at full width
+        # so a head trimmed to a smaller draft vocabulary is counted at full width. vLLM
+        # also drops a head whose weights equal the target's (``_maybe_share_lm_head``,
+        # torch.equal): a public vLLM 0.24 start of a full-vocabulary head trained for
+        # Qwen3-8B loaded 0.54 GiB for it, where this counts 1.70 (the head's 1.16 GiB lm_head
+        # included). Whether two heads are equal is not in any config, so it stays counted.
         extra = (
             body
             + draft.hidden_size * q_kv * native  # layer 0 reads [embeds, hidden]: 2h inputs
