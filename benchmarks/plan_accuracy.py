@@ -60,6 +60,7 @@ def main() -> None:
         "main, llm-d source only": [r for r in main_rows if "llm-d" in r.case.row["source"]],
         "main, other sources": [r for r in main_rows if "llm-d" not in r.case.row["source"]],
         "inferred inputs": [r for r in results if r.case.row["score"] == "inferred"],
+        "engine refused to start": [r for r in results if r.case.row["score"] == "refused"],
         "all rows": results,
     }
     for label, subset in sets.items():
@@ -68,9 +69,11 @@ def main() -> None:
         avail = [
             r.tokens_from_available_err for r in subset if r.tokens_from_available_err is not None
         ]
-        line = f"[bold]{label}[/] ({len(subset)} rows): kv_tokens median "
-        line += f"{_pct(statistics.median(tok))}, P90 {_pct(percentile(tok, 90))}, "
-        line += f"within 5 %: {sum(e <= 0.05 for e in tok)}/{len(tok)}"
+        line = f"[bold]{label}[/] ({len(subset)} rows)"
+        if tok:
+            line += f": kv_tokens median {_pct(statistics.median(tok))}, P90 "
+            within = sum(e <= 0.05 for e in tok)
+            line += f"{_pct(percentile(tok, 90))}, within 5 %: {within}/{len(tok)}"
         if wts:
             line += f"; weights median {_pct(statistics.median(wts))}, P90 "
             line += f"{_pct(percentile(wts, 90))}, max {_pct(max(wts))} ({len(wts)} rows)"

@@ -4,8 +4,9 @@ Targets from the issue (17): ``kv_tokens`` median error <= 1 %, >= 95 % of score
 within 5 %, weights within 2 % on >= 95 %; rows outside a target are named in
 :data:`KNOWN_OFF` with the reason, so a new miss fails. Rows marked ``hybrid``
 (sliding/full attention mixes, whose logged token figure follows a different rule),
-``uneven`` (the ranks had different free memory) and ``inferred`` (an input the log does
-not state — engine release, GPU model — had to be guessed) are reported by
+``uneven`` (the ranks had different free memory), ``inferred`` (an input the log does
+not state — engine release, GPU model — had to be guessed) and ``refused`` (the engine
+refused to start; checked in ``test_dsv4_logs.py``) are reported by
 benchmarks/plan_accuracy.py, not scored here;
 the inferred rows get a loose sanity bound instead.
 Where a log gives "Available KV cache memory", the KV-from-available step is checked on its
@@ -42,6 +43,13 @@ KNOWN_OFF = {
     # encoder vLLM 0.19 keeps whole on every TP rank; config.json does not say which format
     # the engine will pick (params.json beside it does), so the planner splits it over TP.
     "llmd-mistral-small31-tp4": "weights",
+    # weights 4.0 % low: vLLM 0.31 on H100 logs 19.79 GiB per rank for DeepSeek-V4-Flash-0731
+    # at TP8 + EP; the planner counts the V4-Flash architecture (19.00 GiB with the V4 model's
+    # T-sized buffers). The 0731 checkpoint is 155.43 GiB against the preview's 148.66 GiB
+    # (the logs' "Checkpoint size"), 0.85 GiB per rank: its three DSpark stages, or the
+    # HUMMING MXFP4 expert repack vLLM picks on Hopper; the one log does not tell them apart.
+    # Its KV figures are exact (tests/plan/test_dsv4_logs.py).
+    "tant2tls-v4flash0731-h100-tp8-0.31": "weights",
     # kv_tokens: vLLM 0.15/0.16 logged a 5.64 GiB profiling peak for Qwen3-14B where 0.17/0.18
     # (same flags) logged 2.23 GiB, a release-wide drop the study names in its report
     # (jgchn/llm-d-planner accuracy/accuracy_report.md Part 2 at 875a4fd); one model's two
@@ -114,4 +122,6 @@ def test_inferred_rows_stay_in_the_right_ballpark() -> None:
     inferred = [r for r in RESULTS if r.case.row["score"] == "inferred"]
     assert inferred
     for r in inferred:
-        assert r.tokens_err is not None and r.tokens_err < 1.0, r.case.id
+        # a log without a token figure (V0's first PP stage) is held to its KV GiB instead
+        err = r.tokens_err if r.tokens_err is not None else r.kv_gib_err
+        assert err is not None and err < 1.0, r.case.id

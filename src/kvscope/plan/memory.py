@@ -226,7 +226,7 @@ def _plan_vllm(
     kv_dtype: str,
     drafter: Drafter | None = None,
 ) -> MemoryPlan:
-    d = vllm_budget.resolve_defaults(model, gpu, eng)
+    d = vllm_budget.resolve_defaults(model, gpu, eng, par)
     draft_kv = drafter.kv_layers if drafter else 0
     ranks = vllm_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, d, draft_kv)
     blocks = min(r.num_blocks for r in ranks)
@@ -249,7 +249,7 @@ def _plan_vllm(
             "after weights, activations and buffers)."
         )
     elif conc < 1.0:
-        need = tightest.layout.blocks_per_request(d.max_model_len, d.max_num_batched_tokens)
+        need = tightest.layout.blocks_per_request(d.max_model_len, d.in_flight_tokens)
         problem = (
             f"one request of max_model_len {d.max_model_len} needs "
             f"{need * tightest.layout.block_bytes / GIB:.2f} GiB of KV cache but only "

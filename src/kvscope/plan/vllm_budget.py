@@ -19,7 +19,15 @@ Version eras, following ``--engine-version``:
   vllm/v1/core/kv_cache_utils.py of 0.21.0).
 
 Max concurrency = num_blocks / blocks one ``max_model_len`` request needs over all groups
-(V0: tokens / max_model_len). Units: bytes unless a name says GiB.
+(V0: tokens / max_model_len). A sliding-window group (DeepSeek V4's window and compressor
+groups, gpt-oss, Gemma) needs ``cdiv(min(window - 1 + in-flight tokens, max_model_len),
+block) + 1`` blocks (``SlidingWindowSpec.max_memory_usage_bytes``). The in-flight tokens are
+``max_num_batched_tokens`` up to 0.25; from 0.26.0 they are
+``VllmConfig.max_in_flight_tokens`` = ``max_concurrent_batches x max_num_batched_tokens``,
+where ``max_concurrent_batches`` is 2 with asynchronous scheduling (on by default unless
+pipeline parallelism runs on the V1 model runner) and the pipeline depth otherwise
+(vllm/config/vllm.py and vllm/v1/kv_cache_interface.py of the 0.26.0 and 0.31.0 wheels; the
+0.25.0 wheel still adds the batched tokens alone). Units: bytes unless a name says GiB.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.kv_layout import KVLayout, vllm_layout
 from kvscope.plan.weights import RankWeights
+from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -46,6 +55,14 @@ CUDAGRAPH_ESTIMATE_DEFAULT_SINCE = (0, 20, 0)
 #: estimate (``Worker.determine_available_memory``; 0.26.0 logs the profiling pass alone).
 PEAK_ACTIVATION_HOLDS_GRAPHS_SINCE = (0, 27, 0)
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
+
+#: First release whose sliding-window groups reserve every in-flight batch's tokens.
+IN_FLIGHT_TOKENS_SINCE = (0, 26, 0)
+#: DeepSeek V4's pre-``hc_head`` residual buffer for the MTP drafter is allocated whatever
+#: the flags up to 0.26 and only with EAGLE-type or draft-model speculation from 0.27.0
+#: (``DeepseekV4Model.__init__``, ``needs_mtp_hidden_states``, vllm/models/deepseek_v4/
+#: nvidia/model.py of the 0.26.0 and 0.27.0 wheels).
+DSV4_MTP_BUFFER_ONLY_WITH_SPEC_SINCE = (0, 27, 0)
 
 #: Non-torch memory grown during start-up (NCCL, custom all-reduce, cuBLAS workspaces), GiB.
 #: Read from 0.19 H100 logs: ~0.25 at TP1, 2.06-2.21 at TP >= 2 over NVLink (custom
@@ -75,6 +92,8 @@ class VllmDefaults:
     max_num_seqs: int
     block_size: int
     cudagraph_subtracted: bool
+    #: tokens a sliding-window group reserves beyond its window (see the module text)
+    in_flight_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,7 +111,9 @@ class VllmRank:
     num_blocks: int
 
 
-def resolve_defaults(model: ModelSpec, gpu: GPUSpec, eng: EngineConfig) -> VllmDefaults:
+def resolve_defaults(
+    model: ModelSpec, gpu: GPUSpec, eng: EngineConfig, par: Parallelism | None = None
+) -> VllmDefaults:
     """Fill in vLLM's defaults (``vllm/engine/arg_utils.py::_set_default_args``)."""
     v = eng.version
     max_len = eng.max_model_len or model.max_position_embeddings
@@ -119,7 +140,44 @@ def resolve_defaults(model: ModelSpec, gpu: GPUSpec, eng: EngineConfig) -> VllmD
         else DEFAULT_GPU_MEMORY_UTILIZATION
     )
     gmu = eng.gpu_memory_utilization or default_gmu
-    return VllmDefaults(gmu, max_len, tokens, seqs, block, subtract)
+    in_flight = in_flight_tokens(tokens, (par or Parallelism()).pp, v)
+    return VllmDefaults(gmu, max_len, tokens, seqs, block, subtract, in_flight)
+
+
+def in_flight_tokens(batched_tokens: int, pp: int, v: tuple[int, int, int]) -> int:
+    """``VllmConfig.max_in_flight_tokens`` of release ``v`` (the module text).
+
+    Asynchronous scheduling is on by default from 0.26.0 except with pipeline parallelism
+    on the V1 model runner (then the pipeline depth bounds the batches in flight); the V2
+    runner's ``pp + 1`` under PP is not modelled.
+    """
+    if v < IN_FLIGHT_TOKENS_SINCE:
+        return batched_tokens
+    batches = 2 if pp <= 1 else pp
+    return batches * batched_tokens
+
+
+def dsv4_buffer_bytes(
+    model: ModelSpec, eng: EngineConfig, batched_tokens: int, last_stage: bool
+) -> float:
+    """Buffers DeepSeek V4's model allocates at load, sized by ``max_num_batched_tokens``.
+
+    ``DeepseekV4Model.__init__`` (vllm/models/deepseek_v4/nvidia/model.py, 0.22.0-0.31.0)
+    reserves the indexers' shared top-k index buffer (T x ``index_topk`` int32) and, on the
+    last pipeline stage, the drafter's copy of the pre-``hc_head`` residual streams
+    (T x ``hc_mult`` x hidden, model dtype); both fall inside "Model loading took".
+    """
+    if not model.hc_mult:
+        return 0.0
+    buffers = batched_tokens * model.index_topk * 4.0
+    spec = eng.speculative
+    drafts = spec is not None and spec.method in ("mtp", "eagle", "eagle3", "draft_model")
+    if eng.speculative_layers:
+        drafts = True
+    if last_stage and (eng.version < DSV4_MTP_BUFFER_ONLY_WITH_SPEC_SINCE or drafts):
+        b = element_bytes(model.dtype)
+        buffers += batched_tokens * model.hc_mult * model.hidden_size * b
+    return buffers
 
 
 def _default_block_size(model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int]) -> int:
@@ -217,7 +275,9 @@ def plan_ranks(
         graphs = (graphs + (CUDAGRAPH_GIB["moe"] if is_moe(model) else 0.0)) * GIB
         if eng.enforce_eager:
             graphs = 0.0
-        spent = w.total_bytes + act.total_bytes + non_torch
+        buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
+        weights = w.total_bytes + buffers
+        spent = weights + act.total_bytes + non_torch
         if defaults.cudagraph_subtracted:
             spent += graphs
         available = requested - spent
@@ -243,7 +303,7 @@ def plan_ranks(
             VllmRank(
                 w.pp_rank,
                 requested,
-                w.total_bytes,
+                weights,
                 act.total_bytes,
                 non_torch,
                 graphs,
@@ -263,7 +323,7 @@ def logged_capacity(
     if v < (0, 8, 0):
         tokens = num_blocks * layout.block_size
         return tokens, tokens / length
-    need = layout.blocks_per_request(length, defaults.max_num_batched_tokens)
+    need = layout.blocks_per_request(length, defaults.in_flight_tokens)
     concurrency = num_blocks / need if need else 0.0
     if v >= (0, 21, 0):
         return int(concurrency * length), concurrency

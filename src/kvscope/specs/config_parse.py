@@ -198,6 +198,8 @@ def parse_config(
         vision_params=_vision_params(raw, source, h),
         rope_cache_positions=families.rope_cache_positions(c.raw, model_type, max_pos),
         partial_rotary_factor=_rotary_fraction(c),
+        hc_mult=hc,
+        index_topk=c.integer("index_topk", default=0, minimum=0),
         source=source,
         published=published or Published(),
     )

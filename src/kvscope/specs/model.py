@@ -99,6 +99,10 @@ class ModelSpec:
     rope_cache_positions: int = 0
     #: share of the head rotated by RoPE (``partial_rotary_factor``; Qwen3-Next 0.25)
     partial_rotary_factor: float = 1.0
+    #: mHC hyper-connection streams (DeepSeek V4 ``hc_mult``; 0 without), and the sparse
+    #: indexer's top-k (``index_topk``; 0 without): both size engine buffers per token
+    hc_mult: int = 0
+    index_topk: int = 0
     source: str = ""
     published: Published = field(default_factory=Published)
 
