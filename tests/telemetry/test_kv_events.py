@@ -200,6 +200,8 @@ def test_kvscope_watch_subscribes_stores_and_summarises(tmp_path: Path) -> None:
             "1",
             "--store",
             str(store),
+            "--out",
+            str(tmp_path / "run"),
             "--json",
         ],
         env=env,
@@ -224,6 +226,13 @@ def test_kvscope_watch_subscribes_stores_and_summarises(tmp_path: Path) -> None:
     assert reuse["miss_ratio_curve"]["1x"] == pytest.approx(tot["hits"] / tot["queries"])
     assert summary["eviction_churn_blocks"] > 0
     assert len(read_rows(store)) == tot["blocks_stored"] + tot["blocks_removed"]
+    # the run directory's report draws the events: residency, reuse distance, the curve
+    from browser import report_specs
+    from kvscope.report import build_report
+
+    specs = report_specs(build_report([tmp_path / "run"]))
+    for title in ("Block residency", "Reuse distance", "Miss-ratio curve"):
+        assert specs[title]["data"]["values"][0]["x"], title
 
 
 @pytest.mark.parametrize(
