@@ -113,3 +113,16 @@ def test_bad_captures_are_one_line(
     }[case]
     one_error_line(code, err, needle)
     assert not (tmp_path / "w.jsonl").exists()
+
+
+def test_without_out_it_describes_the_capture_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, meta = capture(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, out, err = run_in_process(["workload", "from-events", str(store)], capsys)
+    assert code == 0, err
+    rate = meta["totals"]["hits"] / meta["totals"]["queries"]
+    assert f"{meta['totals']['requests']:,} requests" in out and f"{rate:.1%}" in out
+    assert "pass --out" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
