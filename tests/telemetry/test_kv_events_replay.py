@@ -62,6 +62,12 @@ def test_from_events_gives_the_engines_requests_with_its_hashes(
         len({int(h) for i in range(len(w)) for h in w.hashes_of(i)})
         == doc["spec"]["distinct_blocks"]
     )
+    assert set(w.output_tokens.tolist()) == {1}  # the stream has no outputs: 1 by default
+    again = tmp_path / "o.jsonl"
+    args = ["workload", "from-events", str(store), "--out", str(again), "--json"]
+    run_json(capsys, *args, "--output-len", "uniform:min=10,max=500", "--seed", "4")
+    drawn = Workload.from_file(again).output_tokens
+    assert 10 <= drawn.min() < drawn.max() <= 500
 
 
 def test_simulate_on_the_replay_hits_what_the_curve_says_at_k_x(

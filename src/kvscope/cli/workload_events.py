@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kvscope.cli.workload import ForceOpt, JsonOpt, output_file
+from kvscope.cli.workload import ForceOpt, JsonOpt, SeedOpt, output_file
 
 
 def from_events(
@@ -21,26 +21,30 @@ def from_events(
         typer.Option("--endpoint", help="Only this --kv-events endpoint's events [default: all]."),
     ] = None,
     output_len: Annotated[
-        int,
-        typer.Option("--output-len", help="Output tokens per request (the stream has none)."),
-    ] = 1,
+        str | None,
+        typer.Option(
+            "--output-len",
+            help="Output tokens, same forms as for generate (the stream has none). Default 1.",
+            show_default=False,
+        ),
+    ] = None,
+    seed: SeedOpt = None,
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Requests with arrival, prompt length and the engine's block hashes, from a capture."""
     from kvscope.cli.output import print_json, stdout
     from kvscope.telemetry.kv_events.table import read_capture
-    from kvscope.validate import count
     from kvscope.workload.kv_reuse.reconstruct import chains
     from kvscope.workload.kv_reuse.replay import workload_from_chains
+    from kvscope.workload.spec import parse_length
 
-    count(output_len, "--output-len", low=0, high=1 << 24)
+    dist = None if output_len is None else parse_length(output_len, column="output")
     if out is not None:
         output_file(out, force)
     rows = read_capture(store, endpoint)
-    w = workload_from_chains(
-        chains(rows), output_len, {"path": str(store), "endpoint": endpoint, "rows": len(rows)}
-    )
+    src = {"path": str(store), "endpoint": endpoint, "rows": len(rows)}
+    w = workload_from_chains(chains(rows), dist, seed or 0, src)
     result: dict[str, Any] = {
         "out": str(w.save(out)) if out is not None else None,
         "requests": len(w),
