@@ -385,6 +385,7 @@ COMMANDS = (
         30,
     ),
     Command(("workload", "convert"), ("files/trace_ok.csv", "--out", "out/c.jsonl"), 20),
+    Command(("workload", "from-events"), ("files/store.duckdb", "--out", "out/e.jsonl"), 10),
     Command(
         ("bench",),
         (

@@ -159,3 +159,36 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("demo") / "demo"
     kvscope_ok("demo", "--out", str(out))
     return out
+
+
+def kv_events_run(out: Path) -> Path:
+    """A watch run directory with KV-cache events: the recorded vLLM 0.33.0 capture
+    (tests/telemetry/fixtures) fed through watch's own live figures and run-dir writer."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from kvscope.telemetry.kv_events.live import KvEventsLive, reuse_summary
+    from kvscope.telemetry.kv_events.subscriber import COLUMNS
+    from kvscope.telemetry.watch_output import write_run_dir
+
+    fixture = Path(__file__).parents[1] / "telemetry" / "fixtures"
+    t = pq.read_table(fixture / "kv_events_vllm_0_33_0.parquet")
+    cols = {c: t.column(c).to_pylist() for c in COLUMNS}
+    live = KvEventsLive(())
+    samples = []
+    n = t.num_rows
+    for a in range(0, n, 500):
+        live.put({c: v[a : a + 500] for c, v in cols.items()})
+        samples.extend(live.sample(cols["t_s"][min(n, a + 500) - 1]))
+    kv = live.summary()
+    kv["reuse"] = reuse_summary(list(zip(*cols.values(), strict=True)))
+    meta = json.loads(t.schema.metadata[b"kvscope.kv_events"])
+    summary = {"kind": "watch", "config": {"kv_events": ["tcp://127.0.0.1:5557"]}, "kv_events": kv}
+    write_run_dir(out, samples, cols["t_s"][0], {**summary, "recorded": meta})
+    return out
+
+
+@pytest.fixture(name="kv_events_run")
+def kv_events_run_fixture() -> Any:
+    return kv_events_run

@@ -57,6 +57,11 @@ def test_served_runs(page: Any, served_runs: dict[str, Path], kind: str, tmp_pat
     check_page(page, out, {"bench": 6, "max-rate": 2, "watch": 2}[kind])
 
 
+def test_watch_run_with_kv_events(page: Any, kv_events_run: Any, tmp_path: Path) -> None:
+    run = kv_events_run(tmp_path / "kv")
+    check_page(page, write_report([run], tmp_path / "report-kv-events.html"), 4)
+
+
 def test_memtrace_and_plan_runs(
     page: Any, memtrace_dir: Path, plan_dir: Path, tmp_path: Path
 ) -> None:

@@ -66,3 +66,35 @@ class Publisher:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def capture(requests: int, **cfg: Any) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
+    """Serve ``requests`` on one publisher with ``cfg``, subscribed by kvscope into a DuckDB
+    store's kv_events table; that table's rows and the publisher's own totals."""
+    import tempfile
+    import time
+
+    from kvscope.telemetry.kv_events.subscriber import KvEventSubscriber
+    from kvscope.telemetry.kv_events.table import KvEventTable, read_rows, wait_until
+    from kvscope.telemetry.store import Store
+
+    port = free_port()
+    pub = Publisher(port, **cfg)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "capture.duckdb"
+        store = Store(path)
+        table = KvEventTable(store._con, flush_s=0.5).start()
+        sub = KvEventSubscriber(f"tcp://127.0.0.1:{port}", table.put)
+        sub.start()
+        sub.ready.wait(5)
+        time.sleep(0.5)  # PUB/SUB joins late: let the subscription reach the publisher
+        try:
+            tot = pub.cmd(f"run {requests}")
+            if not wait_until(lambda: sub.counts.batches >= tot["batches"], 10):
+                raise RuntimeError("the subscriber missed batches")
+        finally:
+            sub.close()
+            table.close()
+            store.close()
+            pub.close()
+        return read_rows(path), tot

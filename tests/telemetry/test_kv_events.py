@@ -200,6 +200,8 @@ def test_kvscope_watch_subscribes_stores_and_summarises(tmp_path: Path) -> None:
             "1",
             "--store",
             str(store),
+            "--out",
+            str(tmp_path / "run"),
             "--json",
         ],
         env=env,
@@ -224,6 +226,13 @@ def test_kvscope_watch_subscribes_stores_and_summarises(tmp_path: Path) -> None:
     assert reuse["miss_ratio_curve"]["1x"] == pytest.approx(tot["hits"] / tot["queries"])
     assert summary["eviction_churn_blocks"] > 0
     assert len(read_rows(store)) == tot["blocks_stored"] + tot["blocks_removed"]
+    # the run directory's report draws the events: residency, reuse distance, the curve
+    from browser import report_specs
+    from kvscope.report import build_report
+
+    specs = report_specs(build_report([tmp_path / "run"]))
+    for title in ("Block residency", "Reuse distance", "Miss-ratio curve"):
+        assert specs[title]["data"]["values"][0]["x"], title
 
 
 @pytest.mark.parametrize(
@@ -238,3 +247,44 @@ def test_bad_kv_events_options_exit_2_in_one_line(args: list[str], tmp_path: Pat
     r = _kvscope("watch", *args, "--duration", "1", "--store", str(tmp_path / "s.duckdb"))
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_kvscope_watch_reports_a_gap_with_the_number_lost_and_skips_a_bad_message(
+    tmp_path: Path,
+) -> None:
+    """Through the CLI: batches 2..5 never sent, one payload of an unknown version."""
+    ctx = zmq.Context.instance()
+    pub = ctx.socket(zmq.XPUB)  # XPUB: the subscription arrives as a message, no guessing
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    watch = subprocess.Popen(
+        [
+            sys.executable, "-m", "kvscope.cli.main", "watch",
+            "--kv-events", f"tcp://127.0.0.1:{port}", "--duration", "10", "--interval", "0.5",
+            "--store", str(tmp_path / "w.duckdb"), "--json",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    good = encode_batch(EventBatch(1.0, [BlockStored([b"\x01"], None, list(range(16)), 16)]))
+    future = msgspec.msgpack.encode([1.0, [{"type": "BlockMoved", "to": "CXL"}]])
+    try:
+        assert pub.poll(30_000), "watch never subscribed"
+        pub.recv()
+        for seq, payload in ((0, good), (1, good), (6, good), (7, future), (8, good)):
+            pub.send_multipart([b"", seq.to_bytes(8, "big"), payload])
+        out, err = watch.communicate(timeout=60)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+        pub.close(linger=0)
+    assert watch.returncode == 0, err
+    got = json.loads(out)["kv_events"]["endpoints"][f"tcp://127.0.0.1:{port}"]
+    assert (got["gaps"], got["lost"], got["malformed"], got["batches"]) == (1, 4, 1, 4)
+    warnings = [ln for ln in err.splitlines() if "warning" in ln]
+    assert sum("4 batches lost before seq 6" in w for w in warnings) == 1
+    assert sum("skipped" in w for w in warnings) == 1
+    assert "4 KV-event batch(es) lost to sequence gaps" in err
+    assert "Traceback" not in err

@@ -360,3 +360,12 @@ def convert(
         print_json(result)
     else:
         stdout.print(f"converted {len(w):,} requests ({w.spec.get('format')}) to {path}")
+
+
+def _register_from_events() -> None:
+    from kvscope.cli.workload_events import from_events
+
+    app.command("from-events")(from_events)
+
+
+_register_from_events()

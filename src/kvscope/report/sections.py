@@ -202,6 +202,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("Step time", "mean step time (ms)", ("step_time_s",), "ms"),
     Metric("KV blocks used", "blocks", ("kv_blocks_used", "blocks_used")),
     Metric("KV blocks cached (free, reusable)", "blocks", ("kv_blocks_cached", "blocks_cached")),
+    Metric("Blocks resident (KV events)", "blocks", ("kv_events_resident_blocks",)),
     Metric("Internal waste", "tokens in partially filled blocks", ("internal_waste_tokens",)),
     Metric(
         "Fragmentation",

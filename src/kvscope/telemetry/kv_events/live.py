@@ -12,6 +12,7 @@ The end summary adds the miss-ratio curve over the stored capture (workload/kv_r
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 from typing import Any
@@ -146,6 +147,7 @@ class KvEventsLive:
                 q: _quantile(res, p, True)
                 for q, p in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
             },
+            "residency_cdf_s": cdf_points(res),
         }
         if self.table is not None and self.table.rows_written:
             out["reuse"] = reuse_summary(self._rows())
@@ -190,6 +192,13 @@ def reuse_summary(rows: list[tuple[Any, ...]]) -> dict[str, Any]:
             "p90": _quantile(finite, 0.9, True),
         },
         "miss_ratio_curve": curve,
+        "reuse_distance_cdf_blocks": cdf_points(finite, len(mrc.distances)),
+        "miss_ratio_curve_blocks": [
+            [c, bisect.bisect_left(finite, c) / len(mrc.distances)]
+            for c in _capacities(max(peak, 1), finite)
+        ]
+        if mrc.distances
+        else [],
         "with_cpu_tier_1x": mrc.hit_rate(peak, peak)[1] if peak else math.nan,
         "replicas_4": {
             p: routed_hit_rate(reqs, 4, p, max(1, peak // 4)) for p in ("round-robin", "prefix")
@@ -197,6 +206,25 @@ def reuse_summary(rows: list[tuple[Any, ...]]) -> dict[str, Any]:
         if peak >= 4
         else {},
     }
+
+
+def cdf_points(xs: list[float], of: int | None = None, n: int = 41) -> list[list[float]]:
+    """``[value, % of all at or below]`` at ``n`` evenly spaced quantiles of sorted ``xs``;
+    ``of`` (>= len) counts values left out (first touches: no reuse distance)."""
+    if not xs:
+        return []
+    total = of or len(xs)
+    out = []
+    for i in range(n):
+        k = min(len(xs) - 1, round(i * (len(xs) - 1) / (n - 1)))
+        out.append([float(xs[k]), 100.0 * (k + 1) / total])
+    return out
+
+
+def _capacities(peak: int, finite: list[float], n: int = 32) -> list[int]:
+    """Pool sizes (blocks) for the curve: log-spaced from 1 to past the longest distance."""
+    top = max(8 * peak, int(finite[-1]) + 2 if finite else 1)
+    return sorted({max(1, round(top ** (i / (n - 1)))) for i in range(n)} | {peak})
 
 
 def _quantile(xs: list[float], q: float, is_sorted: bool = False) -> float:

@@ -135,6 +135,40 @@ def read_rows(path: Path) -> list[tuple[Any, ...]]:
         con.close()
 
 
+def read_capture(path: Path, endpoint: str | None = None) -> list[tuple[Any, ...]]:
+    """A store's kv_events rows in arrival order (of one ``endpoint`` when given), checked:
+    a path that is not a kvscope store, a store without the table, and an empty capture
+    are each one :class:`KvscopeError` line."""
+    from kvscope.errors import KvscopeError
+    from kvscope.telemetry.store_file import connect_store
+
+    con = connect_store(Path(path), read_only=True, create=False)
+    try:
+        have = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'kv_events'"
+        ).fetchone()
+        if not have or not have[0]:
+            raise KvscopeError(
+                f"{path}: the store holds no kv_events table.",
+                "Record one with kvscope watch --kv-events tcp://HOST:PORT.",
+            )
+        where, args = ("WHERE endpoint = ?", [endpoint]) if endpoint else ("", [])
+        rows = [
+            tuple(r)
+            for r in con.execute(f"SELECT * FROM kv_events {where} ORDER BY rowid", args).fetchall()
+        ]
+        if not rows:
+            seen = [
+                str(r[0]) for r in con.execute("SELECT DISTINCT endpoint FROM kv_events").fetchall()
+            ]
+            why = f"no events of endpoint {endpoint}" if endpoint else "no events"
+            hint = f"It has: {', '.join(sorted(seen)[:5])}." if endpoint and seen else None
+            raise KvscopeError(f"{path}: the kv_events table holds {why}.", hint)
+        return rows
+    finally:
+        con.close()
+
+
 def wait_until(pred: Any, timeout_s: float) -> bool:
     """Poll ``pred()`` until true or the timeout (tests and the benchmark)."""
     end = time.monotonic() + timeout_s
