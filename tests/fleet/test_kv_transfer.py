@@ -53,3 +53,13 @@ def test_bad_links_are_one_line() -> None:
         KVLink("rdma", 0.0, 1e-5)
     with pytest.raises(KvscopeError, match="unknown kind 'ib'"):
         default_link("ib", get_gpu("H100"))
+
+
+def test_a_measured_alpha_beta_fit_is_a_link() -> None:
+    from kvscope.fleet.kv_transfer import measured_link
+    from kvscope.plan.comm import LinkModel
+
+    link = measured_link(LinkModel(20e-6, 1 / 25e9, "sendrecv"))
+    assert link.bandwidth == pytest.approx(25e9) and link.latency_s == 20e-6
+    # 1 GB at 25 GB/s + 20 us
+    assert link.seconds(1e9) == pytest.approx(0.04002)

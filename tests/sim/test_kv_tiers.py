@@ -191,3 +191,54 @@ def test_cli_bad_tier_is_one_line_and_exit_2(tmp_path: Path) -> None:
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and needle in lines[0], proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_a_lookup_spans_gpu_cpu_and_disk() -> None:
+    from kvscope.sim.kv_pool import PagedPool
+    from kvscope.sim.layout import KVLayout
+    from kvscope.sim.sequence import Sequence
+
+    def seq(i: int, prompt: int, hashes: list[int]) -> Sequence:
+        s = Sequence(i, f"r{i}", 0.0, prompt, 4)
+        s.trace_hashes = np.array(hashes, dtype=np.int64)
+        s.hash_block_size = 4
+        s.n_shareable = len(hashes)
+        return s
+
+    def admit(pool: PagedPool, s: Sequence) -> None:
+        assert pool.allocate(s, s.num_tokens, pool.lookup(s))
+        s.computed = s.num_tokens
+        pool.cache(s, s.num_tokens)
+
+    cpu = TierSpec("cpu", 2e6, 10e9, 10e9, 10e-6, "per-gpu")
+    disk = TierSpec("disk", 10e6, 1e9, 1e9, 100e-6, "shared")
+    pool = PagedPool(9, KVLayout(4), tiers=build_stack((cpu, disk), "write-back", 1e6, 1, 64e9))
+    a = seq(0, 21, [1, 2, 3, 4, 5])
+    admit(pool, a)
+    pool.free(a)  # 5 cached blocks, tail first in the eviction order
+    x = seq(1, 24, [50, 51, 52, 53, 54, 55])
+    admit(pool, x)  # 3 never-hashed blocks, then evicts a's blocks 5, 4, 3
+    pool.free(x)
+    b = seq(2, 21, [1, 2, 3, 4, 5])
+    hit = pool.lookup(b)
+    # blocks 1-2 still on the GPU; 3 and 4 in the CPU tier (2 blocks); 5 pushed on to disk
+    assert len(hit.blocks) == 2 and hit.tokens == 20
+    assert hit.tier_of == (0, 0, 1)
+    admit(pool, b)
+    # CPU: 2 x 1e6 / 10e9 + 10 us = 210 us; disk: 1e6 / 1e9 + 100 us = 1.1 ms
+    assert b.tier_hit_tokens == 12
+    assert b.tier_load_s == pytest.approx(1.31e-3, rel=1e-12)
+    assert pool.take_overhead_s(0.0) == pytest.approx(1.31e-3, rel=1e-12)
+    pool.check()
+
+
+def test_tiers_need_the_bound_window_model_on_window_layouts() -> None:
+    cfg = SimConfig(
+        model="deepseek-ai/DeepSeek-V4-Flash",
+        gpu="H200",
+        tp=8,
+        window_model="exact",
+        kv_offload=parse_offload("cpu:64GiB"),
+    )
+    with pytest.raises(KvscopeError, match="--window-model bound"):
+        simulate(Workload.build(np.zeros(1), np.array([300]), np.array([2])), cfg)

@@ -18,6 +18,7 @@ Links (per GPU, per direction):
   ``nvlink_gbps_per_direction`` (H100/H200 NVLink 4: 450 GB/s); 5 us (assumption).
 * ``pcie``: staged through host memory over the GPU's PCIe link (catalogue
   ``pcie_gbps_per_direction``; Gen5 x16 ~64 GB/s); 20 us (assumption: two copies' set-up).
+* a measured link: :func:`measured_link` of an alpha-beta fit (``kvscope comm`` runs).
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ class KVLink:
     def seconds(self, nbytes: float) -> float:
         """Time to move ``nbytes`` over this link (one transfer)."""
         return nbytes / self.bandwidth + self.latency_s
+
+
+def measured_link(model: Any, kind: str = "measured") -> KVLink:
+    """A link from an alpha-beta fit (:class:`kvscope.plan.comm.LinkModel`, e.g. a
+    ``kvscope comm`` run's ``to_link_model``): latency alpha, bandwidth 1 / beta."""
+    return KVLink(kind, 1.0 / float(model.beta_s_per_byte), float(model.alpha_s))
 
 
 def default_link(kind: str, gpu: Any) -> KVLink:
