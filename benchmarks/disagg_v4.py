@@ -5,7 +5,7 @@ Prints TTFT/TPOT/E2E percentiles of both, where the disaggregated TTFT went (pre
 for the link, transfer, decode's first step) and the KV bytes per request, checked against
 the planner's per-token figure. The trace is read from ../shared (never copied).
 
-    PYTHONPATH=src python benchmarks/disagg_v4.py [--num-requests N] [--link rdma|nvlink|pcie]
+    PYTHONPATH=src python benchmarks/disagg_v4.py [--num-requests N] [--link KIND] [--speedup X]
 """
 
 from __future__ import annotations
@@ -35,8 +35,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--num-requests", type=int, default=None)
     ap.add_argument("--link", default="rdma")
+    ap.add_argument("--speedup", type=float, default=1.0, help="arrival rate x this")
     args = ap.parse_args()
     w = Workload.from_file(TRACE).shift_to_zero()
+    if args.speedup != 1.0:
+        w = Workload.build(
+            w.arrival_s / args.speedup, w.prompt_tokens, w.output_tokens, request_ids=w.request_ids
+        )
     if args.num_requests:
         w = w.limit(args.num_requests)
     v4 = {"model": MODEL, "gpu": "H200", "tp": 8}
