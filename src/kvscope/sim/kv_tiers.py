@@ -13,10 +13,10 @@ Semantics chosen, and where they come from:
   tier once its tokens are computed, as vLLM's ``OffloadingConnector`` does
   (``vllm/distributed/kv_transfer/kv_connector/v1/offloading_connector.py``, vLLM >= 0.11:
   blocks are offloaded as they fill, not when evicted), LMCache (``StorageManager.put`` to
-  every enabled backend) and SGLang HiCache's default ``--hicache-write-policy
-  write_through``. ``write-back``: a block is stored only when the GPU prefix cache evicts it,
-  into the first tier; a tier's LRU victim moves down to the next tier and the last tier's
-  victim is dropped (SGLang's ``write_back``; kvscope's earlier CPU tier).
+  every enabled backend) and SGLang HiCache's ``--hicache-write-policy write_through``.
+  ``write-back``: a block is stored only when the GPU prefix cache evicts it, into the first
+  tier; a tier's LRU victim moves down to the next tier and the last tier's victim is
+  dropped (SGLang's ``write_back``; kvscope's earlier CPU tier).
 * **Replacement.** LRU per tier (vLLM's ``LRUOffloadingManager``, LMCache's local backends);
   a load refreshes the block where it was found and leaves it there.
 * **Cost.** Stores are asynchronous and never on a step (vLLM and LMCache copy on side
