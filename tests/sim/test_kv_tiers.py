@@ -242,3 +242,27 @@ def test_tiers_need_the_bound_window_model_on_window_layouts() -> None:
     )
     with pytest.raises(KvscopeError, match="--window-model bound"):
         simulate(Workload.build(np.zeros(1), np.array([300]), np.array([2])), cfg)
+
+
+def test_tier_blocks_carry_the_planners_bytes() -> None:
+    from kvscope.sim.run import build_pool
+
+    # DeepSeek-V4-Flash, TP8 on H200: 256-token blocks of 3,850.25 B/token per GPU (21 CSA
+    # layers x (584 + 132) / 4 + 20 HCA layers x 584 / 128) = 985,664 B per GPU, 7,885,312 B
+    # for the engine; 64 GiB of host memory holds 68,719,476,736 // 7,885,312 = 8,714 blocks.
+    v4 = SimConfig(
+        model="deepseek-ai/DeepSeek-V4-Flash",
+        gpu="H200",
+        tp=8,
+        kv_offload=parse_offload("cpu:64GiB,disk:1TiB"),
+    )
+    cpu, disk = build_pool(v4)[3]["offload_tiers"]
+    assert cpu["link_bytes_per_block"] == 985_664  # each GPU's own PCIe link
+    assert disk["link_bytes_per_block"] == 7_885_312  # one NVMe for all eight shares
+    assert cpu["capacity_blocks"] == 8_714
+    assert cpu["read_bw"] == 64e9  # H200's PCIe Gen5 x16, from the GPU catalogue
+    # Llama-3.1-8B with an fp8 KV cache: 16 tokens x 65,536 B = 1,048,576 B per block
+    fp8 = SimConfig(kv_cache_dtype="fp8", kv_offload=parse_offload("cpu:16GiB"))
+    (tier,) = build_pool(fp8)[3]["offload_tiers"]
+    assert tier["link_bytes_per_block"] == 1_048_576
+    assert tier["capacity_blocks"] == 16_384
