@@ -155,10 +155,12 @@ def simulate_disagg(workload: Workload, cfg: DisaggConfig) -> DisaggResult:
         return t.seconds
 
     engines = []
-    for pool in pools:
-        pool.__class__ = HeldPool  # same state; frees deferred until the KV is sent
+    held = [
+        HeldPool(p.num_blocks, layout, p.enable_caching, p.tiers, window_model="bound")
+        for p in pools
+    ]
+    for pool in held:
         engine = engine_for(workload, one, pool, layout, terms, info, None)[0]
-        assert isinstance(pool, HeldPool)
         pool.hold(_clock_of(engine), seconds_of)
         engines.append(engine)
     pre_seqs = sequences_from(workload, layout.block_size)
@@ -166,8 +168,8 @@ def simulate_disagg(workload: Workload, cfg: DisaggConfig) -> DisaggResult:
         s.max_tokens = 1  # the proxy's prefill request: max_tokens=1
     pre_rank = DataParallelGroup(engines).run(pre_seqs)
     sent: dict[int, tuple[float, float]] = {}
-    for pool in pools:
-        sent.update(pool.sent)  # type: ignore[attr-defined]
+    for pool in held:
+        sent.update(pool.sent)
     n = len(workload)
     ok = np.array([i in sent for i in range(n)])
     t_start = np.array([sent[i][0] if i in sent else np.nan for i in range(n)])
@@ -193,7 +195,7 @@ def simulate_disagg(workload: Workload, cfg: DisaggConfig) -> DisaggResult:
     cols["tpot_s"] = np.where(
         cols["decoded_tokens"] >= 2, (cols["finish_s"] - cols["first_token_s"]) / out, np.nan
     )
-    return DisaggResult(cols, _figures(cols, cfg, len(pools)))
+    return DisaggResult(cols, _figures(cols, cfg, len(held)))
 
 
 def _decode(
