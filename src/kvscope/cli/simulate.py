@@ -17,6 +17,7 @@ import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
+from kvscope.cli.offload_options import KvOffloadOpt, KvOffloadStoreOpt, KvTiersOpt, offload_config
 from kvscope.cli.output import print_json, stderr, stdout
 from kvscope.cli.parallel_options import (
     DataParallelSize,
@@ -177,9 +178,12 @@ def simulate(
         ),
     ] = True,
     cpu_offload_gib: Annotated[
-        float,
-        typer.Option("--cpu-offload-gib", help="Host-memory KV tier for evicted blocks (GiB)."),
-    ] = 0.0,
+        float | None,
+        typer.Option("--cpu-offload-gib", help="Size of the CPU KV offload tier (GiB; 0: none)."),
+    ] = None,
+    kv_offload: KvOffloadOpt = None,
+    kv_tiers: KvTiersOpt = None,
+    kv_offload_store: KvOffloadStoreOpt = None,
     window_model: Annotated[
         str,
         typer.Option(
@@ -286,6 +290,7 @@ def simulate(
         enable_prefix_caching=prefix_caching,
         enable_chunked_prefill=chunked_prefill,
         cpu_offload_gib=cpu_offload_gib,
+        **offload_config(kv_offload, kv_tiers, kv_offload_store),
         window_model=window_model,  # type: ignore[arg-type]
         scheduling_policy=policy,  # type: ignore[arg-type]
         preemption_mode=preemption_mode,  # type: ignore[arg-type]

@@ -61,7 +61,7 @@ def simulate_replicas(
         capacity_per_rank=info["capacity"],
         capacity=info["capacity"] * cfg.dp,
     )
-    req = with_dp_rank(requests_table(seqs), ranks)
+    req = with_dp_rank(requests_table(seqs, tiers=pools[0].tiers is not None), ranks)
     rows, row_ranks = rank_rows(per_rank)
     steps = with_dp_rank(steps_table(rows), row_ranks)
     figs = summary_figures(seqs, req, steps, stats, info, slo_targets(cfg))

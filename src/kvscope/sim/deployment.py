@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 from kvscope.errors import KvscopeError
 from kvscope.sim.cost import HardwareTerms
 from kvscope.sim.kv_pool import PagedPool
+from kvscope.sim.kv_tiers import TierStack, build_stack
 from kvscope.sim.layout import KVLayout, layout_for
-from kvscope.sim.offload import CpuTier
+from kvscope.sim.tier_spec import with_cpu_size
 
 if TYPE_CHECKING:
     from kvscope.sim.run import SimConfig
@@ -94,19 +95,27 @@ def replica_pools(
             hint="use more GPUs (--tp), a higher --gpu-memory-utilization, or "
             "--num-gpu-blocks-override.",
         )
-    cap = 0
-    if cfg.cpu_offload_gib:
-        if cfg.cpu_offload_gib < 0:
-            raise KvscopeError(f"--cpu-offload-gib must be >= 0, got {cfg.cpu_offload_gib}.")
-        if not cfg.enable_prefix_caching:
-            raise KvscopeError("--cpu-offload-gib needs prefix caching (it keeps cached blocks).")
-        cap = int(cfg.cpu_offload_gib * (1 << 30) // plan.block_bytes)
+    specs = with_cpu_size(cfg.kv_offload, cfg.cpu_offload_gib)
+    if specs and not cfg.enable_prefix_caching:
+        raise KvscopeError(
+            "--kv-offload / --cpu-offload-gib need prefix caching (tiers keep cached blocks)."
+        )
+    # one GPU's block as the planner sizes KV per token (MLA latent, V4 groups, fp8)
+    tier_block_bytes = plan.kv_bytes_per_token * plan.block_size
+
+    def tiers() -> TierStack | None:
+        if not specs:
+            return None
+        return build_stack(
+            specs, cfg.kv_offload_store, tier_block_bytes, par.tp * par.pp, gpu.pcie_bandwidth
+        )
+
     pools = [
         PagedPool(
             blocks,
             layout,
             enable_caching=cfg.enable_prefix_caching,
-            cpu_tier=CpuTier(cap, float(plan.block_bytes), gpu.pcie_bandwidth) if cap else None,
+            tiers=tiers(),
             window_model=cfg.window_model,
         )
         for _ in range(replicas)
@@ -125,6 +134,7 @@ def replica_pools(
         "layout": layout.name,
         "window_blocks_per_request": layout.fixed_blocks_per_request,
         "block_bytes": plan.block_bytes,
+        "kv_bytes_per_token": plan.kv_bytes_per_token,
         "kv_cache_gib": plan.kv_cache_gib,
         "sized_by": f"kvscope.plan.memory.plan_memory ({cfg.engine} " + plan.engine_version + ")"
         if cfg.num_gpu_blocks_override is None
@@ -144,6 +154,9 @@ def replica_pools(
             "stage_blocks": [r.num_gpu_blocks for r in plan.ranks],
         },
     }
+    if pools[0].tiers is not None:
+        info["offload_tiers"] = pools[0].tiers.terms()
+        info["offload_store"] = cfg.kv_offload_store
     return pools, layout, terms, info
 
 

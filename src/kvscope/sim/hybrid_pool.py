@@ -42,8 +42,8 @@ from kvscope.errors import KvscopeError
 from kvscope.sim.hybrid_hits import ANON, HybridHitSearch, Table
 from kvscope.sim.hybrid_hits import cdiv as _cdiv
 from kvscope.sim.kv_pool import NO_HIT, Block, Hit, PagedPool, PoolCounters, check_num_blocks
+from kvscope.sim.kv_tiers import TierStack
 from kvscope.sim.layout import KVLayout
-from kvscope.sim.offload import CpuTier
 from kvscope.sim.sequence import Sequence
 from kvscope.sim.window_churn import SteadyChurn, SteadyWindows
 
@@ -59,21 +59,21 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         num_blocks: int,
         layout: KVLayout,
         enable_caching: bool = True,
-        cpu_tier: CpuTier | None = None,
+        tiers: TierStack | None = None,
         window_model: str = "exact",
     ) -> None:
         check_num_blocks(num_blocks)
-        if cpu_tier is not None and cpu_tier.capacity:
+        if tiers:
             raise KvscopeError(
-                "--cpu-offload-gib is modelled for full-attention layouts only; "
-                f"this model's layout ({layout.name}) has sliding-window groups."
+                "KV offload tiers (--kv-offload, --cpu-offload-gib) are modelled with "
+                f"--window-model bound for this model's layout ({layout.name}), not exact."
             )
         self.num_blocks = num_blocks
         self.capacity = num_blocks - 1
         self.layout = layout
         self.block_size = layout.block_size
         self.enable_caching = enable_caching
-        self.cpu = None
+        self.tiers = None
         self.counters = PoolCounters()
         self._held = 0
         self.held_full_total = 0

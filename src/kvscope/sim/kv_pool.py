@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvscope.errors import KvscopeError
+from kvscope.sim.kv_tiers import TierStack
 from kvscope.sim.layout import KVLayout
-from kvscope.sim.offload import CpuTier
 from kvscope.sim.sequence import Sequence
 
 
@@ -67,7 +67,8 @@ class Hit:
     own_count: int
     tokens: int
     evictable: int  # hit blocks now in the free queue (they stop being free when touched)
-    cpu_keys: tuple[Hashable, ...] = ()  # further blocks found in the CPU offload tier
+    tier_keys: tuple[Hashable, ...] = ()  # further blocks found in the offload tiers
+    tier_of: tuple[int, ...] = ()  # the tier each of them is in (kvscope.sim.kv_tiers)
     # hybrid layouts (HybridPool): hit blocks per KV-cache group (None = null block) and
     # vLLM's shared_prefix_boundary (the longest single-group hit when it is longer)
     groups: tuple[tuple[Block | None, ...], ...] = ()
@@ -119,7 +120,7 @@ class PagedPool:
         num_blocks: int,
         layout: KVLayout,
         enable_caching: bool = True,
-        cpu_tier: CpuTier | None = None,
+        tiers: TierStack | None = None,
         window_model: str = "exact",
     ) -> None:
         check_num_blocks(num_blocks)
@@ -138,7 +139,7 @@ class PagedPool:
         self.held_total = 0  # sum over requests of blocks held (shared blocks once per holder)
         self.held_full_total = 0  # the same, full-history group only
         self.counters = PoolCounters()
-        self.cpu = cpu_tier if cpu_tier is not None and cpu_tier.capacity else None
+        self.tiers = tiers if tiers else None
         self._version = 0  # bumped whenever a lookup could answer differently
 
     # ------------------------------------------------------------------ state
@@ -170,8 +171,8 @@ class PagedPool:
         return 0.0
 
     def take_overhead_s(self, now: float) -> float:
-        """Seconds of pool housekeeping to add to the current step (CPU-tier loads)."""
-        return self.cpu.take_pending_s() if self.cpu is not None else 0.0
+        """Seconds of pool housekeeping to add to the current step (offload-tier loads)."""
+        return self.tiers.take_pending_s() if self.tiers is not None else 0.0
 
     # ------------------------------------------------------------------ lookup
     def lookup(self, seq: Sequence) -> Hit:
@@ -213,22 +214,28 @@ class PagedPool:
                     evictable += own_count
                     break
         gpu = len(blocks) + own_count
-        cpu_keys: tuple[Hashable, ...] = ()
-        if self.cpu is not None and gpu < limit:
-            cpu_keys = self._cpu_continuation(seq, gpu, limit)
-        tokens = (gpu + len(cpu_keys)) * bs
-        return Hit(tuple(blocks), own_run, own_count, tokens, evictable, cpu_keys)
+        if self.tiers is None or gpu >= limit:
+            return Hit(tuple(blocks), own_run, own_count, gpu * bs, evictable)
+        keys, where = self._tier_continuation(seq, gpu, limit)
+        tokens = (gpu + len(keys)) * bs
+        return Hit(tuple(blocks), own_run, own_count, tokens, evictable, keys, where)
 
-    def _cpu_continuation(self, seq: Sequence, start: int, limit: int) -> tuple[Hashable, ...]:
-        """Keys of blocks ``start..`` found in the CPU tier, up to the first miss."""
-        assert self.cpu is not None
+    def _tier_continuation(
+        self, seq: Sequence, start: int, limit: int
+    ) -> tuple[tuple[Hashable, ...], tuple[int, ...]]:
+        """Keys of blocks ``start..`` found in the offload tiers (each in the first tier that
+        holds it), up to the first block no tier holds."""
+        assert self.tiers is not None
         keys: list[Hashable] = []
+        where: list[int] = []
         for j in range(start, limit):
             key = self._key(seq, j)
-            if key not in self.cpu:
+            i = self.tiers.find(key)
+            if i < 0:
                 break
             keys.append(key)
-        return tuple(keys)
+            where.append(i)
+        return tuple(keys), tuple(where)
 
     def _key(self, seq: Sequence, j: int) -> Hashable:
         """Cache key of block ``j`` of ``seq`` (private blocks: owner and index)."""
@@ -258,9 +265,10 @@ class PagedPool:
             return False
         if hit.num_blocks:
             self._touch(seq, hit)
-        if hit.cpu_keys:
-            assert self.cpu is not None
-            self.cpu.load(list(hit.cpu_keys))
+        if hit.tier_keys:
+            assert self.tiers is not None
+            seq.tier_load_s += self.tiers.load(hit.tier_keys, hit.tier_of)
+            seq.tier_hit_tokens += len(hit.tier_keys) * self.block_size
         new_full = -(-slots // self.block_size) - seq.held_full
         if new_full > 0:
             self._take(new_full)
@@ -347,9 +355,9 @@ class PagedPool:
             else:
                 k = min(n, entry.size)
                 self._version += 1
-                if self.cpu is not None:
+                if self.tiers is not None:
                     for j in range(entry.hi, entry.hi - k, -1):
-                        self.cpu.store((-1 - entry.owner, j))
+                        self.tiers.on_evicted((-1 - entry.owner, j))
                 entry.hi -= k
                 n -= k
                 self.counters.evictions += k
@@ -361,8 +369,8 @@ class PagedPool:
         if key is None:
             return
         self._version += 1
-        if self.cpu is not None:
-            self.cpu.store(key)
+        if self.tiers is not None:
+            self.tiers.on_evicted(key)
         group = self._cache.get(key)
         if group is not None:
             group.pop(blk.block_id, None)
@@ -392,6 +400,10 @@ class PagedPool:
                 self._cache[key] = {blk.block_id: blk}
             else:
                 group[blk.block_id] = blk
+        if self.tiers is not None and self.tiers.write_through:
+            self._version += 1
+            for j in range(seq.hashed, full):
+                self.tiers.on_computed(self._key(seq, j))
         seq.hashed = full
 
     # ------------------------------------------------------------------ free

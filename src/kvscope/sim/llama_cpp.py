@@ -93,10 +93,11 @@ def replica_pools(cfg: Any, replicas: int) -> tuple[list[Any], Any, Any, dict[st
 
 def check_config(cfg: Any) -> None:
     """Flags that mean nothing to llama-server are refused rather than silently ignored."""
-    if cfg.allocator != "paged" or cfg.cpu_offload_gib or cfg.preemption_mode != "recompute":
+    offload = cfg.cpu_offload_gib or cfg.kv_offload
+    if cfg.allocator != "paged" or offload or cfg.preemption_mode != "recompute":
         raise KvscopeError(
-            "--engine llama.cpp has fixed per-slot KV: --allocator, --cpu-offload-gib and "
-            "--preemption-mode do not apply."
+            "--engine llama.cpp has fixed per-slot KV: --allocator, --kv-offload, "
+            "--cpu-offload-gib and --preemption-mode do not apply."
         )
     if cfg.scheduling_policy != "fcfs":
         raise KvscopeError("--engine llama.cpp serves its task queue first come first served.")

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from kvscope.results import REQUEST_SCHEMA, RunDir, Status, latency_summary
 from kvscope.sim.engine import EngineStats, StepRow
+from kvscope.sim.kv_tiers import tier_figures
 from kvscope.sim.sequence import Sequence
 
 STEP_SCHEMA = pa.schema(
@@ -41,10 +42,11 @@ def with_dp_rank(table: pa.Table, ranks: Seq[int] | None) -> pa.Table:
     return table.append_column("dp_rank", pa.array(np.asarray(ranks, dtype=np.int64)))
 
 
-def requests_table(seqs: Seq[Sequence], spec: bool = False) -> pa.Table:
+def requests_table(seqs: Seq[Sequence], spec: bool = False, tiers: bool = False) -> pa.Table:
     """The requests table built column-wise (fast for a million rows); with ``spec`` three
     speculative-decoding columns follow the shared ones (drafts verified, accepted, steps that
-    verified drafts, accepted / verified)."""
+    verified drafts, accepted / verified); with ``tiers`` the prompt tokens loaded from KV
+    offload tiers and the seconds their loads added to the admitting steps."""
     arrival = np.array([s.arrival_s for s in seqs], dtype=np.float64)
     first_tok = np.array([s.first_token_s for s in seqs], dtype=np.float64)
     finish = np.array([s.finish_s for s in seqs], dtype=np.float64)
@@ -82,6 +84,11 @@ def requests_table(seqs: Seq[Sequence], spec: bool = False) -> pa.Table:
         with np.errstate(invalid="ignore", divide="ignore"):
             rate = cols["spec_accepted"] / cols["spec_drafted"]  # NaN: never verified drafts
         table = table.append_column("spec_acceptance", pa.array(rate, type=pa.float64()))
+    if tiers:
+        hit = np.array([s.tier_hit_tokens for s in seqs], dtype=np.int64)
+        load = np.array([s.tier_load_s for s in seqs], dtype=np.float64)
+        table = table.append_column("offload_hit_tokens", pa.array(hit, type=pa.int64()))
+        table = table.append_column("offload_load_s", pa.array(load, type=pa.float64()))
     return table
 
 
@@ -166,10 +173,10 @@ def summary_figures(
     figs["speedup_vs_real_time"] = figs["sim_end_s"] / stats.wall_s if stats.wall_s else None
     off = pool_info.get("offload")
     if off:
-        figs["offload_stored_blocks"] = off["stored_blocks"]
-        figs["offload_loaded_blocks"] = off["loaded_blocks"]
-        figs["offload_load_bytes"] = off["loaded_blocks"] * float(pool_info["block_bytes"])
-        figs["offload_load_s"] = off["load_s"]
+        figs.update(tier_figures(off, lookups, len(seqs)))
+        figs["gpu_hit_rate"] = figs["prefix_hit_rate"] - sum(
+            figs[f"offload_{kind}_hit_rate"] for kind in off
+        )
     if "speculative" in pool_info:
         figs["speculative"] = spec_figures(seqs, pool_info["speculative"])
     rejected = [s for s in seqs if s.status == "rejected"]

@@ -20,6 +20,7 @@ from kvscope.sim.cost import CostCoefficients, CostModel, DrafterCost, HardwareT
 from kvscope.sim.deployment import build_pool, replica_pools
 from kvscope.sim.engine import Engine, EngineStats, Mode, sequences_from
 from kvscope.sim.kv_pool import PagedPool
+from kvscope.sim.kv_tiers import TierSpec
 from kvscope.sim.layout import KVLayout
 from kvscope.sim.outputs import requests_table, steps_table, summary_figures, write_run_dir
 from kvscope.sim.roofline import cost_model_for, cost_summary
@@ -65,7 +66,11 @@ class SimConfig:
     ctx_size: int | None = None  # llama.cpp's -c (KV tokens over all slots); llama.cpp only
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
-    cpu_offload_gib: float = 0.0
+    # KV offload tiers (kvscope.sim.kv_tiers): --kv-offload / --kv-tiers, in lookup order;
+    # --cpu-offload-gib sets the CPU tier's size over them (None: as given; 0: no CPU tier)
+    kv_offload: tuple[TierSpec, ...] = ()
+    kv_offload_store: Literal["write-through", "write-back"] = "write-through"
+    cpu_offload_gib: float | None = None
     #: window groups: "bound" (each request at its per-request bound; fast, the default) or
     #: "exact" (vLLM 0.33.0's hybrid manager, sim/hybrid_pool.py: step for step vLLM's, but
     #: some 40x slower on DeepSeek V4 for now)
@@ -128,7 +133,8 @@ class SimConfig:
                 count(value, _flag(name), low=low)
         if self.block_size is not None:
             count(self.block_size, "--block-size", low=1, high=MAX_TOKENS)
-        finite(self.cpu_offload_gib, "--cpu-offload-gib", low=0, high=MAX_CPU_OFFLOAD_GIB)
+        if self.cpu_offload_gib is not None:
+            finite(self.cpu_offload_gib, "--cpu-offload-gib", low=0, high=MAX_CPU_OFFLOAD_GIB)
         finite(self.sample_interval_s, "--step-resolution-s", low=0)
         if 0 < self.sample_interval_s < MIN_SAMPLE_INTERVAL_S:
             # 0 samples every step; a positive interval below a microsecond only divides the
@@ -187,6 +193,10 @@ class SimConfig:
                 v = float(value)
             elif ann.startswith("int"):
                 v = int(value)
+            elif ann.startswith("tuple[TierSpec"):
+                from kvscope.sim.tier_spec import parse_offload
+
+                v = parse_offload(value, f"--sweep {flag}")
             else:
                 v = value
         except ValueError:
@@ -221,6 +231,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "compaction": ("immediate", "lazy", "none"),
     "cost_model": ("roofline", "fitted", "aic"),
     "window_model": ("bound", "exact"),
+    "kv_offload_store": ("write-through", "write-back"),
 }
 _CHOICE_FLAGS = {
     "engine": "engine",
@@ -233,6 +244,7 @@ _CHOICE_FLAGS = {
     "compaction": "compaction",
     "cost_model": "cost-model",
     "window_model": "window-model",
+    "kv_offload_store": "kv-offload-store",
 }
 #: Integer flags and their least value (the pool-size check names too-small pools itself).
 _COUNT_FLAGS = {
@@ -316,7 +328,7 @@ def simulate(
         stats, interrupted = engine.stats, True
         mark_interrupted(seqs)
     info.update(pool_counters(pool, alloc), cost=asdict(coef))
-    req = requests_table(seqs, spec=spec is not None)
+    req = requests_table(seqs, spec=spec is not None, tiers=pool.tiers is not None)
     steps = steps_table(stats.rows)
     figs = summary_figures(seqs, req, steps, stats, info, slo_targets(cfg))
     figs["cost_model"] = cost_summary(engine.cost, cfg)
@@ -391,7 +403,7 @@ def pool_counters(pool: PagedPool, alloc: BlockAllocator) -> dict[str, Any]:
         "hit_tokens": pool.counters.hit_tokens,
         "evicted_blocks": pool.counters.evictions,
         "moved_blocks": getattr(alloc, "moved_blocks", 0),
-        "offload": asdict(pool.cpu.counters) if pool.cpu is not None else None,
+        "offload": pool.tiers.summary(pool.block_size) if pool.tiers is not None else None,
         "compactions": getattr(alloc, "compactions", 0),
     }
 

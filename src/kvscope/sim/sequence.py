@@ -69,6 +69,9 @@ class Sequence:
     spec_accepted: int = 0
     spec_verifies: int = 0
     hash_shift: int = 0  # tokens after a block its prefix-cache key covers (EAGLE/MTP)
+    # offload tiers (kv_tiers.py), summed over admissions: prefix tokens loaded, seconds
+    tier_hit_tokens: int = 0
+    tier_load_s: float = 0.0
 
     @property
     def num_tokens(self) -> int:
