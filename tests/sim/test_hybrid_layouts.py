@@ -11,7 +11,7 @@ with vLLM itself is tests/sim/test_vllm_fidelity_hybrid.py.
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kvscope.plan.kv_layout import KVGroupLayout
@@ -183,6 +183,11 @@ def test_v4_groups_hold_their_steady_bound_while_decoding() -> None:
     st.booleans(),
     st.integers(16, 300),
 )
+# a member that leaves the decode cohort and rejoins with another phase: its old release
+# times must not free its hashed window blocks early
+@example([(1, 55, 3, 4), (284, 117, 3, 6), (99, 101, 2, 0), (57, 197, 3, 6)], (16, (128,)), 75, True, 30)
+# preempted at 321 tokens, the window cap then asks 42 blocks of a 39-block pool: it waits
+@example([(71, 132, 0, 0), (229, 110, 0, 0)], (16, (32,)), 40, False, 291)
 def test_invariants_under_random_traffic(
     reqs: list[tuple[int, int, int, int]],
     shape: tuple[int, tuple[int, ...]],
@@ -214,6 +219,14 @@ def test_invariants_under_random_traffic(
         if s.idle:
             continue
         plan = s.schedule(float(t))
+        if plan.tokens == 0 and not plan.preempted and not pending and not s.running:
+            # where the engine gives up (Engine._give_up): a request preempted after it grew
+            # past what vLLM's full-sequence admission check can ever fit again (the window
+            # cap grows with its length) would wait forever in vLLM too
+            for q in s.waiting():
+                assert q.preemptions > 0
+                assert pool.admission_blocks(q.num_tokens) > pool.capacity
+            break
         for q in s.running:
             if q.in_cohort:
                 s.cohort.sync(q)

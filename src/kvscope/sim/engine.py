@@ -244,7 +244,13 @@ class Engine:
         """Nothing can ever be scheduled again: report what is left instead of looping."""
         for seq in self.sched.waiting():
             seq.status = "rejected"
-            seq.error = "could not be admitted by an idle engine (KV pool too small)"
+            seq.error = (
+                f"preempted at {seq.num_tokens} tokens and never re-admitted: vLLM's "
+                "full-sequence admission check asks more KV blocks than the pool holds, "
+                "so the engine would wait forever"
+                if seq.preemptions
+                else "could not be admitted by an idle engine (KV pool too small)"
+            )
             self.sched.finished.append(seq)
         for seq in self.sched.running:
             seq.status = "incomplete"

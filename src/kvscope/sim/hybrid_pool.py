@@ -453,7 +453,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
                         held.add(blk.block_id)
                         refs[blk.block_id] = refs.get(blk.block_id, 0) + 1
         own = sum(refs.values())
-        pending = [blk for pend in self._pend_of.values() for blk in pend.values()]
+        pending = [blk for pend in self._pend_of.values() for _due, blk in pend.values()]
         for blk in pending:  # hashed blocks steady members hold (counted by phase)
             held.add(blk.block_id)
             refs[blk.block_id] = refs.get(blk.block_id, 0) + 1

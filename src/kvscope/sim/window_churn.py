@@ -150,7 +150,9 @@ class SteadyChurn:
     # hashed window blocks steady members still hold, released when their window passes:
     # heap of (clock, admission order, group, -index, request, block) = vLLM's free order
     _pend_heap: list[tuple[int, int, int, int, int, Block]]
-    _pend_of: dict[int, dict[tuple[int, int], Block]]
+    # per steady member, (group, table index) -> (due clock, block); a heap entry whose due
+    # differs is stale (its request left the steady counts and came back with a new phase)
+    _pend_of: dict[int, dict[tuple[int, int], tuple[int, Block]]]
     _hashed_live: set[int]  # other running requests holding hashed window blocks
 
     @property
@@ -191,11 +193,9 @@ class SteadyChurn:
             self._anon -= delta
             self.counters.allocated_blocks += allocs
             heap = self._pend_heap
-            while heap and heap[0][0] <= to:
+            while (due := self._live_due()) is not None and due <= to:
                 _due, _no, g, negj, index, blk = heapq.heappop(heap)
-                pend = self._pend_of.get(index)
-                if pend is None or pend.pop((g, -negj), None) is None:
-                    continue  # its request left the steady counts first
+                del self._pend_of[index][(g, -negj)]
                 # the counts freed it to the front; it is hashed: the back, or still shared
                 self._anon -= 1
                 blk.ref_cnt -= 1
@@ -209,6 +209,18 @@ class SteadyChurn:
                     self._anon += 1
             assert self._anon >= 0
 
+    def _live_due(self) -> int | None:
+        """The clock of the next pending release, dropping stale heap entries (their
+        request left the steady counts, or left and rejoined with another phase)."""
+        heap = self._pend_heap
+        while heap:
+            due, _no, g, negj, index, _blk = heap[0]
+            pend = self._pend_of.get(index)
+            if pend is not None and pend.get((g, -negj), (None,))[0] == due:
+                return due
+            heapq.heappop(heap)
+        return None
+
     def window_step(self, need: int) -> bool:
         """The cohort decodes one step: apply the steady members' churn, unless the step's
         other allocations (``need``) plus theirs could pop a cached block (then False:
@@ -219,8 +231,8 @@ class SteadyChurn:
             alloc, _ = self._steady.step_counts(to)
             if self._anon < need + alloc:
                 return False
-            heap = self._pend_heap
-            if heap and heap[0][0] <= to and self._hashed_live:
+            due = self._live_due()
+            if due is not None and due <= to and self._hashed_live:
                 return False  # hashed frees of both kinds this step: vLLM's order decides
         self._sync(to)
         return True
@@ -230,7 +242,8 @@ class SteadyChurn:
         self._sync()
         if not self._steady.members:
             return k, 0
-        return self._steady.span_bound(self._anon - len(self._pend_heap), k)
+        pending = sum(len(p) for p in self._pend_of.values())
+        return self._steady.span_bound(self._anon - pending, k)
 
     def leave_steady(self, seq: Sequence) -> None:
         """``seq`` leaves the decode cohort: rebuild its window tables at its slots now."""
@@ -251,7 +264,7 @@ class SteadyChurn:
             heads[g] = head
             ncached[g] = max(ncached[g], done // b)
             win += length - head
-        for (g, j), blk in self._pend_of.pop(seq.index, {}).items():
+        for (g, j), (_due, blk) in self._pend_of.pop(seq.index, {}).items():
             tabs[g][j] = blk
         self._held += win
         seq.win = win
@@ -311,6 +324,6 @@ class SteadyChurn:
         if pend:
             mine = self._pend_of[seq.index] = {}
             for g, j, blk in pend:
-                mine[(g, j)] = blk
                 due = self._win[g] + (j + 1) * self._bs[g] - phase  # window passes block j
+                mine[(g, j)] = (due, blk)
                 heapq.heappush(self._pend_heap, (due, seq.admit_no, g, -j, seq.index, blk))
