@@ -185,7 +185,9 @@ def test_v4_groups_hold_their_steady_bound_while_decoding() -> None:
 )
 # a member that leaves the decode cohort and rejoins with another phase: its old release
 # times must not free its hashed window blocks early
-@example([(1, 55, 3, 4), (284, 117, 3, 6), (99, 101, 2, 0), (57, 197, 3, 6)], (16, (128,)), 75, True, 30)
+@example(
+    [(1, 55, 3, 4), (284, 117, 3, 6), (99, 101, 2, 0), (57, 197, 3, 6)], (16, (128,)), 75, True, 30
+)
 # preempted at 321 tokens, the window cap then asks 42 blocks of a 39-block pool: it waits
 @example([(71, 132, 0, 0), (229, 110, 0, 0)], (16, (32,)), 40, False, 291)
 def test_invariants_under_random_traffic(
