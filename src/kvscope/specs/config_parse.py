@@ -182,7 +182,7 @@ def parse_config(
         final += hc * hc * h + hc + 1
     layers = tuple(LayerSpec(a, f, per_layer_extra) for a, f in zip(attentions, ffns, strict=True))
 
-    q = _quantization(c, quantization, resolved_dtype)
+    q = _quantization(c, quantization, resolved_dtype, n_layers)
     return ModelSpec(
         name=name or c.text("_name_or_path") or source,
         model_type=model_type,
@@ -264,13 +264,13 @@ def _num_layers(c: _Cfg) -> int:
 MARLIN_KERNEL_OF = {"awq_marlin": "awq", "gptq_marlin": "gptq"}
 
 
-def _quantization(c: _Cfg, flag: str | None, dtype: str) -> quant.Quantization:
+def _quantization(c: _Cfg, flag: str | None, dtype: str, n_layers: int) -> quant.Quantization:
     qc = c.raw.get("quantization_config")
     if qc is not None and not isinstance(qc, Mapping):
         raise c.fail("quantization_config", "must be an object")
     if qc and c.raw.get("expert_dtype") and "expert_dtype" not in qc:
         qc = {**qc, "expert_dtype": c.raw["expert_dtype"]}
-    from_ckpt = quant.from_config(qc, c.source)
+    from_ckpt = quant.from_config(qc, c.source, n_layers)
     if flag is None or flag.lower() in ("", "auto"):
         return from_ckpt
     key = flag.strip().lower()
