@@ -293,7 +293,7 @@ def _attention_layers(
         return hybrid_layers(c, h, nh, n_layers, dtype)
     if model_type.startswith("deepseek_v4") or c.has("compress_ratios"):
         return _dsv4_layers(c, h, nh, n_layers)
-    if c.has("kv_lora_rank"):
+    if c.has("kv_lora_rank") or model_type in families.MLA_TYPES:
         return _mla_layers(c, model_type, h, nh, n_layers)
     return _gqa_layers(c, model_type, h, nh, n_layers)
 
@@ -360,6 +360,8 @@ def _gqa_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> lis
 def _mla_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> list[AttentionLayer]:
     rope = c.integer("qk_rope_head_dim")
     nope = c.integer("qk_nope_head_dim")
+    # DSA: DeepSeek-V3.2 and GLM-5 (glm_moe_dsa); vLLM's deepseek_v2.py takes the sparse path
+    # when the config has index_topk
     sparse = c.has("index_topk") or c.has("index_n_heads") or model_type == "deepseek_v32"
     layer = AttentionLayer(
         "mla_sparse" if sparse else "mla",

@@ -62,6 +62,10 @@ KNOWN_MODEL_TYPES = (
     "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2",
 )  # fmt: skip
 
+#: Families whose attention is always MLA: a config without ``kv_lora_rank`` is refused
+#: naming it, not planned as grouped-query attention.
+MLA_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa")
+
 #: transformers configuration-class defaults for keys shipped configs omit.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma": {"tie_word_embeddings": True},
@@ -250,7 +254,9 @@ def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, 
             d = get("hidden_size", None)
             n += d * text_hidden + d  # mm_input_projection_weight, mm_soft_emb_norm
         return n
-    if kind in ("qwen3_5", "qwen3_5_moe") and model_type in ("qwen3_5", "qwen3_5_moe"):
+    # the tower's own type: qwen3_5 in the first Qwen3.5 files, qwen3_5_vision in Qwen3.6's
+    towers = ("qwen3_5", "qwen3_5_moe", "qwen3_5_vision", "qwen3_5_moe_vision")
+    if kind in towers and model_type in ("qwen3_5", "qwen3_5_moe"):
         stack = vision.get("deepstack_visual_indexes") or []
         return qwen3_vl_vision_params(get, len(stack) if isinstance(stack, list) else 0)
     if kind == "pixtral" and model_type == "mistral3":

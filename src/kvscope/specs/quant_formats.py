@@ -128,10 +128,14 @@ def auto_round(qc: Mapping[str, Any], source: str, num_layers: int | None) -> Qu
     extra = qc.get("extra_config") or {}
     if not isinstance(extra, Mapping):
         raise ConfigError(source, "quantization_config.extra_config", "must be an object")
-    floats, by_bits = [], {}
-    for name, spec in extra.items():
+    floats: list[str] = []
+    by_bits: dict[str, float] = {}
+    for key, spec in extra.items():
+        # keys are module names or, as vLLM's INC config reads them, regular expressions
+        name = "re:" + key if any(ch in key for ch in "\\*+[(") else key
         if not isinstance(spec, Mapping):
-            raise ConfigError(source, f"quantization_config.extra_config.{name}", "not an object")
+            where = f"quantization_config.extra_config.{key[:60]}"
+            raise ConfigError(source, where, "must be an object")
         b = read_int(spec, ("bits",), bits, source, prefix="quantization_config.extra_config")
         if b >= 16:
             floats.append(name)
