@@ -2,8 +2,9 @@
 the names their Hugging Face repositories carry, against the figures their publishers state.
 
 Configs: ``data/configs/`` (sources in ``data/configs/SOURCES.md``), resolved through the test
-Hugging Face cache (``log_cases.hub_cache``) with ``HF_HUB_OFFLINE=1``. No public start-up log
-of these checkpoints was found, so each family is pinned to its model card's parameter counts
+Hugging Face cache (``log_cases.hub_cache``) with ``HF_HUB_OFFLINE=1``. No complete public
+start-up log of these checkpoints was found (two published capacities are ``inferred`` rows of
+``data/engine_logs_families.csv``), so each family is pinned to its model card's parameter counts
 and to the engine's layout (vLLM runs GLM-5 through its DeepSeek-V3.2 code).
 """
 
