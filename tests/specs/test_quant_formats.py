@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from cli_helpers import one_error_line, run_in_process
-from kvscope.errors import ConfigError
 from kvscope.specs.config_parse import parse_config
 from kvscope.specs.model import ModelSpec
 from kvscope.specs.quant_formats import MXFP4_GROUP_BYTES, NVFP4_BYTES
@@ -120,11 +119,23 @@ def test_module_lists_name_components(
     assert unconverted_components(patterns, layers) == kept
 
 
-def test_mixed_precision_modelopt_is_refused_naming_the_scheme() -> None:
-    # nvidia/Qwen3.6-27B-NVFP4's hf_quant_config.json: per-module FP8 / W4A16_NVFP4 mixes
-    qc = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}
-    with pytest.raises(ConfigError, match=r"quant_algo.*MIXED_PRECISION"):
-        _qwen3_8b(qc)
+def test_mixed_precision_modelopt_takes_each_modules_scheme() -> None:
+    # nvidia/Qwen3.6-27B-NVFP4's layout: FP8 attention, W4A16_NVFP4 MLPs and LM head, the
+    # embedding (and what no entry names) left in bf16
+    layers = {
+        "model.language_model.layers.3.self_attn.q_proj": {"quant_algo": "FP8"},
+        "model.language_model.layers.3.mlp.down_proj": {"quant_algo": "W4A16_NVFP4"},
+        "model.language_model.layers.4.mlp.up_proj": {"quant_algo": "W4A16_NVFP4"},
+        "model.language_model.layers.5.mlp.up_proj": {"quant_algo": "FP8"},  # outvoted
+        "lm_head": {"quant_algo": "W4A16_NVFP4", "group_size": 16},
+    }
+    qc = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": layers}
+    m = _qwen3_8b(qc)
+    per = {k: m.weight_bytes[k] / m.params[k] for k in m.params if m.params[k]}
+    assert per["attention"] == 1.0
+    assert per["dense_ffn"] == per["lm_head"] == NVFP4_BYTES
+    assert per["embedding"] == 2.0
+    assert m.quantization.method == "modelopt_mixed"
 
 
 # ----------------------------------------------------------------- bad input, through the CLI
@@ -176,6 +187,9 @@ def test_missing_key_names_key_and_file(
         ({**AUTO_ROUND, "extra_config": ["lm_head"]}, "quantization_config.extra_config"),
         ({"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": "lm_head"}, "ignore"),
         ({"quant_method": "modelopt", "quant_algo": "INT3"}, "quant_algo"),
+        ({"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}, "quantized_layers"),
+        ({"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION",
+          "quantized_layers": {"lm_head": {"quant_algo": "W2"}}}, "lm_head.quant_algo"),
         ({"producer": {"name": "modelopt"}, "quant_method": "modelopt_fp4",
           "quantization": {"quant_algo": "NVFP4", "exclude_modules": 7}}, "exclude_modules"),
     ],

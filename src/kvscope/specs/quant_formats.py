@@ -10,7 +10,8 @@ Bytes per parameter, scales included, and where each format's numbers come from:
   ``weight_scale_2`` and ``input_scale`` fp32 scalars; ``group_size`` 16 in every NVIDIA
   checkpoint (``hf_quant_config.json`` ``quantization.group_size``).
 - MXFP4 (compressed-tensors ``mxfp4-pack-quantized``): E2M1 + one E8M0 scale per 32.
-- ModelOpt FP8 (``quant_algo`` ``FP8``): 1 B plus per-tensor scales.
+- ModelOpt FP8 (``quant_algo`` ``FP8``): 1 B plus per-tensor scales; ``MIXED_PRECISION``:
+  one of these per module (``quantized_layers``).
 - AutoRound (``quant_method`` ``auto-round``): integer ``bits`` with ``group_size`` in the
   GPTQ or AWQ packing (``packing_format`` ``auto_round:auto_gptq`` / ``auto_round:auto_awq``):
   ``bits/8`` per weight, and per group an fp16 scale (2 B) and a packed zero point (``bits/8``
@@ -24,6 +25,7 @@ Which components stay in the model dtype comes from the module lists (:mod:`quan
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +62,8 @@ def modelopt(qc: Mapping[str, Any], source: str, num_layers: int | None) -> Quan
     if algo is None:
         raise ConfigError(source, f"{where}.quant_algo", "is missing")
     key = str(algo).upper()
+    if key == "MIXED_PRECISION":
+        return _modelopt_mixed(qc, block, source, where, num_layers)
     if key not in MODELOPT_ALGOS:
         known = ", ".join(MODELOPT_ALGOS)
         raise ConfigError(
@@ -76,6 +80,47 @@ def modelopt(qc: Mapping[str, Any], source: str, num_layers: int | None) -> Quan
         return Quantization("modelopt", per, per, None, None, desc, unconverted=kept)
     desc = "nvfp4 (e2m1 + e4m3 scale per 16)" + _kept_text(kept)
     return Quantization("modelopt_fp4", per, per, 16, None, desc, unconverted=kept)
+
+
+def _modelopt_mixed(
+    qc: Mapping[str, Any],
+    block: Mapping[str, Any],
+    source: str,
+    where: str,
+    num_layers: int | None,
+) -> Quantization:
+    """ModelOpt ``MIXED_PRECISION``: ``quantized_layers`` maps each quantized module to its own
+    ``quant_algo`` (nvidia/Qwen3.6-27B-NVFP4: FP8 attention and Gated DeltaNet projections,
+    W4A16_NVFP4 MLPs and LM head). Each component takes the scheme most of its modules use; a
+    component no module of which is listed stays in the model dtype."""
+    from kvscope.specs.quant import Quantization
+    from kvscope.specs.quant_scope import PROBES, components_of
+
+    layers = block.get("quantized_layers", qc.get("quantized_layers"))
+    if not isinstance(layers, Mapping) or not layers:
+        raise ConfigError(
+            source, f"{where}.quantized_layers", "must map module names to their quant_algo"
+        )
+    votes: dict[str, Counter[float]] = {}
+    for name, spec in layers.items():
+        algo = spec.get("quant_algo") if isinstance(spec, Mapping) else None
+        per = MODELOPT_ALGOS.get(str(algo).upper())
+        if per is None:
+            raise ConfigError(
+                source,
+                f"{where}.quantized_layers.{str(name)[:60]}.quant_algo",
+                f"is {str(algo)[:40]!r}; kvscope plans {', '.join(MODELOPT_ALGOS)}",
+            )
+        for component in components_of(str(name), num_layers):
+            votes.setdefault(component, Counter())[per] += 1
+    chosen = {c: v.most_common(1)[0][0] for c, v in votes.items()}
+    kept = tuple(c for c in PROBES if c not in chosen)
+    overrides = tuple(chosen.items())
+    shown = ", ".join(f"{c} {'nvfp4' if b < 1 else 'fp8'}" for c, b in overrides)
+    desc = f"modelopt mixed precision ({shown}; the rest unquantized)"
+    return Quantization(
+        "modelopt_mixed", None, None, 16, None, desc, unconverted=kept, overrides=overrides
+    )
 
 
 def compressed_fp4(

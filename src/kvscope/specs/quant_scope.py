@@ -29,7 +29,8 @@ import re
 from collections.abc import Iterable
 
 #: Module-name suffixes that stand for each linear component in the engines' naming
-#: (Llama / Qwen ``self_attn.q_proj``, DeepSeek MLA ``q_a_proj`` .. ``kv_b_proj``; DeepSeek-
+#: (Llama / Qwen ``self_attn.q_proj``, DeepSeek MLA ``q_a_proj`` .. ``kv_b_proj``, Qwen's
+#: Gated DeltaNet ``linear_attn`` projections; DeepSeek-
 #: style ``mlp.shared_experts``, Qwen ``mlp.shared_expert``; a dense layer's ``mlp.down_proj``;
 #: DeepSeek / Qwen ``mlp.experts.N``, MiniMax / Mixtral ``block_sparse_moe.experts.N.w2``).
 PROBES: dict[str, tuple[str, ...]] = {
@@ -40,6 +41,10 @@ PROBES: dict[str, tuple[str, ...]] = {
         "self_attn.q_b_proj",
         "self_attn.kv_a_proj_with_mqa",
         "self_attn.kv_b_proj",
+        # Gated DeltaNet layers (Qwen3-Next / 3.5 / 3.6), counted with the attention
+        "linear_attn.in_proj_qkvz",
+        "linear_attn.in_proj_qkv",
+        "linear_attn.out_proj",
     ),
     "shared_experts": ("mlp.shared_experts.down_proj", "mlp.shared_expert.down_proj"),
     "dense_ffn": ("mlp.down_proj", "mlp.gate_proj", "mlp.up_proj"),
@@ -64,6 +69,13 @@ def unconverted_components(patterns: Iterable[object], num_layers: int | None) -
             if component not in found and any(_matches(raw, s) for s in suffixes):
                 found.add(component)
     return tuple(c for c in PROBES if c in found)
+
+
+def components_of(module: str, num_layers: int | None) -> tuple[str, ...]:
+    """The components one module name (or pattern) stands for; ``lm_head`` included."""
+    if module == "lm_head" or module.endswith(".lm_head"):
+        return ("lm_head",)
+    return unconverted_components([module], num_layers)
 
 
 def _matches(pattern: str, suffix: str) -> bool:
