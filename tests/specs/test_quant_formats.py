@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cli_helpers import one_error_line, run_in_process
+from kvscope.errors import KvscopeError
 from kvscope.specs.config_parse import parse_config
 from kvscope.specs.model import ModelSpec
 from kvscope.specs.quant_formats import MXFP4_GROUP_BYTES, NVFP4_BYTES
@@ -45,6 +46,16 @@ def test_auto_round_int4_weighs_what_its_packing_format_weighs(
     other = _qwen3_8b(twin, "float16")
     assert ar.quantization.method == "auto-round"
     assert ar.weight_bytes == pytest.approx(other.weight_bytes)
+
+
+def test_auto_round_accepts_vllms_inc_method_name() -> None:
+    raw = json.loads((PLAN_CONFIGS / "qwen3-8b.json").read_text())
+    raw["quantization_config"] = AUTO_ROUND
+    for flag in ("inc", "auto-round"):
+        m = parse_config(raw, "q.json", quantization=flag)
+        assert m.quantization.method == "auto-round"
+    with pytest.raises(KvscopeError, match="quant_method"):
+        parse_config(raw, "q.json", quantization="gptq")
 
 
 def test_auto_round_extra_config_keeps_or_rewidens_modules() -> None:

@@ -261,7 +261,9 @@ def _num_layers(c: _Cfg) -> int:
 #: (``vllm/model_executor/layers/quantization/awq_marlin.py``, ``gptq_marlin.py``) log "The
 #: model is convertible to awq_marlin during runtime" and run it, in public vLLM logs from
 #: 0.5.4 to 0.29.0 started with ``--quantization awq_marlin``.
-MARLIN_KERNEL_OF = {"awq_marlin": "awq", "gptq_marlin": "gptq"}
+#: vLLM's INC config (``vllm/model_executor/layers/quantization/inc``, PR #40601) runs
+#: AutoRound checkpoints under the method name ``inc``.
+MARLIN_KERNEL_OF = {"awq_marlin": "awq", "gptq_marlin": "gptq", "inc": "auto-round"}
 
 
 def _quantization(c: _Cfg, flag: str | None, dtype: str, n_layers: int) -> quant.Quantization:
