@@ -258,6 +258,7 @@ FAMILY_OF_TYPE = {
     "deepseek_v3": "deepseek",
     "deepseek_v32": "deepseek",
     "kimi_k2": "deepseek",
+    "glm_moe_dsa": "glm-5",
 }
 
 

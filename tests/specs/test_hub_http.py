@@ -160,10 +160,14 @@ def test_quant_config_json_feeds_awq(fake_hub: FakeHub, tmp_path: Path) -> None:
 
 
 def test_hf_quant_config_json_is_read(fake_hub: FakeHub, tmp_path: Path) -> None:
-    # vLLM maps ModelOpt's producer block to quant_method "modelopt"; kvscope's parser has no
-    # rule for it yet, and says so in one line naming the method.
-    out = plan(env_for(tmp_path, fake_hub.url), MODELOPT_ID)
-    one_error_line(out.returncode, out.stderr, "modelopt")
+    # vLLM maps ModelOpt's producer block to quant_method "modelopt" (FP8: one byte per
+    # linear weight); embeddings and the LM head stay bf16.
+    env = env_for(tmp_path, fake_hub.url)
+    dense = json.loads(plan(env, LLAMA_ID).stdout)["weights_gib"]
+    out = plan(env, MODELOPT_ID)
+    assert out.returncode == 0, out.stderr
+    fp8 = json.loads(out.stdout)["weights_gib"]
+    assert 0.5 * dense < fp8 < 0.6 * dense
     assert ("GET", f"/{MODELOPT_ID}/resolve/main/hf_quant_config.json") in fake_hub.requests
 
 

@@ -161,20 +161,7 @@ def _ffn_params_per_rank(
 
 def _bytes_per_param(model: ModelSpec) -> dict[str, float]:
     native = element_bytes(model.dtype)
-    q = model.quantization
-    linear = q.linear_bytes if q.linear_bytes is not None else native
-    expert = q.expert_bytes if q.expert_bytes is not None else linear
-    return {
-        "embedding": native,
-        "attention": linear,
-        "dense_ffn": linear,
-        "routed_experts": expert,
-        "shared_experts": linear,
-        "router": native,
-        "norms_other": native,
-        "lm_head": native,
-        "rope_cache": native,
-    }
+    return {**model.quantization.component_bytes(native), "rope_cache": native}
 
 
 @per_model_cache()
@@ -262,8 +249,9 @@ def mla_absorbed_bytes(
       contiguous, so a copy is always held; under DP attention each GPU has every head.
     """
     native = element_bytes(model.dtype)
-    linear = model.quantization.linear_bytes
-    if engine == "vllm" and (linear is None or linear == native):
+    # the attention's own bytes: NVFP4 checkpoints often leave self_attn unquantized
+    linear = model.quantization.component_bytes(native)["attention"]
+    if engine == "vllm" and linear == native:
         return 0.0
     elements = 0
     for i in layers:

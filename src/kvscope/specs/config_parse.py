@@ -182,7 +182,7 @@ def parse_config(
         final += hc * hc * h + hc + 1
     layers = tuple(LayerSpec(a, f, per_layer_extra) for a, f in zip(attentions, ffns, strict=True))
 
-    q = _quantization(c, quantization, resolved_dtype)
+    q = _quantization(c, quantization, resolved_dtype, n_layers)
     return ModelSpec(
         name=name or c.text("_name_or_path") or source,
         model_type=model_type,
@@ -263,16 +263,18 @@ def _num_layers(c: _Cfg) -> int:
 #: (``vllm/model_executor/layers/quantization/awq_marlin.py``, ``gptq_marlin.py``) log "The
 #: model is convertible to awq_marlin during runtime" and run it, in public vLLM logs from
 #: 0.5.4 to 0.29.0 started with ``--quantization awq_marlin``.
-MARLIN_KERNEL_OF = {"awq_marlin": "awq", "gptq_marlin": "gptq"}
+#: vLLM's INC config (``vllm/model_executor/layers/quantization/inc``, PR #40601) runs
+#: AutoRound checkpoints under the method name ``inc``.
+MARLIN_KERNEL_OF = {"awq_marlin": "awq", "gptq_marlin": "gptq", "inc": "auto-round"}
 
 
-def _quantization(c: _Cfg, flag: str | None, dtype: str) -> quant.Quantization:
+def _quantization(c: _Cfg, flag: str | None, dtype: str, n_layers: int) -> quant.Quantization:
     qc = c.raw.get("quantization_config")
     if qc is not None and not isinstance(qc, Mapping):
         raise c.fail("quantization_config", "must be an object")
     if qc and c.raw.get("expert_dtype") and "expert_dtype" not in qc:
         qc = {**qc, "expert_dtype": c.raw["expert_dtype"]}
-    from_ckpt = quant.from_config(qc, c.source)
+    from_ckpt = quant.from_config(qc, c.source, n_layers)
     if flag is None or flag.lower() in ("", "auto"):
         return from_ckpt
     key = flag.strip().lower()
@@ -295,7 +297,7 @@ def _attention_layers(
         return hybrid_layers(c, h, nh, n_layers, dtype)
     if model_type.startswith("deepseek_v4") or c.has("compress_ratios"):
         return _dsv4_layers(c, h, nh, n_layers)
-    if c.has("kv_lora_rank"):
+    if c.has("kv_lora_rank") or model_type in families.MLA_TYPES:
         return _mla_layers(c, model_type, h, nh, n_layers)
     return _gqa_layers(c, model_type, h, nh, n_layers)
 
@@ -362,6 +364,8 @@ def _gqa_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> lis
 def _mla_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> list[AttentionLayer]:
     rope = c.integer("qk_rope_head_dim")
     nope = c.integer("qk_nope_head_dim")
+    # DSA: DeepSeek-V3.2 and GLM-5 (glm_moe_dsa); vLLM's deepseek_v2.py takes the sparse path
+    # when the config has index_topk
     sparse = c.has("index_topk") or c.has("index_n_heads") or model_type == "deepseek_v32"
     layer = AttentionLayer(
         "mla_sparse" if sparse else "mla",

@@ -26,8 +26,14 @@ What this module owns, by family (``model_type`` of the language model):
   arXiv 2503.19786 Table 1) with Gemma 3's projector (``mm_input_projection_weight``
   vision x text hidden, plus ``mm_soft_emb_norm``); Llama 4's tower and adapter; Pixtral
   (Mistral 3: transformers ``PixtralVisionModel``, bias-free, gated SiLU MLP) with Mistral 3's
-  projector (RMSNorm, patch merger ``d * s^2 -> d``, two linears to the text width). Other
-  towers are not counted yet.
+  projector (RMSNorm, patch merger ``d * s^2 -> d``, two linears to the text width); Kimi
+  K2.5's MoonViT-3D with its ``patchmerger`` projector (``moonvit_params``). Other towers are
+  not counted yet.
+- 2026 families: GLM-5 (``glm_moe_dsa``) is DeepSeek-V3.2's layout (MLA latent plus a
+  lightning-indexer key cache, kind ``mla_sparse``, DeepSeek-style MoE): vLLM maps
+  ``GlmMoeDsaForCausalLM`` to ``deepseek_v2.py`` (``class GlmMoeDsaForCausalLM(
+  DeepseekV2ForCausalLM)``, vLLM PR #34124). Kimi K2.5 (``kimi_k25``)
+  wraps a DeepSeek-V3 text model under ``text_config`` (model_type ``kimi_k2``).
 
 - Rotary caches: vLLM builds one cos/sin cache per distinct rotary embedding (``get_rope``
   is memoised on its arguments), of ``max_position_embeddings`` positions, times the factor
@@ -46,15 +52,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 #: Language-model ``model_type`` values whose architecture the parser knows (wrappers are
-#: read through their ``text_config``: gemma3, llama4, mistral3, kimi_vl); any other type is
-#: refused in one line rather than planned as if it were a Llama.
+#: read through their ``text_config``: gemma3, llama4, mistral3, kimi_vl, kimi_k25); any
+#: other type is refused in one line rather than planned as if it were a Llama.
 KNOWN_MODEL_TYPES = (
     "llama", "mistral", "mixtral", "granite", "phi3",
     "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
     "gemma", "gemma2", "gemma3_text", "llama4_text",
-    "glm4_moe", "minimax_m2", "gpt_oss",
+    "glm4_moe", "glm_moe_dsa", "minimax_m2", "gpt_oss",
     "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2",
 )  # fmt: skip
+
+#: Families whose attention is always MLA: a config without ``kv_lora_rank`` is refused
+#: naming it, not planned as grouped-query attention.
+MLA_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa")
 
 #: transformers configuration-class defaults for keys shipped configs omit.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -76,6 +86,7 @@ TEXT_MODEL_TYPE = {
     "llama4": "llama4_text",
     "qwen3_5": "qwen3_5_text",
     "qwen3_5_moe": "qwen3_5_moe_text",
+    "kimi_k25": "deepseek_v3",
 }
 #: Families whose ``sliding_window`` applies to every layer when ``layer_types`` is absent.
 SLIDING_ALL_LAYERS = ("mistral", "mixtral", "phi3")
@@ -207,9 +218,35 @@ def qwen3_vl_vision_params(get: Reader, deepstack: int) -> int:
     return n + merger * (1 + deepstack)
 
 
+def moonvit_params(get: Reader, merge: int, text_hidden: int) -> int:
+    """Weights of Kimi K2.5's MoonViT-3D tower and ``patchmerger`` projector.
+
+    vLLM ``kimi_k25_vit.py`` (``MoonViT3dPretrainedModel``, ``KimiK25MultiModalProjector``;
+    the ``vt_*`` keys of the checkpoint's ``vision_config`` are the tower's sizes): a biased
+    patch convolution, a learned ``init_pos_emb_height x init_pos_emb_width`` position table
+    (the temporal table is a fixed sin/cos buffer), per block two LayerNorms, a biased fused
+    qkv and output projection and a biased two-matrix GELU MLP, a final LayerNorm; the
+    projector's LayerNorm over the tower width, then ``d m^2 -> d m^2 -> text`` with biases
+    (``m`` = ``merge_kernel_size``). Kimi K2.5: 0.417B tower + 0.054B projector.
+    """
+    d, i = get("vt_hidden_size", None), get("vt_intermediate_size", None)
+    layers, patch = get("vt_num_hidden_layers", None), get("patch_size", None)
+    height, width = get("init_pos_emb_height", None), get("init_pos_emb_width", None)
+    n = 3 * patch * patch * d + d + height * width * d
+    n += layers * (2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * i + i) + (i * d + d))
+    n += 2 * d
+    wide = d * merge * merge
+    out = get("text_hidden_size", text_hidden)
+    return n + 2 * d + (wide * wide + wide) + (wide * out + out)
+
+
 def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, get: Reader) -> int:
     """Vision tower plus projector weights of a wrapper of ``model_type``; 0 when unknown."""
     kind = vision.get("model_type")
+    if model_type == "kimi_k25":
+        merge = vision.get("merge_kernel_size") or [2, 2]
+        side = merge[0] if isinstance(merge, list) and merge else 2
+        return moonvit_params(get, int(side) if isinstance(side, int) else 2, text_hidden)
     if kind == "siglip_vision_model":
         # SiglipVisionModel builds the head unless the config sets vision_use_head false.
         n = siglip_params(get, vision.get("vision_use_head", True) is not False)
@@ -217,7 +254,9 @@ def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, 
             d = get("hidden_size", None)
             n += d * text_hidden + d  # mm_input_projection_weight, mm_soft_emb_norm
         return n
-    if kind in ("qwen3_5", "qwen3_5_moe") and model_type in ("qwen3_5", "qwen3_5_moe"):
+    # the tower's own type: qwen3_5 in the first Qwen3.5 files, qwen3_5_vision in Qwen3.6's
+    towers = ("qwen3_5", "qwen3_5_moe", "qwen3_5_vision", "qwen3_5_moe_vision")
+    if kind in towers and model_type in ("qwen3_5", "qwen3_5_moe"):
         stack = vision.get("deepstack_visual_indexes") or []
         return qwen3_vl_vision_params(get, len(stack) if isinstance(stack, list) else 0)
     if kind == "pixtral" and model_type == "mistral3":

@@ -194,21 +194,12 @@ class ModelSpec:
         """Bytes of weights by component, as the checkpoint stores them (scales included)."""
         p = self.params
         native = element_bytes(self.dtype)
-        q = self.quantization
-        linear = q.linear_bytes if q.linear_bytes is not None else native
-        expert = q.expert_bytes if q.expert_bytes is not None else linear
-        return {
-            "embedding": p["embedding"] * native,
-            "attention": p["attention"] * linear,
-            "dense_ffn": p["dense_ffn"] * linear,
-            "routed_experts": p["routed_experts"] * expert,
-            "shared_experts": p["shared_experts"] * linear,
-            "router": p["router"] * native,
-            "norms_other": p["norms_other"] * native,
-            "lm_head": p["lm_head"] * native,
+        per = self.quantization.component_bytes(native)
+        out = {k: p[k] * per[k] for k in COMPONENTS}
+        if "vision_tower" in p:
             # counted at the model dtype: weight quantization is not applied to the tower
-            **({"vision_tower": p["vision_tower"] * native} if "vision_tower" in p else {}),
-        }
+            out["vision_tower"] = p["vision_tower"] * native
+        return out
 
     @property
     def total_weight_bytes(self) -> float:

@@ -24,7 +24,10 @@ from typing import Any
 from kvscope.errors import ConfigError, KvscopeError, UnknownNameError
 
 #: Values ``--quantization`` accepts (a subset of vLLM's ``QuantizationMethods`` that we model).
-QUANT_METHODS = ("none", "fp8", "awq", "gptq", "compressed-tensors", "mxfp4", "bitsandbytes")
+QUANT_METHODS = (
+    "none", "fp8", "awq", "gptq", "compressed-tensors", "mxfp4", "bitsandbytes",
+    "modelopt", "modelopt_fp4", "auto-round",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -44,10 +47,34 @@ class Quantization:
     description: str = "unquantized"
     #: Quantized at load time by ``--quantization`` (the launch command must repeat the flag).
     online: bool = False
+    #: Linear components the checkpoint leaves in the model dtype (its ``ignore`` /
+    #: ``exclude_modules`` / ``extra_config`` lists; see :mod:`quant_scope`).
+    unconverted: tuple[str, ...] = ()
+    #: Components stored at their own bytes per parameter (AutoRound ``extra_config`` layers
+    #: at another bit width).
+    overrides: tuple[tuple[str, float], ...] = ()
 
     @property
     def is_quantized(self) -> bool:
         return self.method != "none"
+
+    def component_bytes(self, native: float) -> dict[str, float]:
+        """Bytes per parameter of each weight component, ``native`` being the model dtype's."""
+        linear = self.linear_bytes if self.linear_bytes is not None else native
+        expert = self.expert_bytes if self.expert_bytes is not None else linear
+        out = {
+            "embedding": native,
+            "attention": linear,
+            "dense_ffn": linear,
+            "routed_experts": expert,
+            "shared_experts": linear,
+            "router": native,
+            "norms_other": native,
+            "lm_head": native,
+        }
+        out.update(dict.fromkeys(self.unconverted, native))
+        out.update(dict(self.overrides))
+        return out
 
 
 NONE = Quantization()
@@ -97,12 +124,21 @@ def _show(value: Any) -> str:
 MAX_QUANT_INT = 1 << 20
 
 
-def from_config(qc: Mapping[str, Any] | None, source: str = "config.json") -> Quantization:
+read_int = _int
+
+
+def from_config(
+    qc: Mapping[str, Any] | None, source: str = "config.json", num_layers: int | None = None
+) -> Quantization:
     """Parse a Hugging Face ``quantization_config`` into a :class:`Quantization`.
 
     Every field read is type- and range-checked: a malformed one is a :class:`ConfigError`
-    naming it (``quantization_config.bits``), never a traceback.
+    naming it (``quantization_config.bits``), never a traceback. ``num_layers`` (the decoder
+    layers) tells module lists' MTP-layer entries from the decoder's (:mod:`quant_scope`).
+    ModelOpt, compressed-tensors FP4 and AutoRound formats: :mod:`quant_formats`.
     """
+    from kvscope.specs import quant_formats
+
     if not qc:
         return NONE
     method = str(qc.get("quant_method", "")).lower()
@@ -144,7 +180,11 @@ def from_config(qc: Mapping[str, Any] | None, source: str = "config.json") -> Qu
         # gpt-oss: only MoE experts are MXFP4; attention, router, embeddings stay bf16.
         return Quantization("mxfp4", None, MXFP4_BYTES, 32, None, "mxfp4 experts (e2m1 + e8m0/32)")
     if method == "compressed-tensors":
-        return _compressed_tensors(qc, source)
+        return _compressed_tensors(qc, source, num_layers)
+    if method in ("modelopt", "modelopt_fp4"):
+        return quant_formats.modelopt(qc, source, num_layers)
+    if method in ("auto-round", "auto_round", "autoround"):
+        return quant_formats.auto_round(qc, source, num_layers)
     if method == "bitsandbytes":
         bits = 4 if qc.get("load_in_4bit") else 8
         per = bits / 8.0 + (4.0 / 64 if bits == 4 else 0.0)  # nf4: fp32 absmax per 64
@@ -152,7 +192,12 @@ def from_config(qc: Mapping[str, Any] | None, source: str = "config.json") -> Qu
     raise UnknownNameError("quantization method", method, QUANT_METHODS)
 
 
-def _compressed_tensors(qc: Mapping[str, Any], source: str) -> Quantization:
+def _compressed_tensors(
+    qc: Mapping[str, Any], source: str, num_layers: int | None = None
+) -> Quantization:
+    from kvscope.specs import quant_formats
+    from kvscope.specs.quant_scope import unconverted_components
+
     groups = qc.get("config_groups") or {}
     if not groups:
         raise ConfigError(source, "quantization_config.config_groups", "is missing")
@@ -166,16 +211,27 @@ def _compressed_tensors(qc: Mapping[str, Any], source: str) -> Quantization:
         raise ConfigError(source, "quantization_config.config_groups.weights", "must be an object")
     w = w or {}
     where = "quantization_config.config_groups.weights"
+    ignore = qc.get("ignore") or []
+    if not isinstance(ignore, list):
+        raise ConfigError(source, "quantization_config.ignore", "must be a list of module names")
+    fmt = str(first.get("format") or qc.get("format") or "")
+    fp4 = quant_formats.compressed_fp4(w, fmt, ignore, num_layers)
+    if fp4 is not None:
+        return fp4
+    # the ignore list: Kimi K2.5/K2-Thinking keep attention, shared experts and dense MLPs
+    # in bf16 (re:.*self_attn.*, ...), only the routed experts are int4
+    kept = unconverted_components(ignore, num_layers)
+    shown = f"; {', '.join(kept)} unquantized" if kept else ""
     bits = _int(w, ("num_bits",), 8, source, prefix=where)
     kind = str(w.get("type", "float"))
     if bits == 8:
         per = 1.0
-        desc = f"compressed-tensors {kind}8 ({w.get('strategy', 'channel')})"
-        return Quantization("compressed-tensors", per, per, None, None, desc)
+        desc = f"compressed-tensors {kind}8 ({w.get('strategy', 'channel')})" + shown
+        return Quantization("compressed-tensors", per, per, None, None, desc, unconverted=kept)
     g = _int(w, ("group_size",), 128, source, low=0, prefix=where) or 128
     per = bits / 8.0 + 2.0 / g  # fp16 scale per group, symmetric (no zero point)
-    desc = f"compressed-tensors {kind}{bits}, group {g}"
-    return Quantization("compressed-tensors", per, per, g, None, desc)
+    desc = f"compressed-tensors {kind}{bits}, group {g}" + shown
+    return Quantization("compressed-tensors", per, per, g, None, desc, unconverted=kept)
 
 
 def from_flag(method: str, model_dtype_bytes: float) -> Quantization:
