@@ -43,12 +43,16 @@ KNOWN_OFF = {
     # encoder vLLM 0.19 keeps whole on every TP rank; config.json does not say which format
     # the engine will pick (params.json beside it does), so the planner splits it over TP.
     "llmd-mistral-small31-tp4": "weights",
-    # weights 4.0 % low: vLLM 0.31 on H100 logs 19.79 GiB per rank for DeepSeek-V4-Flash-0731
-    # at TP8 + EP; the planner counts the V4-Flash architecture (19.00 GiB with the V4 model's
-    # T-sized buffers). The 0731 checkpoint is 155.43 GiB against the preview's 148.66 GiB
-    # (the logs' "Checkpoint size"), 0.85 GiB per rank: its three DSpark stages, or the
-    # HUMMING MXFP4 expert repack vLLM picks on Hopper; the one log does not tell them apart.
-    # Its KV figures are exact (tests/plan/test_dsv4_logs.py).
+    # weights 4.0 % low: vLLM 0.30 and 0.31 on H100 both log 19.79 GiB per rank for
+    # DeepSeek-V4-Flash-0731 at TP8 + EP; the planner counts the V4-Flash architecture
+    # (19.00 GiB with the V4 model's T-sized buffers). The 0731 checkpoint is 155.43 GiB
+    # against the preview's 148.66 GiB (the logs' "Checkpoint size"), 0.85 GiB per rank. Two
+    # explanations are ruled out: the MoE repack (0.30.1 picks the MARLIN Mxfp4 backend, 0.31.1
+    # HUMMING, same 19.79 GiB) and the DSpark stages (vllm/models/deepseek_v4/nvidia/model.py
+    # at 0.31.0 builds config.num_hidden_layers layers, so the checkpoint's layers.43-45 have
+    # no parameters to load into). What the extra 0.79 GiB is stays open. The KV figures of
+    # both rows are within 1.6 % (tests/plan/test_dsv4_logs.py).
+    "tant2tls-v4flash0731-h100-tp8-0.30": "weights",
     "tant2tls-v4flash0731-h100-tp8-0.31": "weights",
     # kv_tokens: vLLM 0.15/0.16 logged a 5.64 GiB profiling peak for Qwen3-14B where 0.17/0.18
     # (same flags) logged 2.23 GiB, a release-wide drop the study names in its report
@@ -115,6 +119,19 @@ def test_kv_tokens_from_logged_available_memory(result) -> None:  # type: ignore
     assert result.tokens_from_available_err <= slack
 
 
+#: Rows with guessed inputs that the planner misses by more than a factor of two, and why.
+INFERRED_OFF = {
+    # SGLang V4-Flash on 4x H200 with EAGLE (NextN) drafting, a July 2026 release: the log
+    # shows 2,182,656 tokens where the planner, with the compressed-pool formula it pins at
+    # the 0.5.12 wheel (sglang_budget.dsv4_bytes_per_full_token), finds 11.1 million. The
+    # later DSV4PoolConfigurator (srt/model_executor/pool_configurator.py at 0.5.23) moves
+    # the SWA pool into capped or ring sizing, adds request-window and compress-state bias
+    # and inflates the coefficient by (target + draft layers) / target layers under
+    # speculative decoding; which of these the 0.5.15 line had is not pinned here.
+    "selfllm-sglang-v4flash-4xh200-tp4-eagle": "kv_tokens",
+}
+
+
 def test_inferred_rows_stay_in_the_right_ballpark() -> None:
     # Rows with guessed inputs: the planner must still land within a factor of two. The
     # loosest is vllm#21348, whose LMCache connector holds GPU memory the planner does not
@@ -124,4 +141,6 @@ def test_inferred_rows_stay_in_the_right_ballpark() -> None:
     for r in inferred:
         # a log without a token figure (V0's first PP stage) is held to its KV GiB instead
         err = r.tokens_err if r.tokens_err is not None else r.kv_gib_err
-        assert err is not None and err < 1.0, r.case.id
+        assert err is not None, r.case.id
+        # a listed row must still be off: a fix moves it out of INFERRED_OFF
+        assert (err >= 1.0) == (r.case.id in INFERRED_OFF), r.case.id
