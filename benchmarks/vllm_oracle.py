@@ -74,6 +74,11 @@ def vllm_config(max_model_len: int, block_size: int, tokens: int):  # type: igno
     # The engine core resolves the physical layout from the attention backends; FlashAttention's
     # NHD order (LBNHC) is what a CUDA run of these models gets. It does not change sizes.
     object.__setattr__(cfg.cache_config, "kv_cache_layout", "LBNHC")
+    # On a GPU, `vllm serve` turns async scheduling on unless something forbids it
+    # (vllm/config/vllm.py at v0.33.0, VllmConfig.__post_init__): two batches in flight, so
+    # window groups reserve for 2 x max_num_batched_tokens. This CPU build's executor leaves
+    # it off; set it as a GPU start has it (kvscope plans the GPU start).
+    cfg.scheduler_config.async_scheduling = True
     return cfg
 
 

@@ -143,6 +143,7 @@ def replica_pools(
         "max_num_seqs": plan.max_num_seqs,
         "max_num_batched_tokens": plan.max_num_batched_tokens,
         "kv_tokens": plan.kv_tokens,
+        "engine_version": plan.engine_version,
         "parallel": {
             "tp": par.tp,
             "pp": par.pp,

@@ -359,6 +359,7 @@ def engine_for(
         policy=cfg.scheduling_policy,
         preemption_mode=cfg.preemption_mode,
         swap_s_per_block=float(info["block_bytes"]) / terms.pcie_bandwidth,
+        max_concurrent_batches=_batches_in_flight(cfg, info),
     )
     coef = CostCoefficients.load(cfg.cost_file) if cfg.cost_file else CostCoefficients()
     cost = cost_model_for(cfg, CostModel(terms, coef))
@@ -442,3 +443,17 @@ def drafter_cost(
         return DrafterCost(passes, model=CostModel(own, coef))
     layers = load_model(cfg.model, dtype=cfg.dtype, revision=cfg.revision).num_layers
     return DrafterCost(passes, fraction=1.0 / max(layers, 1))
+
+
+def _batches_in_flight(cfg: SimConfig, info: dict[str, Any]) -> int:
+    """Token budgets in flight that vLLM's window admission cap reserves for: the planner's
+    ``in_flight_tokens`` for the release, over the simulated step's budget (a PP step already
+    holds ``pp`` micro-batches); 1 for SGLang and llama.cpp."""
+    if cfg.engine != "vllm" or "engine_version" not in info:
+        return 1
+    from kvscope.plan.config import parse_version
+    from kvscope.plan.vllm_budget import in_flight_tokens
+
+    budget = int(info["max_num_batched_tokens"])
+    tokens = in_flight_tokens(budget, cfg.pp, parse_version(str(info["engine_version"])))
+    return max(1, tokens // (budget * cfg.pp))

@@ -70,6 +70,10 @@ class SchedulerConfig:
     scheduler_reserve_full_isl: bool = True
     preemption_mode: Literal["recompute", "swap"] = "recompute"
     swap_s_per_block: float = 0.0  # PCIe seconds to move one block (swap mode)
+    # batches in flight (vLLM ``VllmConfig.max_concurrent_batches``): window groups' admission
+    # cap reserves for this many token budgets; 2 under async scheduling (on by default on
+    # GPUs from 0.26.0), 1 with it off, as in the oracle's hand-built scheduler
+    max_concurrent_batches: int = 1
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
@@ -136,7 +140,12 @@ class Scheduler:
         # cohort whose members' window churn the pool counts by phase
         configure = getattr(pool, "configure", None)
         if configure is not None:
-            configure(config.max_num_batched_tokens, config.max_model_len, cohort=self.cohort)
+            configure(
+                config.max_num_batched_tokens,
+                config.max_model_len,
+                batches=config.max_concurrent_batches,
+                cohort=self.cohort,
+            )
         self._window_step = getattr(pool, "window_step", None)
         self._leave_steady = getattr(pool, "leave_steady", None)
 
