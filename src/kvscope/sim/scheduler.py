@@ -36,70 +36,16 @@ step goes through the exact loop); runs without ``spec`` are unchanged.
 
 from __future__ import annotations
 
-import heapq
-from collections import deque
-from dataclasses import dataclass, field
-from typing import Literal
-
-from kvscope.errors import KvscopeError
 from kvscope.sim.allocator import BlockAllocator
-from kvscope.sim.cohort import FINISH, GROW, DecodeCohort
+from kvscope.sim.cohort import FINISH, DecodeCohort
+from kvscope.sim.cohort_step import fast_running
 from kvscope.sim.kv_pool import Hit
+from kvscope.sim.sched_config import Policy, SchedulerConfig, StepPlan
 from kvscope.sim.sequence import Sequence
 from kvscope.sim.spec_decode import SpecDecodeConfig, pad_admission, verify
+from kvscope.sim.waiting_queue import WaitingQueue
 
-Policy = Literal["fcfs", "priority"]
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    """Engine flags the scheduler obeys (names as vLLM's ``EngineArgs``).
-
-    Defaults: ``max_num_seqs`` 256 and ``max_num_batched_tokens`` 8192 are what ``vllm
-    serve`` uses on data-centre GPUs (vllm/engine/arg_utils.py, usage-context defaults;
-    ``vllm serve`` startup logs); ``scheduler_reserve_full_isl`` and
-    ``watermark`` 0 are vllm/config/scheduler.py defaults in 0.33.0.
-    """
-
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    max_model_len: int = 131072
-    enable_chunked_prefill: bool = True
-    policy: Policy = "fcfs"
-    long_prefill_token_threshold: int = 0
-    scheduler_reserve_full_isl: bool = True
-    preemption_mode: Literal["recompute", "swap"] = "recompute"
-    swap_s_per_block: float = 0.0  # PCIe seconds to move one block (swap mode)
-    # batches in flight (vLLM ``VllmConfig.max_concurrent_batches``): window groups' admission
-    # cap reserves for this many token budgets; 2 under async scheduling (on by default on
-    # GPUs from 0.26.0), 1 with it off, as in the oracle's hand-built scheduler
-    max_concurrent_batches: int = 1
-
-    def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
-            if getattr(self, name) < 1:
-                flag = name.replace("_", "-")
-                raise KvscopeError(f"--{flag} must be >= 1, got {getattr(self, name)}.")
-
-
-@dataclass
-class StepPlan:
-    """What one ``schedule()`` call decided (vLLM ``SchedulerOutput``, reduced)."""
-
-    scheduled: list[tuple[Sequence, int]] = field(default_factory=list)
-    preempted: list[Sequence] = field(default_factory=list)
-    prefill_tokens: int = 0
-    decode_tokens: int = 0
-    context_tokens: int = 0  # KV tokens attended by the batch (sum of computed + new)
-    hit_tokens: int = 0
-    new_admissions: int = 0
-    cohort_tokens: int = 0  # decodes of the cohort's members (not listed in ``scheduled``)
-    draft_tokens: int = 0  # speculative drafts verified this step (in the tokens above)
-    proposers: int = 0  # requests that sample this step (the drafter proposes for each)
-
-    @property
-    def tokens(self) -> int:
-        return self.prefill_tokens + self.decode_tokens
+__all__ = ["Policy", "Scheduler", "SchedulerConfig", "StepPlan"]
 
 
 class Scheduler:
@@ -111,8 +57,7 @@ class Scheduler:
         self.config = config
         self.pool = pool
         self.running: list[Sequence] = []
-        self._fcfs: deque[Sequence] = deque()
-        self._heap: list[tuple[int, float, int, Sequence]] = []
+        self._queue = WaitingQueue(config.policy == "priority")
         self.finished: list[Sequence] = []
         self.preemptions = 0
         self.cohort = DecodeCohort(
@@ -152,28 +97,19 @@ class Scheduler:
     # ------------------------------------------------------------------ queue
     @property
     def num_waiting(self) -> int:
-        return len(self._heap) if self.config.policy == "priority" else len(self._fcfs)
+        return len(self._queue)
 
     def _peek(self) -> Sequence:
-        return self._heap[0][3] if self.config.policy == "priority" else self._fcfs[0]
+        return self._queue.peek()
 
     def _pop_waiting(self) -> Sequence:
-        if self.config.policy == "priority":
-            return heapq.heappop(self._heap)[3]
-        return self._fcfs.popleft()
+        return self._queue.pop()
 
     def _push_waiting(self, seq: Sequence, front: bool = False) -> None:
-        if self.config.policy == "priority":
-            heapq.heappush(self._heap, (seq.priority, seq.arrival_s, seq.index, seq))
-        elif front:
-            self._fcfs.appendleft(seq)
-        else:
-            self._fcfs.append(seq)
+        self._queue.push(seq, front)
 
     def waiting(self) -> list[Sequence]:
-        if self.config.policy == "priority":
-            return [e[3] for e in sorted(self._heap, key=lambda e: e[:3])]
-        return list(self._fcfs)
+        return self._queue.in_order()
 
     def rejection_reason(self, seq: Sequence) -> str:
         """Why ``seq`` can never run here ("" when it can)."""
@@ -250,61 +186,8 @@ class Scheduler:
         return plan
 
     def _fast_running(self, plan: StepPlan, budget: int) -> int:
-        """The running loop when nobody can be refused: left budget, or -1 to go exact.
-
-        Holds when the cohort's decodes plus every other running request's full request fit
-        in the token budget and all the blocks they need fit in the free queue: then vLLM's
-        loop schedules everyone in full whatever the order, and preempts nobody.
-        """
-        cfg = self.config
-        pool = self.pool
-        cohort = self.cohort
-        grow = cohort.due(GROW) if cohort.size and not cohort.periodic else []
-        bucket = cohort.due_bucket() if cohort.size and cohort.periodic else {}
-        tokens = cohort.size
-        work: list[tuple[Sequence, int, int]] = []  # (request, tokens, slots)
-        for seq in grow:
-            c = seq.base_c + cohort.clock
-            work.append((seq, 0, c + 1))
-        for seq in self._explicit.values():
-            c = seq.computed
-            n = seq.prompt + seq.outputs - c
-            if 0 < self._threshold < n:
-                n = self._threshold
-            n = min(n, cfg.max_model_len - c - 1)
-            if n > 0:
-                work.append((seq, n, c + n))
-                tokens += n
-        if tokens > budget:
-            return -1
-        need = len(bucket)  # each due bucket member needs exactly one block
-        for seq, _n, slots in work:
-            if slots > seq.room:
-                need += pool.blocks_needed(seq, slots)
-        if need > pool.num_free:
-            return -1
-        if cohort.size and self._window_step is not None and not self._window_step(need):
-            return -1  # hybrid pool: the members' window churn could evict a cached block
-        if bucket:
-            pool.grow_private(bucket.values())
-        if len(work) > 1:
-            work.sort(key=lambda w: w[0].admit_no)  # vLLM's running order
-        for seq, n, slots in work:
-            if seq.in_cohort:
-                cohort.sync(seq)
-                pool.allocate(seq, slots)
-                cohort.regrow(seq)
-                continue
-            if slots > seq.room:
-                pool.allocate(seq, slots)
-            elif slots > seq.slots:
-                seq.slots = slots
-            pool.cache(seq, slots)
-            plan.scheduled.append((seq, n))
-        plan.cohort_tokens = cohort.size
-        plan.decode_tokens += cohort.size
-        plan.context_tokens += cohort.computed_total + cohort.size
-        return budget - tokens
+        """The running loop when nobody can be refused (:mod:`kvscope.sim.cohort_step`)."""
+        return fast_running(self, plan, budget)
 
     def _slow_running(self, plan: StepPlan, budget: int) -> int:
         """vLLM's running loop request by request, with preemption (cohort dissolved)."""
