@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvscope.sim.cluster.routers import ROUTERS, make_router
+from kvscope.fleet.routers import ROUTERS, make_router
 from kvscope.sim.data_parallel import RankLoad
 
 loads_st = st.lists(
