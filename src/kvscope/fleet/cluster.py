@@ -102,7 +102,7 @@ class Cluster(DataParallelGroup):
         query = getattr(pool, "cached_prefix_blocks", None)
         if query is None or seq.trace_hashes is None:
             return 0.0
-        blocks = max(1, (seq.prompt - 1) // pool.block_size)
+        blocks = max(1, (seq.prompt - 1) // int(pool.block_size))
         return float(query(seq)) / blocks
 
     def _scale(self, t: float, live: list[int]) -> list[int]:
