@@ -15,13 +15,15 @@ replica count holds); least KV usage as llm-d's ``kv-cache-utilization-scorer``.
 v0.3, fed by vLLM's KV events: the longest run of the prompt's leading blocks a replica holds,
 over the prompt's blocks); ties go to the fewest outstanding requests. ``prefix-load`` is
 llm-d's weighted profile: ``prefix x hit share + queue x queue score + kv x (1 - KV usage)``,
-highest wins, the queue score being the Gateway API Inference Extension ``queue-scorer``'s
+highest wins (among equals the fewest outstanding; llm-d's ``max-score-picker`` draws one at
+random), the queue score being the Gateway API Inference Extension ``queue-scorer``'s
 ``(max - q) / (max - min)`` over the replicas' waiting queues (1 when all are equal). Default
 weights 3 / 2 / 2, the ``default`` scheduling profile of llm-d's inference-scheduling guide.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import zlib
 from collections.abc import Callable, Sequence
@@ -134,8 +136,14 @@ class PrefixLoad:
         for i, ld in enumerate(loads):
             q = 1.0 if span == 0 else (hi - ld.waiting) / span
             h = hits[i] if hits else 0.0
-            scores.append(-(w.prefix * h + w.queue * q + w.kv * (1.0 - ld.kv_usage)))
-        return _argmin(scores)
+            scores.append(w.prefix * h + w.queue * q + w.kv * (1.0 - ld.kv_usage))
+        top = max(scores)
+        # llm-d's max-score-picker draws among equal scores; here the fewest outstanding
+        ties = [
+            float(ld.in_flight) if s == top else math.inf
+            for s, ld in zip(scores, loads, strict=True)
+        ]
+        return _argmin(ties)
 
 
 ROUTERS: dict[str, Callable[[int, RouterWeights], object]] = {
