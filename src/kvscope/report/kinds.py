@@ -186,6 +186,9 @@ def plan_section(runs: Sequence[LoadedRun], palette: Palette) -> str:
 
 
 def register() -> None:
+    from kvscope.report.fleet import fleet_section
     from kvscope.report.page import KIND_SECTIONS
 
-    KIND_SECTIONS.update(memtrace=memtrace_section, comm=comm_section, plan=plan_section)
+    KIND_SECTIONS.update(
+        memtrace=memtrace_section, comm=comm_section, plan=plan_section, simulate=fleet_section
+    )
