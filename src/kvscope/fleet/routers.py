@@ -108,7 +108,8 @@ class PrefixAware:
     def pick(self, key: str, loads: list[RankLoad], hits: Sequence[float] = ()) -> int:
         if not hits:
             return _argmin([float(ld.in_flight) for ld in loads])
-        return _argmin([-h * 1e9 + ld.in_flight for h, ld in zip(hits, loads, strict=True)])
+        keys = [(-h, ld.in_flight) for h, ld in zip(hits, loads, strict=True)]
+        return min(range(len(keys)), key=keys.__getitem__)  # lowest index among equals
 
 
 @dataclass(frozen=True)
