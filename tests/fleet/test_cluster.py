@@ -212,3 +212,12 @@ def test_prefix_aware_beats_round_robin_on_a_mooncake_slice(traces_dir: Path) ->
     bound = prefix_reuse(w, 16)["reusable_token_share"]  # type: ignore[index]
     assert hit["round-robin"] < hit["prefix-aware"] <= bound + 1e-9
     assert not math.isnan(hit["prefix-aware"])
+
+
+def test_a_pool_of_llama_servers() -> None:
+    # llama-server is one engine per process: a fleet of them is planned server by server
+    w = conversations(n_conv=6)
+    cfg = SimConfig(engine="llama.cpp", ctx_size=8192)
+    res = simulate_fleet(w, single_pool(cfg, 3, router="least-outstanding"))
+    assert res.figures["completed"] == len(w)
+    assert [r["requests"] > 0 for r in res.figures["replicas"]] == [True] * 3

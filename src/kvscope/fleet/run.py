@@ -53,7 +53,11 @@ def simulate_fleet(
     pool_of: list[str] = []
     block_size = 0
     for p in fleet.pools:
-        pools, layout, terms, info = replica_pools(p.sim, p.replicas)
+        # llama-server is one engine: a pool of them is planned one server at a time
+        each = p.sim.engine == "llama.cpp"
+        pools, layout, terms, info = replica_pools(p.sim, 1 if each else p.replicas)
+        for _ in range(p.replicas - 1 if each else 0):
+            pools.append(replica_pools(p.sim, 1)[0][0])
         block_size = block_size or layout.block_size
         for kv in pools:
             built.append(engine_for(workload, p.sim, kv, layout, terms, info, None))
