@@ -221,3 +221,30 @@ def test_a_pool_of_llama_servers() -> None:
     res = simulate_fleet(w, single_pool(cfg, 3, router="least-outstanding"))
     assert res.figures["completed"] == len(w)
     assert [r["requests"] > 0 for r in res.figures["replicas"]] == [True] * 3
+
+
+@pytest.mark.parametrize(
+    ("router", "autoscale"),
+    [("round-robin", None), ("random", None), ("session-affinity", "schedule:0=3,1.5=1,3=2")],
+)
+def test_routers_that_read_no_state_may_leave_replicas_unadvanced(
+    router: str, autoscale: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kvscope.fleet import routers
+
+    w = conversations(n_conv=16)
+    fleet = single_pool(SMALL, 3, router=router, autoscale=autoscale)
+    lazy = simulate_fleet(w, fleet)
+    cls = {"round-robin": routers.RoundRobin, "random": routers.Random}.get(
+        router, routers.SessionAffinity
+    )
+    monkeypatch.setattr(cls, "reads_state", True)  # the driver now advances every arrival
+    eager = simulate_fleet(w, fleet)
+    _same(lazy.requests, eager.requests)
+    # samples are taken at other moments (an undisturbed engine samples per decode span), but
+    # every step and token is counted once either way
+    for name in ("steps", "batch_tokens", "prefill_tokens", "decode_tokens", "preemptions"):
+        a, b = lazy.steps[name].to_numpy(), eager.steps[name].to_numpy()
+        assert a.sum() == b.sum() > 0 or name == "preemptions", name
+    assert lazy.figures["kv_blocks_used_peak"] == eager.figures["kv_blocks_used_peak"]
+    assert len(set(lazy.requests["replica"].to_pylist())) >= 2

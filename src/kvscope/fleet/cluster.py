@@ -20,14 +20,18 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from kvscope.fleet.autoscale import Scaler
+from kvscope.fleet.autoscale import Scaler, Threshold
 from kvscope.sim.data_parallel import DataParallelGroup, RankLoad
 from kvscope.sim.engine import Engine
 from kvscope.sim.sequence import Sequence as Seq
 
+#: The load a router that reads no state is shown (never looked at).
+_UNREAD = RankLoad(0, 0, 0, 0.0)
+
 
 class Router(Protocol):
     wants_hits: bool
+    reads_state: bool
 
     def pick(self, key: str, loads: list[RankLoad], hits: Sequence[float] = ()) -> int: ...
 
@@ -54,6 +58,10 @@ class Cluster(DataParallelGroup):
         #: (start, stop) of each replica's time provisioned (stop: inf while up)
         self.intervals: list[list[tuple[float, float]]] = [[] for _ in engines]
         self.timeline: list[tuple[float, int]] = [(0.0, n0)]
+        #: nothing reads a replica's state before the end (a router that looks at none and no
+        #: threshold policy): the engines then run on undisturbed, in long decode spans, and
+        #: are served to the end by ``finish`` (the same results: they are independent)
+        self.lazy = not router.reads_state and not isinstance(self.scaler.policy, Threshold)
 
     def run(self, seqs: list[Seq], keys: Sequence[str] | None = None) -> list[int]:
         """Serve ``seqs`` (arrival order) to the end; the replica of each, in order.
@@ -64,11 +72,14 @@ class Cluster(DataParallelGroup):
         for k, seq in enumerate(seqs):
             a = seq.arrival_s
             live = self._routable(a)
-            for r in live:
-                engines[r].advance(queues[r], a)
             if self.scaler.policy is not None:
                 live = self._scale(a, live)
-            loads = [RankLoad(*self._load(r, a)) for r in live]
+            if self.lazy:
+                loads = [_UNREAD] * len(live)
+            else:
+                for r in live:
+                    engines[r].advance(queues[r], a)
+                loads = [RankLoad(*self._load(r, a)) for r in live]
             hits: list[float] = []
             if router.wants_hits:
                 hits = [self._hit_share(r, seq) for r in live]
@@ -110,6 +121,9 @@ class Cluster(DataParallelGroup):
         the newest active ones (provisioning ones first); the routable list after it."""
         active = [r for r, s in enumerate(self.up_since) if s is not None]
         engines = self.engines
+        if isinstance(self.scaler.policy, Threshold):
+            for r in live:
+                engines[r].advance(self.queues[r], t)
         metric = {
             "queue": sum(engines[r].sched.num_waiting for r in live) / len(live),
             "kv": sum(engines[r].pool.usage for r in live) / len(live),
@@ -131,7 +145,4 @@ class Cluster(DataParallelGroup):
                 self.up_since[r] = None
                 self.ready_at[r] = math.inf
         self.timeline.append((t, want))
-        live = self._routable(t)
-        for r in live:
-            engines[r].advance(self.queues[r], t)
-        return live
+        return self._routable(t)

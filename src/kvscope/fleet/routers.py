@@ -5,7 +5,9 @@ replica (in flight, waiting, running, KV usage, read fresh at the arrival), the 
 affinity key and, for routers with ``wants_hits``, each replica's cached share of the
 prompt (0..1: leading prompt blocks in that replica's prefix cache over the prompt's
 blocks), and names the replica that takes it. Deterministic: ``random`` draws from a seeded
-generator, ties go to the lowest index. Rules: round-robin and least outstanding requests as
+generator, ties go to the lowest index. Routers with ``reads_state`` False (round-robin,
+random, session affinity) pick without looking at the replicas, so a driver need not advance
+the replicas to each arrival for them. Rules: round-robin and least outstanding requests as
 in vLLM's production-stack router (``src/vllm_router/routers/routing_logic.py``, v0.1.x);
 session affinity hashes the session key onto the replicas as that router's ``SessionRouter``
 does (there with a consistent-hash ring; here a stable modulo, same replica per key while the
@@ -46,6 +48,7 @@ class RoundRobin:
     """Replica ``k mod N`` takes the k-th request."""
 
     wants_hits = False
+    reads_state = False
     _next: int = 0
 
     def pick(self, key: str, loads: list[RankLoad], hits: Sequence[float] = ()) -> int:
@@ -59,6 +62,7 @@ class Random:
     """A uniform replica from a generator seeded at construction."""
 
     wants_hits = False
+    reads_state = False
     seed: int = 0
     _rng: random.Random = field(init=False)
 
@@ -74,6 +78,7 @@ class LeastOutstanding:
     """Fewest requests dealt and not finished."""
 
     wants_hits = False
+    reads_state = True
 
     def pick(self, key: str, loads: list[RankLoad], hits: Sequence[float] = ()) -> int:
         return _argmin([float(ld.in_flight) for ld in loads])
@@ -84,6 +89,7 @@ class LeastKVUsage:
     """Lowest KV-cache usage (fraction of the pool's blocks in use)."""
 
     wants_hits = False
+    reads_state = True
 
     def pick(self, key: str, loads: list[RankLoad], hits: Sequence[float] = ()) -> int:
         return _argmin([ld.kv_usage for ld in loads])
@@ -94,6 +100,7 @@ class SessionAffinity:
     """Every request of a session to one replica: a stable hash of the session key."""
 
     wants_hits = False
+    reads_state = False
 
     def pick(self, key: str, loads: list[RankLoad], hits: Sequence[float] = ()) -> int:
         return zlib.crc32(key.encode()) % len(loads)
@@ -104,6 +111,7 @@ class PrefixAware:
     """The replica holding the longest cached prefix; the fewest outstanding on a tie."""
 
     wants_hits = True
+    reads_state = True
 
     def pick(self, key: str, loads: list[RankLoad], hits: Sequence[float] = ()) -> int:
         if not hits:
@@ -126,6 +134,7 @@ class PrefixLoad:
     """llm-d's weighted sum of prefix hit share, queue score and free KV share."""
 
     wants_hits = True
+    reads_state = True
     weights: RouterWeights = field(default_factory=RouterWeights)
 
     def pick(self, key: str, loads: list[RankLoad], hits: Sequence[float] = ()) -> int:
