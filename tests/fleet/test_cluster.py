@@ -246,5 +246,6 @@ def test_routers_that_read_no_state_may_leave_replicas_unadvanced(
     for name in ("steps", "batch_tokens", "prefill_tokens", "decode_tokens", "preemptions"):
         a, b = lazy.steps[name].to_numpy(), eager.steps[name].to_numpy()
         assert a.sum() == b.sum() > 0 or name == "preemptions", name
-    assert lazy.figures["kv_blocks_used_peak"] == eager.figures["kv_blocks_used_peak"]
+    for key in ("kv_blocks_used_peak", "prefix_hit_rate", "prefix_lookup_tokens"):
+        assert lazy.figures[key] == eager.figures[key], key
     assert len(set(lazy.requests["replica"].to_pylist())) >= 2
