@@ -15,7 +15,7 @@ FORBIDDEN = re.compile(
 
 def test_pure_layers_do_not_import_torch_http_or_nvml() -> None:
     offenders = []
-    for layer in ("specs", "plan", "workload", "sim"):
+    for layer in ("specs", "plan", "workload", "sim", "fleet"):
         for path in (SRC / layer).rglob("*.py") if (SRC / layer).is_dir() else []:
             if FORBIDDEN.search(path.read_text()):
                 offenders.append(str(path.relative_to(SRC)))
@@ -34,3 +34,11 @@ def test_specs_imports_only_stdlib_and_numpy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_fleet_stays_above_sim_and_away_from_ray_and_zmq() -> None:
+    """fleet drives sim engines in-process: no Ray or ZMQ; sim never imports fleet."""
+    up = re.compile(r"^\s*(import|from)\s+kvscope\.fleet\b", re.M)
+    remote = re.compile(r"^\s*(import|from)\s+(ray|zmq)\b", re.M)
+    assert [p.name for p in (SRC / "sim").rglob("*.py") if up.search(p.read_text())] == []
+    assert [p.name for p in (SRC / "fleet").rglob("*.py") if remote.search(p.read_text())] == []

@@ -138,6 +138,8 @@ def build_corpus(root: Path, forker: Forker) -> Path:
     _write(f / "layers_cfg" / "config.json", _config(num_hidden_layers=1_000_000))
     _write(f / "heads_cfg" / "config.json", _config(num_attention_heads=33))
     _write(f / "latin1_cfg" / "config.json", b'{"model_type": "llama\xe9"}')
+    _write(f / "cluster_nan.yaml", "pools: [{replicas: .nan, gpu: H100, max-num-seqs: .inf}]\n")
+    _write(f / "cluster_huge.yaml", "router: prefix-aware\npools: [{replicas: 1e30}]\n")
     _write(f / "unknown_cfg" / "config.json", _config(model_type="no-such-arch-2031"))
     _write(f / "ok_cfg" / "config.json", _config())
     _write(
@@ -633,6 +635,7 @@ PLAN_8B = ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100"]
 BENCH_DEAD = ["bench", "--url", "http://127.0.0.1:9", "--model", "m"]  # nothing on port 9
 REPLAY = ["watch", "--nvml-replay", "files/nvml_recording.json", "--duration", "1"]
 
+FLEET_BASE = ["simulate", "--arrival", "poisson:rate=5", "--num-requests", "5"]
 CORPUS: list[list[str]] = [
     [*PLAN_8B, "--pipeline-parallel-size", "0"],
     ["plan", "--model", "files/huge_cfg", "--gpu", "H100"],
@@ -750,6 +753,15 @@ CORPUS: list[list[str]] = [
     ["doctor", "--json", "--timeout", "3", "--python", CRED_URL],
     ["report", "files/precious_run", "--out", CRED_URL, "--json"],
     ["report", "files/precious_run", "--out", CRED_URL],
+    # fleet flags (issue 22): cluster files and autoscaling strings as hostile as the rest
+    [*FLEET_BASE, "--cluster", "files/bomb.yaml"],
+    [*FLEET_BASE, "--cluster", "files/cluster_nan.yaml"],
+    [*FLEET_BASE, "--cluster", "files/cluster_huge.yaml"],
+    [*FLEET_BASE, "--cluster", "files/binary.bin"],
+    [*FLEET_BASE, "--replicas", "100000"],
+    [*FLEET_BASE, "--replicas", "2", "--router-weights", "prefix=inf"],
+    [*FLEET_BASE, "--replicas", "2", "--autoscale", "queue:up=nan,down=0"],
+    [*FLEET_BASE, "--sweep", "replicas=0,2"],
 ]
 
 

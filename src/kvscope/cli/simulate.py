@@ -17,6 +17,7 @@ import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
+from kvscope.cli.fleet_options import Autoscale, ClusterFile, Replicas, Router, RouterWeights
 from kvscope.cli.offload_options import KvOffloadOpt, KvOffloadStoreOpt, KvTiersOpt, offload_config
 from kvscope.cli.output import print_json, stderr, stdout
 from kvscope.cli.parallel_options import (
@@ -72,6 +73,11 @@ def simulate(
     enable_dp_attention: EnableDpAttention = False,
     num_gpus: NumGpus = None,
     engine_version: EngineVersion = None,
+    replicas: Replicas = None,
+    router: Router = None,
+    router_weights: RouterWeights = None,
+    cluster: ClusterFile = None,
+    autoscale: Autoscale = None,
     revision: Annotated[
         str | None,
         typer.Option(
@@ -306,6 +312,10 @@ def simulate(
         spec_seed=seed or 0,
     )
     show_cost_warnings()
+    from kvscope.cli.fleet_options import fleet_config
+
+    fleet = (replicas, router, router_weights, cluster, autoscale, sweep, seed, bool(calibrate))
+    cfg = fleet_config(cfg, *fleet)  # a FleetConfig when any fleet flag is given
     if calibrate is not None:
         from kvscope.cli.simulate_calibrate import calibrate_into
 
@@ -367,8 +377,8 @@ def _backend(sweep: list[str] | None, ray: str | None, workers: int | None) -> A
 def _points(cfg: Any, sweep: list[str] | None) -> tuple[list[Any], list[str]]:
     """The configurations to simulate, each checked (pool sized, cost file read) before any
     simulation starts, so a bad point ends the command at once, not after the earlier ones."""
+    from kvscope.cli.fleet_options import check_point
     from kvscope.sim.cost import CostCoefficients
-    from kvscope.sim.run import build_pool
 
     points, labels = [cfg], [""]
     if sweep:
@@ -381,7 +391,7 @@ def _points(cfg: Any, sweep: list[str] | None) -> tuple[list[Any], list[str]]:
             points.append(point_cfg)
             labels.append(",".join(f"{f.lstrip('-')}={v}" for f, v in combo))
     for point in points:
-        build_pool(point)
+        check_point(point)
     if cfg.cost_file:
         CostCoefficients.load(cfg.cost_file)
     return points, labels
@@ -448,7 +458,7 @@ def _run_point(cfg: Any, w: Any, console: Any) -> Any:
     """One simulation with a progress bar on stderr, shown once the loop is under way."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from kvscope.sim import simulate as run_sim
+    from kvscope.fleet import simulate as run_sim
 
     bar = Progress(
         "[progress.description]{task.description}",

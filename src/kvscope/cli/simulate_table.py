@@ -66,6 +66,10 @@ def print_table(results: list[dict[str, Any]], sweep: bool, console: Any) -> Non
             table.add_row(title, _fmt(f, r.get(key)))
         table.add_row("requests", _fmt("{:,}", r.get("requests")))
         table.add_row("simulated s", _fmt("{:,.1f}", r.get("sim_end_s")))
+        reps = r.get("replicas")
+        if isinstance(reps, list):  # a fleet: replicas behind a router, requests per replica
+            table.add_row("replicas", f"{len(reps)} ({r.get('router')})")
+            table.add_row("req/replica", " ".join(f"{x['requests']:,}" for x in reps[:16]))
         if r.get("run_dir"):
             table.add_row("run dir", r["run_dir"])
     console.print(table)

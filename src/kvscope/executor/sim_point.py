@@ -11,11 +11,13 @@ from dataclasses import asdict
 from typing import Any
 
 from kvscope.executor.store import PointResult
-from kvscope.sim.run import SimConfig, simulate
+from kvscope.fleet import FleetConfig, simulate
+from kvscope.sim.run import SimConfig
 from kvscope.workload import Workload
 
 
-def simulate_run(cfg: SimConfig, workload: Workload) -> PointResult:
+def simulate_run(cfg: SimConfig | FleetConfig, workload: Workload) -> PointResult:
+    """One engine for a ``SimConfig``, a fleet of replicas for a ``FleetConfig``."""
     res = simulate(workload, cfg)
     config: dict[str, Any] = {
         **asdict(res.config),

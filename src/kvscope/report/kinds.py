@@ -186,6 +186,7 @@ def plan_section(runs: Sequence[LoadedRun], palette: Palette) -> str:
 
 
 def register() -> None:
+    from kvscope.report.fleet import fleet_section
     from kvscope.report.kv_events import kv_events_section
     from kvscope.report.page import KIND_SECTIONS
 
@@ -194,4 +195,5 @@ def register() -> None:
         comm=comm_section,
         plan=plan_section,
         watch=kv_events_section,
+        simulate=fleet_section,
     )

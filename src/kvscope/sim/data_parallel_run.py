@@ -49,12 +49,12 @@ def simulate_replicas(
         interrupted = True
         group.settle()
         mark_interrupted(seqs)
-        ranks = _ranks_so_far(group, len(seqs))
+        ranks = ranks_so_far(group, len(seqs))
     per_rank = [e.stats for e, _, _ in built]
     stats = merged_stats(per_rank, time.perf_counter() - t0, time.process_time() - c0)
     counters = [pool_counters(p, a) for p, (_, a, _) in zip(pools, built, strict=True)]
     info.update(
-        {k: _sum(c[k] for c in counters) for k in counters[0]},
+        {k: sum_counters(c[k] for c in counters) for k in counters[0]},
         cost=asdict(built[0][2]),
         num_gpu_blocks_per_rank=info["num_gpu_blocks"],
         num_gpu_blocks_total=info["num_gpu_blocks"] * cfg.dp,
@@ -67,7 +67,7 @@ def simulate_replicas(
     figs = summary_figures(seqs, req, steps, stats, info, slo_targets(cfg))
     figs["cost_model"] = cost_summary(built[0][0].cost, cfg)
     figs["dp_ranks"] = [
-        _rank_figures(r, seqs, ranks, s, int(info["capacity_per_rank"]))
+        rank_figures(r, seqs, ranks, s, int(info["capacity_per_rank"]))
         for r, s in enumerate(per_rank)
     ]
     figs["running_peak"] = sum(f["running_peak"] for f in figs["dp_ranks"])
@@ -77,7 +77,7 @@ def simulate_replicas(
     return result
 
 
-def _rank_figures(
+def rank_figures(
     rank: int, seqs: list[Sequence], ranks: list[int], stats: EngineStats, capacity: int
 ) -> dict[str, Any]:
     """One replica's headline figures (the summary's ``dp_ranks`` list)."""
@@ -98,7 +98,7 @@ def _rank_figures(
     }
 
 
-def _ranks_so_far(group: Any, n: int) -> list[int]:
+def ranks_so_far(group: Any, n: int) -> list[int]:
     """Each request's rank from the group's queues (-1: not dealt before Ctrl-C)."""
     ranks = [-1] * n
     for r, queue in enumerate(group.queues):
@@ -107,11 +107,11 @@ def _ranks_so_far(group: Any, n: int) -> list[int]:
     return ranks
 
 
-def _sum(values: Any) -> Any:
+def sum_counters(values: Any) -> Any:
     """Add the replicas' pool counters (numbers, or dicts of numbers such as offload's)."""
     vals = list(values)
     if all(v is None for v in vals):
         return None
     if all(isinstance(v, dict) for v in vals):
-        return {k: _sum(v[k] for v in vals) for k in vals[0]}
+        return {k: sum_counters(v[k] for v in vals) for k in vals[0]}
     return sum(vals)

@@ -243,6 +243,24 @@ class PagedPool:
             return seq.block_key(j, self.block_size)
         return (-1 - seq.index, j)
 
+    def cached_prefix_blocks(self, seq: Sequence) -> int:
+        """Leading shareable blocks of ``seq``'s prompt this pool's GPU prefix cache holds now.
+
+        Read-only (no memo, no counters, no LRU touch): what a router learns of a replica from
+        its KV events (llm-d's precise prefix-cache scorer). Computed for this pool's block
+        size, whatever ``seq.n_shareable`` was set for; 0 without caching or hashes (window
+        layouts under vLLM's hybrid manager key their groups apart and also score 0).
+        """
+        if not self.enable_caching or seq.trace_hashes is None or not seq.hash_block_size:
+            return 0
+        bs = self.block_size
+        n = min(len(seq.trace_hashes) * seq.hash_block_size // bs, (seq.prompt - 1) // bs)
+        cache = self._cache
+        for j in range(n):
+            if not cache.get(seq.block_key(j, bs)):
+                return j
+        return n
+
     # ------------------------------------------------------------------ allocation
     def blocks_needed(self, seq: Sequence, slots: int, hit: Hit = NO_HIT, cap: bool = False) -> int:
         """Blocks that allocating ``slots`` token slots would take from the free queue.

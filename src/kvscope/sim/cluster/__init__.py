@@ -1,1 +1,0 @@
-"""Cluster layer: replicas of the engine behind a router, on one shared clock."""
