@@ -66,3 +66,28 @@ def test_dspark_weights_sit_on_every_rank() -> None:
     one = plan_drafter(model, parse_vllm(DSPARK), Parallelism(tp=1)).extra_weight_bytes
     eight = plan_drafter(model, parse_vllm(DSPARK), Parallelism(tp=8)).extra_weight_bytes
     assert one == eight < 0.06 * GIB
+
+
+def test_sglang_dspark_refused_in_one_line() -> None:
+    with offline_hub():
+        model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+    eng = EngineConfig(engine="sglang", engine_version="0.5.16", speculative=parse_vllm(DSPARK))
+    with pytest.raises(KvscopeError, match="SGLang's DSpark"):
+        plan_memory(model, get_gpu("H200"), Parallelism(tp=4), eng)
+
+
+@pytest.mark.parametrize(("version", "extra_mib"), [("0.26.0", 256.0), ("0.27.0", 272.0)])
+def test_dspark_buffers_by_release(version: str, extra_mib: float) -> None:
+    """At T = 8192: the residual-stream copy 8192 x 4 x 4096 bf16 (256 MiB) from every
+    release, the drafter's own top-k buffer 8192 x 512 int32 (16 MiB) from 0.27.0."""
+    from kvscope.plan.vllm_budget import dsv4_buffer_bytes
+
+    with offline_hub():
+        model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+    base = EngineConfig(engine="vllm", engine_version=version)
+    drafted = EngineConfig(engine="vllm", engine_version=version, speculative=parse_vllm(DSPARK))
+    topk = 8192 * 512 * 4.0
+    if version >= "0.27.0":  # the residual copy is kept without drafting before 0.27 only
+        assert dsv4_buffer_bytes(model, base, 8192, True) == topk
+    got = dsv4_buffer_bytes(model, drafted, 8192, True) - topk
+    assert got == extra_mib * (1 << 20)

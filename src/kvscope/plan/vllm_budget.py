@@ -157,6 +157,12 @@ def in_flight_tokens(batched_tokens: int, pp: int, v: tuple[int, int, int]) -> i
     return batches * batched_tokens
 
 
+#: First release whose DSpark drafter allocates its own top-k index buffer
+#: (``vllm/models/deepseek_v4/nvidia/dspark.py``: absent at 0.25.0 and 0.26.0, present at
+#: 0.27.0-0.31.0).
+DSPARK_TOPK_BUFFER_SINCE = (0, 27, 0)
+
+
 def dsv4_buffer_bytes(
     model: ModelSpec, eng: EngineConfig, batched_tokens: int, last_stage: bool
 ) -> float:
@@ -181,9 +187,9 @@ def dsv4_buffer_bytes(
         "draft_model",
         "dspark",
     )
-    if last_stage and spec is not None and spec.method == "dspark":
-        # DSparkDeepseekV4Model keeps its own top-k index buffer (T x index_topk int32):
-        # vllm/models/deepseek_v4/nvidia/dspark.py at v0.31.0
+    dspark = spec is not None and spec.method == "dspark"
+    if last_stage and dspark and eng.version >= DSPARK_TOPK_BUFFER_SINCE:
+        # DSparkDeepseekV4Model keeps its own top-k index buffer (T x index_topk int32)
         buffers += batched_tokens * model.index_topk * 4.0
     if eng.speculative_layers:
         drafts = True
