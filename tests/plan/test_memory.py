@@ -120,15 +120,13 @@ def test_kv_tokens_from_logged_available_memory(result) -> None:  # type: ignore
 
 
 #: Rows with guessed inputs that the planner misses by more than a factor of two, and why.
-INFERRED_OFF = {
-    # SGLang V4-Flash on 4x H200 with EAGLE (NextN) drafting, a July 2026 release: the log
-    # shows 2,182,656 tokens; the planner, with the V4 pool rule of the 0.5.15 wheel
-    # (DSV4PoolConfigurator: rings 16 / 256 and x 44/43 under drafting, C128 state for
-    # 256 + 1 request slots, 5.05 GiB), finds 8.6 million (0.5.13-0.5.14's rule: 3.3 million).
-    # The 0.5.15 code accounts for the 79 GiB the log's free memory says was allocated only
-    # at about 36.5 KB per token, which no release's formula between 0.5.12 and 0.5.20 gives
-    # at the 0.1 SWA ratio: the row's release or flags are not what the tutorial shows.
-    "selfllm-sglang-v4flash-4xh200-tp4-eagle": "kv_tokens",
+INFERRED_OFF: dict[str, str] = {
+    # Empty since selfllm-sglang-v4flash-4xh200-tp4-eagle (SGLang V4-Flash, 4x H200, EAGLE)
+    # came back inside a factor of two (+406 % -> +38 %): its release is 0.5.14, the last
+    # wheel before the log, whose V4 pool keeps the C128 state with the SWA pool and sizes
+    # the compressor rings for drafting (sglang_budget), and SGLang loads V4's FP4 experts
+    # with float32 scales (weights.SGLANG_DSV4_FP4_EXPERT_BYTES). The rest of its gap is
+    # not pinned (benchmarks/RESULTS.md, "SGLang V4 pools by release").
 }
 
 
