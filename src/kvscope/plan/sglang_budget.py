@@ -62,10 +62,10 @@ DSV4_OLD_FORMULA_UNTIL = (0, 5, 12)
 #: request-scoped: ``c128_state_ratio = 0`` plus ``_get_c128_state_fixed_bytes``.
 DSV4_SCALED_C128_UNTIL = (0, 5, 14)
 #: Compressor-state ring rows under speculative decoding (c4, c128), 8 and 128 without:
-#: ``mem_cache/deepseek_v4_memory_pool.py::get_compress_state_ring_size`` at 0.5.12-0.5.15.
+#: ``mem_cache/deepseek_v4_memory_pool.py::get_compress_state_ring_size`` at 0.5.12-0.5.18.
 DSV4_SPEC_RING = (16, 256)
 #: ``max_running_requests`` V4 defaults to when unset (``arg_groups/deepseek_v4_hook.py::
-#: apply_deepseek_v4_defaults`` at 0.5.12-0.5.15); the configurator divides it by dp_size.
+#: apply_deepseek_v4_defaults`` at 0.5.12-0.5.18); the configurator divides it by dp_size.
 DSV4_DEFAULT_MAX_RUNNING = 256
 #: C128 compressor-state row: 1024 fp32 values (kv + score over 2 x 512).
 DSV4_C128_ROW = 4096
