@@ -121,3 +121,11 @@ def test_plan_says_where_the_fraction_came_from() -> None:
     assert given.budget_source == "given" and given.budget_fraction == 0.8
     vllm = plan_memory(model, h100, Parallelism(), EngineConfig(engine_version="0.19.0"))
     assert vllm.budget_source == "vLLM 0.19.0 default" and vllm.budget_fraction == 0.9
+
+
+@pytest.mark.parametrize(("version", "warned"), [("0.5.18", False), ("0.5.20", True)])
+def test_sglang_v4_swa_cap_releases_are_flagged(version: str, warned: bool) -> None:
+    m = load_model("deepseek-ai/DeepSeek-V4-Flash")
+    eng = EngineConfig(engine="sglang", engine_version=version)
+    plan = plan_memory(m, get_gpu("H200"), Parallelism(tp=4), eng)
+    assert any("per-request cap" in w for w in plan.warnings) == warned

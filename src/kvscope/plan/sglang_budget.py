@@ -67,6 +67,10 @@ DSV4_SPEC_RING = (16, 256)
 #: ``max_running_requests`` V4 defaults to when unset (``arg_groups/deepseek_v4_hook.py::
 #: apply_deepseek_v4_defaults`` at 0.5.12-0.5.18); the configurator divides it by dp_size.
 DSV4_DEFAULT_MAX_RUNNING = 256
+#: First release whose V4 configurator moves the SWA pool into a per-request cap or ring
+#: (``swa_cap_tokens``, ``_fixed_swa_bytes`` in ``pool_configurator.py``: absent at 0.5.18,
+#: present at 0.5.20 and 0.5.23); kvscope plans those releases with the 0.5.15-0.5.18 rule.
+DSV4_SWA_CAP_SINCE = (0, 5, 20)
 #: C128 compressor-state row: 1024 fp32 values (kv + score over 2 x 512).
 DSV4_C128_ROW = 4096
 
@@ -242,6 +246,19 @@ def plan_ranks(
         tokens = tokens // page_size * page_size
         out.append(SglangRank(w.pp_rank, m0, w.total_bytes, rest, cell, tokens))
     return tuple(out)
+
+
+def dsv4_warnings(model: ModelSpec, eng: EngineConfig) -> tuple[str, ...]:
+    """A warning where the V4 pool rule of ``eng``'s release is not the one planned."""
+    if eng.version < DSV4_SWA_CAP_SINCE:
+        return ()
+    if not any(k.startswith("dsv4") for k in attention_kinds(model)):
+        return ()
+    return (
+        f"SGLang {eng.version_text} sizes DeepSeek V4's SWA pool by a per-request cap "
+        "(pool_configurator.py, 0.5.20+), which kvscope does not model: the KV pool is "
+        "planned with the 0.5.15-0.5.18 rule.",
+    )
 
 
 def default_page_size(model: ModelSpec) -> int:
