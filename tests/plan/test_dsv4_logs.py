@@ -33,10 +33,8 @@ REFUSED_PLANNED_AS_FITTING = {
     # (LLM()'s default) by ~4.4 GiB on this GPU. Given the logged 5.44 GiB, its block rule
     # refuses with the logged 6.66 GiB (test below); the profile-pass term is what is open.
     "gh44376-gh200-tp2-v4flash-refused",
-    # SGLang's Hopper image loads 125.65 GB per rank for V4-Pro at TP8 where the planner
-    # counts the checkpoint's 101.4 GiB share: the FP4-expert repack of that image is not
-    # modelled, so the planner leaves room for a KV pool the engine did not have.
-    "inferencex2128-sglang-v4pro-h200-tp8",
+    # (inferencex2128-sglang-v4pro-h200-tp8 left this list when SGLang's float32 FP4-expert
+    # scales were counted: 118.3 GiB planned per rank, refused as SGLang refused.)
 }
 
 

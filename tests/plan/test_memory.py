@@ -120,15 +120,13 @@ def test_kv_tokens_from_logged_available_memory(result) -> None:  # type: ignore
 
 
 #: Rows with guessed inputs that the planner misses by more than a factor of two, and why.
-INFERRED_OFF = {
-    # SGLang V4-Flash on 4x H200 with EAGLE (NextN) drafting, a July 2026 release: the log
-    # shows 2,182,656 tokens where the planner, with the compressed-pool formula it pins at
-    # the 0.5.12 wheel (sglang_budget.dsv4_bytes_per_full_token), finds 11.1 million. The
-    # later DSV4PoolConfigurator (srt/model_executor/pool_configurator.py at 0.5.23) moves
-    # the SWA pool into capped or ring sizing, adds request-window and compress-state bias
-    # and inflates the coefficient by (target + draft layers) / target layers under
-    # speculative decoding; which of these the 0.5.15 line had is not pinned here.
-    "selfllm-sglang-v4flash-4xh200-tp4-eagle": "kv_tokens",
+INFERRED_OFF: dict[str, str] = {
+    # Empty since selfllm-sglang-v4flash-4xh200-tp4-eagle (SGLang V4-Flash, 4x H200, EAGLE)
+    # came back inside a factor of two (+406 % -> +38 %): its release is 0.5.14, the last
+    # wheel before the log, whose V4 pool keeps the C128 state with the SWA pool and sizes
+    # the compressor rings for drafting (sglang_budget), and SGLang loads V4's FP4 experts
+    # with float32 scales (weights.SGLANG_DSV4_FP4_EXPERT_BYTES). The rest of its gap is
+    # not pinned (benchmarks/RESULTS.md, "SGLang V4 pools by release").
 }
 
 

@@ -9,6 +9,7 @@ from kvscope.plan.memory import plan_memory
 from kvscope.plan.sglang_budget import (
     context_bytes,
     dsv4_bytes_per_full_token,
+    dsv4_c128_reservation,
     engine_defaults,
     load_overhead_bytes,
 )
@@ -78,6 +79,38 @@ def test_sglang_dsv4_bytes_per_full_token(model: str, old: bool, bpft: float) ->
     )
 
 
+# Figures worked by hand from DSV4PoolConfigurator._get_bytes_per_full_token in the sglang
+# wheels (srt/model_executor/pool_configurator.py): V4-Flash has 21 C4, 20 C128 and 2 SWA-only
+# layers (44 compress_ratios entries with the MTP layer's 0). 0.5.12 with EAGLE: rings 16 / 256,
+# 0.1 x 584 x 44 + 584 x 21/4 + 584 x 20/128 + 132 x 21/4 + 0.1 x 16/128 x 8192 x 21
+# + 0.1 x 2 x 4096 x 20 + 0.1 x 16/128 x 2048 x 21 = 25,491.85, x 45/44. 0.5.13-0.5.14 without
+# drafting: the 0.5.15 sum plus the scaled C128 state 0.1 x 4096 x 20. 0.5.15 with EAGLE: the
+# C4 rings doubled (+1,344) and x 44/43.
+@pytest.mark.parametrize(
+    ("old", "spec", "scaled", "bpft"),
+    [
+        (True, True, None, 25491.85 * 45 / 44),
+        (False, False, True, 15897.45),
+        (False, True, False, 9049.45 * 44 / 43),
+    ],
+)
+def test_sglang_dsv4_bytes_per_full_token_by_release(
+    old: bool, spec: bool, scaled: bool | None, bpft: float
+) -> None:
+    m = load_model("deepseek-ai/DeepSeek-V4-Flash")
+    got = dsv4_bytes_per_full_token(m, tuple(range(m.num_layers)), old, spec, scaled)
+    assert got == pytest.approx(bpft, abs=0.01)
+
+
+def test_sglang_dsv4_c128_state_reserved_per_request_slot() -> None:
+    """0.5.15 ``_get_c128_state_fixed_bytes``: 257 slots x 256 ring rows + 257 with EAGLE =
+    66,049 rows, padded to 66,176; 20 HCA layers of 4,096 B rows."""
+    m = load_model("deepseek-ai/DeepSeek-V4-Flash")
+    layers = tuple(range(m.num_layers))
+    assert dsv4_c128_reservation(m, layers, 256, True) == 66_176 * 4096 * 20
+    assert dsv4_c128_reservation(m, layers, 256) == 33_152 * 4096 * 20
+
+
 def test_plan_says_where_the_fraction_came_from() -> None:
     model, h100 = load_model("meta-llama/Llama-3.1-8B"), get_gpu("H100")
     default = plan_memory(model, h100, Parallelism(), EngineConfig(engine="sglang"))
@@ -88,3 +121,11 @@ def test_plan_says_where_the_fraction_came_from() -> None:
     assert given.budget_source == "given" and given.budget_fraction == 0.8
     vllm = plan_memory(model, h100, Parallelism(), EngineConfig(engine_version="0.19.0"))
     assert vllm.budget_source == "vLLM 0.19.0 default" and vllm.budget_fraction == 0.9
+
+
+@pytest.mark.parametrize(("version", "warned"), [("0.5.18", False), ("0.5.20", True)])
+def test_sglang_v4_swa_cap_releases_are_flagged(version: str, warned: bool) -> None:
+    m = load_model("deepseek-ai/DeepSeek-V4-Flash")
+    eng = EngineConfig(engine="sglang", engine_version=version)
+    plan = plan_memory(m, get_gpu("H200"), Parallelism(tp=4), eng)
+    assert any("per-request cap" in w for w in plan.warnings) == warned

@@ -141,3 +141,30 @@ def test_mxfp4_expert_layout_by_gpu(model: str, gpu: str, tp: int, logged_gib: f
     if gpu.startswith("A100"):
         bare = all_stage_weights(spec, Parallelism(tp=tp))[0]
         assert bare.total_bytes / GIB < 0.95 * logged_gib
+
+
+def test_sglang_loads_v4_fp4_experts_with_float32_scales() -> None:
+    """InferenceX#2128: SGLang's Hopper image logged "mem usage=125.65 GB" for V4-Pro at TP8 on
+    H200 and refused to start. The checkpoint's share is 101.2 GiB (e8m0 scales, 0.53125
+    B/param); SGLang keeps one float32 per 32 FP4 values (0.625 B/param): 118.0 GiB, 6 % under
+    the log; the Marlin runner keeps its e8m0 copy too (0.65625): 123.7 GiB, 1.6 % under."""
+    from kvscope.plan.weights import (
+        SGLANG_DSV4_FP4_MARLIN_EXPERT_BYTES,
+        ExpertLayout,
+        all_stage_weights,
+        expert_layout,
+    )
+
+    model = load_model("deepseek-ai/DeepSeek-V4-Pro")
+    par = Parallelism(tp=8)
+    h200, b200 = get_gpu("H200"), get_gpu("B200")
+    ckpt = all_stage_weights(model, par)[0].total_bytes / GIB
+    sgl = all_stage_weights(model, par, 0, expert_layout(model, h200, "sglang"))[0]
+    marlin = ExpertLayout(bytes=SGLANG_DSV4_FP4_MARLIN_EXPERT_BYTES)
+    high = all_stage_weights(model, par, 0, marlin)[0].total_bytes / GIB
+    assert 0.93 < sgl.total_bytes / GIB / 125.65 < 0.95
+    assert 0.98 < high / 125.65 < 0.99
+    assert ckpt / 125.65 < 0.81  # the checkpoint's own bytes: 19 % short
+    # vLLM, and SGLang on Blackwell (DeepGEMM packs the scales back to e8m0), keep the checkpoint's
+    assert expert_layout(model, h200, "vllm") == ExpertLayout()
+    assert expert_layout(model, b200, "sglang") == ExpertLayout()

@@ -226,6 +226,8 @@ BAD = [
     ('{"method": "mtp", "num_speculative_tokens": 3, "draft_lenght": 2}', "0.7", "draft_lenght"),
     ('{"method": "mtp"', "0.7", "not JSON"),
     ('{"method": "dflash", "num_speculative_tokens": 3}', "0.7", "not modelled"),
+    # the planner sizes DSpark's stages; the simulator does not schedule its block drafts
+    ('{"method": "dspark", "num_speculative_tokens": 5}', "0.7", "not modelled"),
     ('{"method": "mtp", "num_speculative_tokens": 3}', "nan", "[0, 1]"),
 ]
 

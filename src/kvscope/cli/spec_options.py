@@ -23,7 +23,7 @@ SpeculativeConfig = Annotated[
     typer.Option(
         "--speculative-config",
         help='vLLM\'s JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 3}\' '
-        "(mtp, eagle, eagle3, ngram, draft_model) [default: off].",
+        "(mtp, eagle, eagle3, dspark, ngram, draft_model; dspark: plan only) [default: off].",
     ),
 ]
 SpeculativeAlgorithm = Annotated[

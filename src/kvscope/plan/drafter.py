@@ -16,6 +16,13 @@ Pinned to vLLM v0.33.0:
   ``draft_vocab_size`` rows (``ParallelLMHead``); embedding shared.
 - A draft model (``vllm/v1/spec_decode/draft_model.py``): the whole checkpoint at
   ``draft_tensor_parallel_size``.
+- DSpark on DeepSeek V4 (``vllm/models/deepseek_v4/nvidia/dspark.py`` at v0.31.0): the
+  checkpoint's ``n_mtp_layers`` stages (3 when absent), each a ``DeepseekV4DecoderLayer`` of
+  the target's shape numbered after its layers, plus ``main_proj`` (``ReplicatedLinear``,
+  h x len(``dspark_target_layer_ids``) -> h) and ``context_wkv_proj`` (h -> head_dim per
+  stage, ``disable_tp``), both whole on every rank at the checkpoint's linear precision;
+  embedding and head aliased from the target. Its KV layers are the stages' SWA caches
+  (``get_draft_kv_cache_layer_names``).
 - n-gram / suffix: no network, nothing added.
 
 KV: every drafter attention layer is registered with the target's
@@ -92,6 +99,8 @@ def plan_drafter(
     if spec.method == "mtp":
         n = mtp_layer_count(model)
         return made(n, 0.0, n)
+    if spec.method == "dspark":
+        return _dspark(model, spec, made)
     if spec.model is None:
         raise KvscopeError(
             f"--speculative-config method {spec.method} needs a model (the draft checkpoint)."
@@ -133,3 +142,30 @@ def plan_drafter(
 def _same_attention(model: ModelSpec, draft: ModelSpec) -> bool:
     a, b = model.layers[-1].attention, draft.layers[0].attention
     return (a.kind, a.num_kv_heads, a.head_dim) == (b.kind, b.num_kv_heads, b.head_dim)
+
+
+def _dspark(model: ModelSpec, spec: SpeculativeDecoding, made: Callable[..., Drafter]) -> Drafter:
+    """DSpark stages of a V4-Flash-0731 / V4.1 checkpoint (see the module docstring)."""
+    if spec.model is not None and spec.model != model.name:
+        raise KvscopeError(
+            f"--speculative-config: a separate DSpark draft checkpoint ({spec.model}) is not "
+            "modelled by kvscope; only the stages a DeepSeek V4 checkpoint ships are.",
+            'Leave out "model" to draft with the target\'s own DSpark stages.',
+        )
+    n = model.dspark_stages
+    if n < 1:
+        raise KvscopeError(
+            f"--speculative-config method dspark needs DSpark stages, but {model.name} has no "
+            "dspark_target_layer_ids in its config.json.",
+            "Use a checkpoint that ships them (DeepSeek-V4-Flash-0731, V4.1) or method mtp.",
+        )
+    h = model.hidden_size
+    head_dim = model.layers[-1].attention.head_dim
+    q = model.quantization
+    linear = (
+        q.linear_bytes
+        if q.linear_bytes is not None
+        else (2.0 if model.dtype in ("bfloat16", "float16") else 4.0)
+    )
+    extra = (h * model.dspark_target_layers * h + h * head_dim * n) * linear
+    return made(n, extra, n, "DSpark stages' SWA caches share the target's window groups")

@@ -367,5 +367,5 @@ def _plan_sglang(
         ranks=per_rank,
         budget_source="given" if defaults.rule == "given" else f"SGLang default: {defaults.rule}",
         activation_peak_logged_gib=act.total_bytes / GIB,
-        warnings=eng.version_warnings(),
+        warnings=eng.version_warnings() + sglang_budget.dsv4_warnings(model, eng),
     )

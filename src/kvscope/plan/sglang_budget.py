@@ -55,6 +55,22 @@ LOAD_OVERHEAD_GIB = {"single": 0.1, "parallel": 0.22}
 #: Last SGLang release with the old V4 formula (MTP layer counted, C128 state scaled with the
 #: SWA pool, no PP slicing): SGLang ~v0.5.12 (May 2026), ``DSV4PoolConfigurator``.
 DSV4_OLD_FORMULA_UNTIL = (0, 5, 12)
+#: Last release whose C128 compressor state still scales with the SWA pool
+#: (``c128_state_ratio = c128_ring_size / swa_page_size``), now over the PP stage's slice
+#: of ``compress_ratios`` (so without the MTP entry): 0.5.13 and 0.5.14
+#: (``srt/model_executor/pool_configurator.py`` in both wheels). From 0.5.15 the state is
+#: request-scoped: ``c128_state_ratio = 0`` plus ``_get_c128_state_fixed_bytes``.
+DSV4_SCALED_C128_UNTIL = (0, 5, 14)
+#: Compressor-state ring rows under speculative decoding (c4, c128), 8 and 128 without:
+#: ``mem_cache/deepseek_v4_memory_pool.py::get_compress_state_ring_size`` at 0.5.12-0.5.18.
+DSV4_SPEC_RING = (16, 256)
+#: ``max_running_requests`` V4 defaults to when unset (``arg_groups/deepseek_v4_hook.py::
+#: apply_deepseek_v4_defaults`` at 0.5.12-0.5.18); the configurator divides it by dp_size.
+DSV4_DEFAULT_MAX_RUNNING = 256
+#: First release whose V4 configurator moves the SWA pool into a per-request cap or ring
+#: (``swa_cap_tokens``, ``_fixed_swa_bytes`` in ``pool_configurator.py``: absent at 0.5.18,
+#: present at 0.5.20 and 0.5.23); kvscope plans those releases with the 0.5.15-0.5.18 rule.
+DSV4_SWA_CAP_SINCE = (0, 5, 20)
 #: C128 compressor-state row: 1024 fp32 values (kv + score over 2 x 512).
 DSV4_C128_ROW = 4096
 
@@ -140,33 +156,53 @@ def load_overhead_bytes(par: Parallelism) -> float:
     return LOAD_OVERHEAD_GIB["parallel" if par.tp * par.pp > 1 else "single"] * GIB
 
 
-def dsv4_bytes_per_full_token(model: ModelSpec, layers: tuple[int, ...], old: bool) -> float:
-    """SGLang's V4 "bytes per full token" (no speculative decoding).
+def dsv4_bytes_per_full_token(
+    model: ModelSpec,
+    layers: tuple[int, ...],
+    old: bool,
+    speculative: bool = False,
+    scaled_c128: bool | None = None,
+) -> float:
+    """SGLang's V4 "bytes per full token".
 
     Sum over the stage's layers of the SWA share (``r x 584``), compressed C4/C128 entries,
     the C4 indexer key (132 B, hard-coded fp8 size) and the C4 compressor rings (attention
     4 x 512 and indexer 4 x 128 fp32 values per row, ``ring/window`` rows per SWA token).
-    The old formula (``old``) also counts the MTP layers' SWA share and C128 state rows
-    scaled with the SWA pool (128 rows per 128 tokens of ``r x F``). Flash gives 7,705.45 B
-    (new) and 15,955.85 B (old), Pro 10,993.84 B and 23,749.84 B.
+    The old formula (``old``) also counts the MTP layers' SWA share; it and 0.5.13-0.5.14
+    (``scaled_c128``, default: ``old``) scale the C128 state rows with the SWA pool
+    (``c128_ring/128`` rows of 4096 B per SWA token). Flash gives 7,705.45 B (new) and
+    15,955.85 B (old), Pro 10,993.84 B and 23,749.84 B.
+
+    Under speculative decoding the rings grow to 16 / 256 rows and the sum is inflated by
+    ``(T + 1) / T``, ``T`` the layers it ran over (``compress_ratios`` whole up to 0.5.12,
+    the stage's slice after): "Reserve memory for the speculative draft worker"
+    (``DSV4PoolConfigurator.__init__`` at 0.5.12, 0.5.13, 0.5.14 and 0.5.15).
     """
     kinds = Counter(model.layers[i].attention.kind for i in layers)
     n, n4, n128 = len(layers), kinds.get("dsv4_csa", 0), kinds.get("dsv4_hca", 0)
     r = DSV4_SWA_RATIO
-    ring = DSV4_RING / DSV4_WINDOW
+    c4_ring, c128_ring = DSV4_SPEC_RING if speculative else (DSV4_RING, DSV4_WINDOW)
+    ring = c4_ring / DSV4_WINDOW
     swa_layers = n + model.num_mtp_layers if old else n
     bpft = r * DSV4_ENTRY * swa_layers + DSV4_ENTRY * n4 / 4 + DSV4_ENTRY * n128 / 128
     bpft += INDEXER_FP8_ENTRY * n4 / 4
     bpft += r * ring * (4 * 512 * 4) * n4 + r * ring * (4 * 128 * 4) * n4
-    if old:
-        bpft += r * DSV4_C128_ROW * n128
+    if old if scaled_c128 is None else scaled_c128:
+        bpft += r * (c128_ring / DSV4_WINDOW) * DSV4_C128_ROW * n128
+    if speculative:
+        bpft *= (swa_layers + 1) / swa_layers
     return bpft
 
 
-def dsv4_c128_reservation(model: ModelSpec, layers: tuple[int, ...], max_running: int) -> float:
-    """New-formula fixed C128 state: (requests + 1) x 128 rows x 4096 B per HCA layer."""
+def dsv4_c128_reservation(
+    model: ModelSpec, layers: tuple[int, ...], max_running: int, speculative: bool = False
+) -> float:
+    """0.5.15+ fixed C128 state (``_get_c128_state_fixed_bytes``): ``slots x ring + ring + 1``
+    rows rounded up to 128, ``slots = max_running + 1``, 4096 B per row per HCA layer."""
     n128 = sum(model.layers[i].attention.kind == "dsv4_hca" for i in layers)
-    return float((max_running + 1) * 128 * DSV4_C128_ROW * n128)
+    ring = DSV4_SPEC_RING[1] if speculative else DSV4_WINDOW
+    rows = math.ceil(((max_running + 1) * ring + ring + 1) / 128) * 128
+    return float(rows * DSV4_C128_ROW * n128)
 
 
 def plan_ranks(
@@ -190,21 +226,39 @@ def plan_ranks(
     attn_tp = par.attn_tp
     dsv4 = any(k.startswith("dsv4") for k in attention_kinds(model))
     old = eng.version <= DSV4_OLD_FORMULA_UNTIL
+    scaled = eng.version <= DSV4_SCALED_C128_UNTIL
+    spec = _sglang_algorithm(eng) is not None
+    # requested_max_running_requests_per_worker: the V4 default 256 when unset, over dp_size
+    running = max(1, (eng.max_num_seqs or DSV4_DEFAULT_MAX_RUNNING) // max(1, par.dp))
     out = []
     for w in stage_weights:
         rest = m0 * mfs - w.total_bytes
         if dsv4 and old:
             # No PP slicing in the old formula: every stage divides by all layers.
-            cell = dsv4_bytes_per_full_token(model, tuple(range(model.num_layers)), True)
+            cell = dsv4_bytes_per_full_token(model, tuple(range(model.num_layers)), True, spec)
         elif dsv4:
-            cell = dsv4_bytes_per_full_token(model, w.layers, False)
-            rest -= dsv4_c128_reservation(model, w.layers, eng.max_num_seqs or 8)
+            cell = dsv4_bytes_per_full_token(model, w.layers, False, spec, scaled)
+            if not scaled:
+                rest -= dsv4_c128_reservation(model, w.layers, running, spec)
         else:
             cell = sglang_cell_bytes(model, w.layers, kv_dtype, attn_tp)
         tokens = max(0, math.floor(rest / cell)) if cell else 0
         tokens = tokens // page_size * page_size
         out.append(SglangRank(w.pp_rank, m0, w.total_bytes, rest, cell, tokens))
     return tuple(out)
+
+
+def dsv4_warnings(model: ModelSpec, eng: EngineConfig) -> tuple[str, ...]:
+    """A warning where the V4 pool rule of ``eng``'s release is not the one planned."""
+    if eng.version < DSV4_SWA_CAP_SINCE:
+        return ()
+    if not any(k.startswith("dsv4") for k in attention_kinds(model)):
+        return ()
+    return (
+        f"SGLang {eng.version_text} sizes DeepSeek V4's SWA pool by a per-request cap "
+        "(pool_configurator.py, 0.5.20+), which kvscope does not model: the KV pool is "
+        "planned with the 0.5.15-0.5.18 rule.",
+    )
 
 
 def default_page_size(model: ModelSpec) -> int:
@@ -222,5 +276,12 @@ def _sglang_algorithm(eng: EngineConfig) -> str | None:
     spec = eng.speculative
     if spec is None:
         return "EAGLE" if eng.speculative_layers else None
+    if spec.method == "dspark":
+        # SGLang drafts DSpark (--speculative-algorithm DSPARK, 0.5.16+) with its own pool
+        # rules (the 0.5.23 configurator's request-window path), which kvscope does not size.
+        raise KvscopeError(
+            "SGLang's DSpark drafting is not modelled by kvscope.",
+            "Plan it for vLLM (--engine vllm), or with EAGLE / NEXTN for SGLang.",
+        )
     names = {"mtp": "EAGLE", "eagle": "EAGLE", "eagle3": "EAGLE3", "draft_model": "STANDALONE"}
     return names.get(spec.method, "NGRAM")

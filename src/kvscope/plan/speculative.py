@@ -2,9 +2,9 @@
 
 vLLM (``vllm/config/speculative.py::SpeculativeConfig`` at v0.33.0): a JSON object whose
 ``method`` is ``mtp`` (every ``*_mtp`` model type is normalised to it in ``__post_init__``),
-``eagle``, ``eagle3``, ``ngram`` or ``draft_model``; no method with ``model`` ``ngram`` is
-``ngram``, with another model ``draft_model``. ``num_speculative_tokens`` (k) is the number
-of draft tokens per step; ``draft_tensor_parallel_size`` the drafter's TP (default: the
+``eagle``, ``eagle3``, ``dspark``, ``ngram`` or ``draft_model``; no method with ``model``
+``ngram`` is ``ngram``, with another model ``draft_model``. ``num_speculative_tokens`` (k) is
+the number of draft tokens per step; ``draft_tensor_parallel_size`` the drafter's TP (default: the
 target's).
 
 SGLang (``python/sglang/srt/server_args.py`` at v0.5.x): ``--speculative-algorithm``
@@ -30,9 +30,13 @@ from kvscope.errors import KvscopeError
 EAGLE_METHODS = ("eagle", "eagle3", "mtp")
 #: Methods without a draft network (no drafter weights, no drafter KV).
 KVLESS_METHODS = ("ngram", "ngram_gpu", "suffix")
-METHODS = (*EAGLE_METHODS, *KVLESS_METHODS, "draft_model")
+#: DSpark (vLLM 0.25.0+, ``SpeculativeConfig.method == "dspark"``; ``DSparkModelTypes`` in
+#: ``vllm/config/speculative.py`` at v0.31.0): stages the target checkpoint ships (DeepSeek
+#: V4-Flash-0731, V4.1), drafted with no ``model`` (vLLM then takes the target's).
+DSPARK = "dspark"
+METHODS = (*EAGLE_METHODS, *KVLESS_METHODS, "draft_model", DSPARK)
 #: Methods vLLM 0.33.0 accepts that kvscope does not model (one line says so).
-UNMODELLED = ("dflash", "dspark", "custom_class", "extract_hidden_states")
+UNMODELLED = ("dflash", "custom_class", "extract_hidden_states")
 #: ``SpeculativeMethod`` MTP model types of vLLM 0.33.0, all normalised to ``mtp``.
 MTP_ALIASES = frozenset(
     [
@@ -206,7 +210,7 @@ def parse_vllm(text: str) -> SpeculativeDecoding:
         num_speculative_tokens=k,
         verify_tokens=k + 1,
         draft_tensor_parallel_size=tp,
-        model=model if method in ("draft_model", "eagle", "eagle3") else None,
+        model=model if method in ("draft_model", "eagle", "eagle3", DSPARK) else None,
         parallel_drafting=bool(doc.get("parallel_drafting", False)),
         raw=tuple(sorted(doc.items(), key=lambda kv: kv[0])),
     )

@@ -157,6 +157,12 @@ def in_flight_tokens(batched_tokens: int, pp: int, v: tuple[int, int, int]) -> i
     return batches * batched_tokens
 
 
+#: First release whose DSpark drafter allocates its own top-k index buffer
+#: (``vllm/models/deepseek_v4/nvidia/dspark.py``: absent at 0.25.0 and 0.26.0, present at
+#: 0.27.0-0.31.0).
+DSPARK_TOPK_BUFFER_SINCE = (0, 27, 0)
+
+
 def dsv4_buffer_bytes(
     model: ModelSpec, eng: EngineConfig, batched_tokens: int, last_stage: bool
 ) -> float:
@@ -165,13 +171,26 @@ def dsv4_buffer_bytes(
     ``DeepseekV4Model.__init__`` (vllm/models/deepseek_v4/nvidia/model.py, 0.22.0-0.31.0)
     reserves the indexers' shared top-k index buffer (T x ``index_topk`` int32) and, on the
     last pipeline stage, the drafter's copy of the pre-``hc_head`` residual streams
-    (T x ``hc_mult`` x hidden, model dtype); both fall inside "Model loading took".
+    (T x ``hc_mult`` x hidden, model dtype; from 0.27.0 only when ``use_eagle()`` or a draft
+    model, DSpark included); both fall inside "Model loading took". A DSpark drafter adds its
+    own top-k index buffer.
     """
     if not model.hc_mult:
         return 0.0
     buffers = batched_tokens * model.index_topk * 4.0
     spec = eng.speculative
-    drafts = spec is not None and spec.method in ("mtp", "eagle", "eagle3", "draft_model")
+    # SpeculativeConfig.use_eagle() (mtp, eagle, eagle3, dflash, dspark) or a draft model
+    drafts = spec is not None and spec.method in (
+        "mtp",
+        "eagle",
+        "eagle3",
+        "draft_model",
+        "dspark",
+    )
+    dspark = spec is not None and spec.method == "dspark"
+    if last_stage and dspark and eng.version >= DSPARK_TOPK_BUFFER_SINCE:
+        # DSparkDeepseekV4Model keeps its own top-k index buffer (T x index_topk int32)
+        buffers += batched_tokens * model.index_topk * 4.0
     if eng.speculative_layers:
         drafts = True
     if last_stage and (eng.version < DSV4_MTP_BUFFER_ONLY_WITH_SPEC_SINCE or drafts):

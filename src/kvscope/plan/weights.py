@@ -300,6 +300,8 @@ def expert_layout(model: ModelSpec, gpu: GPUSpec, engine: str) -> ExpertLayout:
     GiB on H100 needs); ROCm rounds it up to 128. Other engines and formats: the checkpoint
     as it is.
     """
+    if engine == "sglang":
+        return _sglang_dsv4_fp4_experts(model, gpu)
     if engine != "vllm" or model.quantization.method != "mxfp4":
         return ExpertLayout()
     if gpu.vendor.lower() == "amd":
@@ -309,3 +311,30 @@ def expert_layout(model: ModelSpec, gpu: GPUSpec, engine: str) -> ExpertLayout:
     if major < 9:
         return ExpertLayout(128, 256)
     return ExpertLayout(256)
+
+
+#: SGLang's DeepSeek V4 FP4 routed experts at load, bytes per parameter: the int8-packed
+#: 4-bit values plus one float32 scale per 32 (``Fp8MoEMethod.create_weights`` /
+#: ``Mxfp4MarlinMoEMethod.create_weights``, ``srt/layers/quantization/fp8.py`` and
+#: ``mxfp4_marlin_moe.py`` at 0.5.12-0.5.14), where the checkpoint holds one e8m0 byte per
+#: 32. The Marlin runner (SGLang's default on SM120) repacks beside them
+#: (``prepare_moe_mxfp4_layer_for_marlin`` sets ``w13_weight_scale`` while the float32
+#: ``w13_weight_scale_inv`` stays registered) and adds the e8m0 Marlin scales.
+SGLANG_DSV4_FP4_EXPERT_BYTES = 0.5 + 4 / 32
+SGLANG_DSV4_FP4_MARLIN_EXPERT_BYTES = SGLANG_DSV4_FP4_EXPERT_BYTES + 1 / 32
+
+
+def _sglang_dsv4_fp4_experts(model: ModelSpec, gpu: GPUSpec) -> ExpertLayout:
+    """SGLang's V4 FP4 experts on NVIDIA GPUs before Blackwell's DeepGEMM e8m0 path (SM100
+    packs the scales back to one byte: ``transform_sf_into_required_layout``)."""
+    fp4 = model.quantization.expert_bytes is not None and model.quantization.expert_bytes < 0.6
+    dsv4 = any(layer.attention.kind.startswith("dsv4") for layer in model.layers)
+    if not (fp4 and dsv4) or gpu.vendor.lower() != "nvidia":
+        return ExpertLayout()
+    cc = gpu.compute_capability
+    major = int(cc.split(".")[0]) if cc else 9
+    if major == 12:
+        return ExpertLayout(bytes=SGLANG_DSV4_FP4_MARLIN_EXPERT_BYTES)
+    if major < 10:
+        return ExpertLayout(bytes=SGLANG_DSV4_FP4_EXPERT_BYTES)
+    return ExpertLayout()

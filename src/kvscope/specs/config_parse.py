@@ -183,6 +183,9 @@ def parse_config(
     layers = tuple(LayerSpec(a, f, per_layer_extra) for a, f in zip(attentions, ffns, strict=True))
 
     q = _quantization(c, quantization, resolved_dtype, n_layers)
+    dspark_ids = c.raw.get("dspark_target_layer_ids") or []
+    if not isinstance(dspark_ids, list):
+        dspark_ids = []
     return ModelSpec(
         name=name or c.text("_name_or_path") or source,
         model_type=model_type,
@@ -200,6 +203,8 @@ def parse_config(
         partial_rotary_factor=_rotary_fraction(c),
         hc_mult=hc,
         index_topk=c.integer("index_topk", default=0, minimum=0),
+        dspark_stages=(c.integer("n_mtp_layers", default=3, minimum=1) if dspark_ids else 0),
+        dspark_target_layers=len(dspark_ids),
         source=source,
         published=published or Published(),
     )

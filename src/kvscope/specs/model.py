@@ -103,6 +103,11 @@ class ModelSpec:
     #: indexer's top-k (``index_topk``; 0 without): both size engine buffers per token
     hc_mult: int = 0
     index_topk: int = 0
+    #: DSpark drafter stages the checkpoint ships (DeepSeek V4-Flash-0731 / V4.1: ``n_mtp_layers``,
+    #: 3 when absent, vLLM ``models/deepseek_v4/nvidia/dspark.py`` at v0.31.0) and the target
+    #: layers whose hidden states its ``main_proj`` fuses (``dspark_target_layer_ids``); 0 without
+    dspark_stages: int = 0
+    dspark_target_layers: int = 0
     source: str = ""
     published: Published = field(default_factory=Published)
 

@@ -1,0 +1,93 @@
+"""vLLM's DSpark drafter on DeepSeek V4 checkpoints that ship its stages (V4-Flash-0731)."""
+
+from __future__ import annotations
+
+import pytest
+from tests.plan.log_cases import offline_hub
+
+from kvscope.errors import KvscopeError
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.drafter import plan_drafter
+from kvscope.plan.memory import plan_memory
+from kvscope.plan.speculative import parse_vllm
+from kvscope.specs.hardware import GIB, get_gpu
+from kvscope.specs.registry import load_model
+
+DSPARK = '{"method": "dspark", "num_speculative_tokens": 5}'
+
+
+def test_dspark_is_accepted_as_vllm_names_it() -> None:
+    spec = parse_vllm(DSPARK)
+    assert (spec.method, spec.model, spec.num_speculative_tokens) == ("dspark", None, 5)
+
+
+def test_dspark_stages_of_the_0731_checkpoint() -> None:
+    # config.json of V4-Flash-0731: three dspark_target_layer_ids, no n_mtp_layers (vLLM: 3).
+    # main_proj 4096 x (3 x 4096) and context_wkv_proj 4096 -> 3 x 512 = 56,623,104 params,
+    # fp8 with one fp32 scale per 128 x 128 block: 56,636,928 B on every rank.
+    with offline_hub():
+        model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+    d = plan_drafter(model, parse_vllm(DSPARK), Parallelism(tp=8))
+    assert (d.mtp_layers, d.kv_layers, d.lookahead_tokens) == (3, 3, 5)
+    assert d.extra_weight_bytes == pytest.approx(56_636_928, abs=1)
+    eng = EngineConfig(engine="vllm", engine_version="0.31.0", max_model_len=262144)
+    base = plan_memory(model, get_gpu("H100"), Parallelism(tp=8), eng)
+    eng_spec = EngineConfig(
+        engine="vllm", engine_version="0.31.0", max_model_len=262144, speculative=parse_vllm(DSPARK)
+    )
+    drafted = plan_memory(model, get_gpu("H100"), Parallelism(tp=8), eng_spec)
+    # three target-shaped V4 layers (attention + 256-expert MoE, split over 8 ranks) and the
+    # replicated projections: more than one MTP layer's share, less than a tenth of the model
+    assert 1.0 < drafted.weights_gib - base.weights_gib < 0.1 * base.weights_gib
+    assert drafted.kv_tokens < base.kv_tokens
+
+
+@pytest.mark.parametrize(
+    ("model", "config", "says"),
+    [
+        ("deepseek-ai/DeepSeek-V4-Flash", DSPARK, "dspark_target_layer_ids"),
+        (
+            "deepseek-ai/DeepSeek-V4-Flash-0731",
+            '{"method": "dspark", "model": "org/dspark-qwen3-8b", "num_speculative_tokens": 7}',
+            "separate DSpark draft checkpoint",
+        ),
+    ],
+)
+def test_dspark_refused_in_one_line(model: str, config: str, says: str) -> None:
+    with offline_hub():
+        m = load_model(model)
+    with pytest.raises(KvscopeError, match=says):
+        plan_drafter(m, parse_vllm(config), Parallelism(tp=8))
+
+
+def test_dspark_weights_sit_on_every_rank() -> None:
+    with offline_hub():
+        model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+    one = plan_drafter(model, parse_vllm(DSPARK), Parallelism(tp=1)).extra_weight_bytes
+    eight = plan_drafter(model, parse_vllm(DSPARK), Parallelism(tp=8)).extra_weight_bytes
+    assert one == eight < 0.06 * GIB
+
+
+def test_sglang_dspark_refused_in_one_line() -> None:
+    with offline_hub():
+        model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+    eng = EngineConfig(engine="sglang", engine_version="0.5.16", speculative=parse_vllm(DSPARK))
+    with pytest.raises(KvscopeError, match="SGLang's DSpark"):
+        plan_memory(model, get_gpu("H200"), Parallelism(tp=4), eng)
+
+
+@pytest.mark.parametrize(("version", "extra_mib"), [("0.26.0", 256.0), ("0.27.0", 272.0)])
+def test_dspark_buffers_by_release(version: str, extra_mib: float) -> None:
+    """At T = 8192: the residual-stream copy 8192 x 4 x 4096 bf16 (256 MiB) from every
+    release, the drafter's own top-k buffer 8192 x 512 int32 (16 MiB) from 0.27.0."""
+    from kvscope.plan.vllm_budget import dsv4_buffer_bytes
+
+    with offline_hub():
+        model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+    base = EngineConfig(engine="vllm", engine_version=version)
+    drafted = EngineConfig(engine="vllm", engine_version=version, speculative=parse_vllm(DSPARK))
+    topk = 8192 * 512 * 4.0
+    if version >= "0.27.0":  # the residual copy is kept without drafting before 0.27 only
+        assert dsv4_buffer_bytes(model, base, 8192, True) == topk
+    got = dsv4_buffer_bytes(model, drafted, 8192, True) - topk
+    assert got == extra_mib * (1 << 20)
