@@ -53,8 +53,8 @@ def test_space_file_overrides_axes(tmp_path: Path) -> None:
         ("tp: [one]\n", "whole numbers"),
         ("enable_prefix_caching: [maybe]\n", "true or false"),
         ("gpu_memory_utilization: [1.5]\n", "gpu_memory_utilization"),
-        ("replicas: [1, 2]\n", "cluster simulator"),
-        ("router: [round-robin]\n", "cluster simulator"),
+        ("replicas: [0]\n", "replicas"),
+        ("router: [least-busy]\n", "is not a router"),
         ("- tp\n", "mapping"),
     ],
 )
@@ -64,6 +64,29 @@ def test_bad_space_files_are_one_line(tmp_path: Path, text: str, match: str) -> 
     with pytest.raises(KvscopeError, match=match) as err:
         load_space(f, _axes())
     assert "\n" not in err.value.one_line()
+
+
+def test_a_fleet_space_puts_replicas_behind_routers_within_the_gpus(tmp_path: Path) -> None:
+    f = tmp_path / "space.yaml"
+    f.write_text("tp: [1, 2]\ndp: [1]\nreplicas: [1, 2, 4]\nrouter: [round-robin, prefix-aware]\n")
+    points = expand(load_space(f, _axes()), 4)
+    # one replica has no router (tp1, tp2); two replicas: both routers at tp1 and tp2; four
+    # replicas only at tp1 (4 GPUs); the default space's other axes multiply each
+    shapes = {(p.tp, p.replicas, p.router) for p in points}
+    assert shapes == {
+        (1, 1, None),
+        (2, 1, None),
+        (1, 2, "round-robin"),
+        (1, 2, "prefix-aware"),
+        (2, 2, "round-robin"),
+        (2, 2, "prefix-aware"),
+        (1, 4, "round-robin"),
+        (1, 4, "prefix-aware"),
+    }
+    assert all(p.num_gpus == p.tp * p.replicas <= 4 for p in points)
+    assert len(points) == len(set(points))
+    p = next(p for p in points if p.replicas == 4)
+    assert p.label().endswith(f"x4 {p.router}")
 
 
 def test_a_space_with_no_point_within_the_gpus_is_refused() -> None:

@@ -114,3 +114,31 @@ def test_max_rate_finds_the_edge_of_the_slo(azure: Any, tmp_path: Path) -> None:
     for factor, ok in ((low, True), (high, False)):
         res = simulate_point(PointJob(cfg, 200, factor, SLO), azure)
         assert slo_check(res.figures, dict(SLO))[0] is ok
+
+
+def test_a_fleet_space_tunes_replicas_behind_routers(azure: Any, tmp_path: Path) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "tp: [1]\ndp: [1]\nkv_cache_dtype: [auto]\nmax_num_seqs: [null]\n"
+        "max_num_batched_tokens: [null]\nreplicas: [1, 2]\n"
+        "router: [round-robin, least-outstanding]\n"
+    )
+    s = tune(_request(space), azure.limit(200), tmp_path / "out", Backend("serial"))
+    rows = {r["label"]: r for r in s["ranked"]}
+    assert set(rows) == {
+        "H100x1 tp1 (defaults)",
+        "H100x2 tp1 x2 round-robin",
+        "H100x2 tp1 x2 least-outstanding",
+    }
+    d = rows["H100x1 tp1 (defaults)"]
+    for router in ("round-robin", "least-outstanding"):
+        r = rows[f"H100x2 tp1 x2 {router}"]
+        assert r["num_gpus"] == 2 and r["usd_per_hour"] == pytest.approx(2 * d["usd_per_hour"])
+        assert r["flags"]["replicas"] == 2 and r["flags"]["router"] == router
+        # two replicas share the 200 requests between them and serve them faster
+        summary = json.loads((tmp_path / "out" / r["run_dir"] / "summary.json").read_text())
+        served = [x["requests"] for x in summary["replicas"]]
+        assert len(served) == 2 and sum(served) == 200 and min(served) > 50
+        assert r["ttft_p99_s"] < d["ttft_p99_s"]
+    assert "x2" in s["winner"]["label"]
+    assert s["winner"]["command"].endswith("routing")

@@ -21,7 +21,8 @@ from typing import Any
 
 from kvscope.errors import KvscopeError
 from kvscope.executor.store import PointResult
-from kvscope.sim.run import SimConfig, SimResult, simulate
+from kvscope.fleet import FleetConfig, simulate
+from kvscope.sim.run import SimConfig, SimResult
 from kvscope.workload import Workload
 
 #: Figures that depend on the machine's speed, left out of tables that must be identical.
@@ -35,7 +36,7 @@ class PointJob:
     """A point's work: ``cfg`` on the first ``requests`` requests sped up by ``factor``;
     ``slo`` maps summary keys (``ttft_p99_s``) to limits in seconds."""
 
-    cfg: SimConfig
+    cfg: SimConfig | FleetConfig
     requests: int
     factor: float
     slo: tuple[tuple[str, float], ...]
@@ -56,8 +57,9 @@ def slo_check(figures: Mapping[str, Any], slo: Mapping[str, float]) -> tuple[boo
     return worst <= 1.0 and rejected == 0 and figures.get("completed", 0) > 0, worst
 
 
-def _run(w: Workload, cfg: SimConfig) -> SimResult:
-    return simulate(w, cfg)
+def _run(w: Workload, cfg: SimConfig | FleetConfig) -> SimResult:
+    res: SimResult = simulate(w, cfg)
+    return res
 
 
 def _result(res: SimResult, w: Workload, extra: Mapping[str, Any]) -> PointResult:
@@ -66,7 +68,7 @@ def _result(res: SimResult, w: Workload, extra: Mapping[str, Any]) -> PointResul
     return PointResult(cfg, figures, {"requests": res.requests, "steps": res.steps})
 
 
-def _failed(cfg: SimConfig, err: KvscopeError) -> PointResult:
+def _failed(cfg: SimConfig | FleetConfig, err: KvscopeError) -> PointResult:
     return PointResult(asdict(cfg), {"status": "failed", "error": err.one_line()})
 
 

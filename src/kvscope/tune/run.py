@@ -134,7 +134,7 @@ def candidates(req: TuneRequest, prices: Prices) -> tuple[list[Candidate], dict[
         cfg = replace(
             base, **p.sim_fields(), spec_acceptance=spec if p.speculative_config else None
         )
-        if cfg == default_cfg:
+        if cfg == default_cfg and p.replicas == 1:
             continue
         out.append(Candidate(p, cfg, price(p.gpu) * p.num_gpus))
     facts = {
@@ -244,7 +244,10 @@ def tune(
     }
     if winner is not None:
         cand = next(c for c in cands if c.label == winner["label"])
-        winner = {**winner, "command": launch_command(cand.cfg)}
+        command = launch_command(cand.cfg)
+        if cand.point.replicas > 1:  # the line starts one replica; say how many and routed how
+            command += f"  # on each of {cand.point.replicas} replicas, {cand.point.router} routing"
+        winner = {**winner, "command": command}
         summary["winner"] = winner
         summary["gain_vs_defaults"] = gain(winner, default, req.objective)
         write_text_atomic(out / "command.txt", winner["command"] + "\n", "winner command")

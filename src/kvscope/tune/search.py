@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kvscope.executor import Backend, PointStore, PointTask, run_points
+from kvscope.fleet import FleetConfig, PoolConfig
 from kvscope.sim.run import SimConfig
 from kvscope.tune.point import PointJob, simulate_point
 from kvscope.tune.rank import rank, score
@@ -70,6 +71,13 @@ class Candidate:
         text = self.point.label()
         return f"{text} (defaults)" if self.is_default else text
 
+    def job_cfg(self) -> SimConfig | FleetConfig:
+        """What a point simulates: one engine, or its replicas behind its router."""
+        if self.point.replicas == 1:
+            return self.cfg
+        pool = PoolConfig(name="tune", sim=self.cfg, replicas=self.point.replicas)
+        return FleetConfig(pools=(pool,), router=self.point.router or "round-robin")
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -94,7 +102,7 @@ def rung_sizes(n: int, eta: int, min_requests: int) -> list[int]:
 
 def point_key(c: Candidate, job: PointJob) -> str:
     """A folder name that changes with anything that changes the point's figures."""
-    doc = {"cfg": asdict(c.cfg), "job": {k: v for k, v in asdict(job).items() if k != "cfg"}}
+    doc = {"cfg": asdict(job.cfg), "job": {k: v for k, v in asdict(job).items() if k != "cfg"}}
     digest = hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
     return f"n{job.requests:07d}-{digest[:12]}"
 
@@ -108,7 +116,11 @@ def _row(c: Candidate, key: str, figures: Mapping[str, Any], rung: int) -> dict[
         "requests_simulated": figures.get("requests") or 0,
         "num_gpus": c.point.num_gpus,
         "usd_per_hour": c.usd_per_hour,
-        "flags": {k: v for k, v in asdict(c.point).items() if k not in ("replicas", "router")},
+        "flags": {
+            k: v
+            for k, v in asdict(c.point).items()
+            if k not in ("replicas", "router") or c.point.replicas > 1
+        },
         "run_dir": f"points/{key}",
     }
     row.update({k: figures.get(k) for k in ROW_FIGURES if k in figures})
@@ -138,7 +150,7 @@ def halving(
         for c in alive:
             i = index[id(c)]
             job = PointJob(
-                c.cfg,
+                c.job_cfg(),
                 n,
                 factor[i],
                 settings.slo,

@@ -10,9 +10,11 @@ axis names to a value or a list of values, each overriding that axis's default, 
     max_num_batched_tokens: [null, 4096]
 
 GPU types come from ``--gpu``, the GPU count is bounded by ``--max-gpus`` (points with
-TP x PP x DP above it are left out; a ``num_gpus`` list keeps only those counts). ``replicas``
-and ``router`` are the hook for the cluster simulator (issue 22): only ``[1]`` and ``[null]``
-are accepted until it lands.
+TP x PP x DP x replicas above it are left out; a ``num_gpus`` list keeps only those counts).
+``replicas`` (engines of the point's layout) and ``router`` (a ``kvscope simulate --router``
+name) put several replicas behind a router (:mod:`kvscope.fleet`); the defaults try one
+replica, so a fleet search names them, e.g. ``replicas: [1, 2, 4]`` and
+``router: [round-robin, prefix-aware]``. A one-replica point has no router.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kvscope.errors import KvscopeError
+from kvscope.fleet.routers import ROUTERS
 from kvscope.validate import count, finite, load_yaml
 
 #: Most points one space may expand to (a bound so a typo cannot ask for billions).
@@ -88,6 +91,8 @@ class Point:
         if self.speculative_config:
             method = json.loads(self.speculative_config).get("method", "spec")
             parts.append(f"spec={method}")
+        if self.replicas > 1:
+            parts.append(f"x{self.replicas} {self.router or 'round-robin'}")
         return " ".join(parts)
 
 
@@ -118,7 +123,16 @@ AXES = (
     "replicas",
     "router",
 )
-_INT_AXES = {"num_gpus", "tp", "pp", "dp", "block_size", "max_num_seqs", "max_num_batched_tokens"}
+_INT_AXES = {
+    "num_gpus",
+    "tp",
+    "pp",
+    "dp",
+    "block_size",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "replicas",
+}
 _BOOL_AXES = {
     "enable_expert_parallel",
     "enable_dp_attention",
@@ -190,18 +204,12 @@ def _values(name: str, raw: Any, where: str) -> tuple[Any, ...] | None:
             if isinstance(v, bool) or not isinstance(v, int | float):
                 raise KvscopeError(f"{where}: '{name}' takes a fraction, got {v!r}.")
             out.append(finite(float(v), f"{where}: {name}", low=0, low_open=True, high=1))
-        elif name == "replicas":
-            if v != 1:
-                raise KvscopeError(
-                    f"{where}: replicas {v!r}: several replicas behind a router need the "
-                    "cluster simulator (issue 22); this build tries one replica (use dp)."
-                )
-            out.append(1)
         elif name == "router":
-            raise KvscopeError(
-                f"{where}: router {v!r}: routers need the cluster simulator (issue 22), "
-                "not in this build; leave it null."
-            )
+            if v not in ROUTERS:
+                raise KvscopeError(
+                    f"{where}: router {v!r} is not a router (known: {', '.join(ROUTERS)})."
+                )
+            out.append(v)
         elif name == "speculative_config":
             out.append(v if isinstance(v, str) else json.dumps(v, sort_keys=True))
         elif isinstance(v, str) and v.strip():
@@ -240,16 +248,21 @@ def expand(axes: Mapping[str, Any], max_gpus: int) -> list[Point]:
             f"the space has {size:,} points, more than {MAX_POINTS:,}; narrow an axis."
         )
     counts = axes.get("num_gpus")
-    points = []
+    points: dict[Point, None] = {}
     for combo in itertools.product(*(axes[a] for a in names)):
         p = Point(**dict(zip(names, combo, strict=True)))
+        # one replica needs no router; several get round-robin unless the space names one
+        if p.replicas == 1 and p.router is not None:
+            p = dataclasses.replace(p, router=None)
+        elif p.replicas > 1 and p.router is None:
+            p = dataclasses.replace(p, router="round-robin")
         n = p.num_gpus
         if n <= max_gpus and (counts is None or n in counts):
-            points.append(p)
+            points[p] = None
     if not points:
         raise KvscopeError(
             f"the search space is empty: no point uses at most {max_gpus} GPUs"
             + ("" if counts is None else f" and one of num_gpus {list(counts)}")
             + "."
         )
-    return points
+    return list(points)
