@@ -33,6 +33,7 @@ def test_default_pack_matches_the_issue() -> None:
     pack = load_pack()
     got = {r.name: (r.tier, r.kind, r.threshold, r.for_s) for r in pack.rules}
     assert got == DEFAULT_RULES
+    assert len(pack.rules) == 14  # the README's count
     for r in pack.rules:
         assert len(r.why) > 80, f"{r.name} needs a reason"
     assert pack.rule("PreemptionStorm").escalate_after == 3
