@@ -94,7 +94,9 @@ def _pool(src: str, i: int, doc: Any, base: SimConfig) -> PoolConfig:
     try:
         replicas = count(doc["replicas"], "replicas", low=1)
     except KvscopeError as err:
-        raise ConfigError(src, f"{where}.replicas", err.message.removeprefix("replicas ")) from None
+        raise ConfigError(
+            src, f"{where}.replicas", err.message.removeprefix("replicas ").rstrip(".")
+        ) from None
     sim = base
     fields = base.__dataclass_fields__
     for key, value in doc.items():

@@ -46,6 +46,8 @@ from kvscope.sim.run import SimConfig, engine_for, replica_pools
 from kvscope.sim.sequence import Sequence as Seq
 from kvscope.workload import Workload
 
+ROLES = ("prefill", "decode")
+
 
 @dataclass(frozen=True)
 class DisaggConfig:
@@ -66,13 +68,14 @@ class DisaggConfig:
         the pool that does not fit its GPUs)."""
         from kvscope.sim.run import build_pool
 
-        for role, cfg in (("prefill", self.prefill), ("decode", self.decode)):
+        for role, name, cfg in zip(ROLES, self.names, (self.prefill, self.decode), strict=True):
+            what = f"{role} pool '{name}'"
             if cfg.window_model != "bound":
-                raise KvscopeError(f"{role} pool: disaggregation needs --window-model bound.")
+                raise KvscopeError(f"{what}: disaggregation needs --window-model bound.")
             try:
                 build_pool(replace(cfg, dp=1))
             except KvscopeError as err:
-                raise KvscopeError(f"{role} pool: {err.one_line()}") from None
+                raise KvscopeError(f"{what}: {err.one_line()}") from None
 
     def with_flag(self, flag: str, value: str) -> DisaggConfig:
         """A copy with one simulate flag set in both pools (``--sweep``); the pools'

@@ -25,11 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from kvscope.errors import ConfigError, KvscopeError
-from kvscope.fleet.disagg import DisaggConfig
+from kvscope.fleet.disagg import ROLES, DisaggConfig
 from kvscope.fleet.kv_transfer import LINKS, KVLink, default_link, measured_link
 from kvscope.sim.run import SimConfig
 
-ROLES = ("prefill", "decode")
 #: Fields of ``kv_transfer:``.
 LINK_FIELDS = ("link", "bandwidth_gb_per_s", "latency_us", "comm_run")
 #: Cluster fields a disaggregated deployment does not take (no router in front of it here:
@@ -141,7 +140,9 @@ def _link(src: str, doc: Any, prefill: SimConfig, decode: SimConfig) -> KVLink:
         try:
             links = [default_link(kind, get_gpu(c.gpu)) for c in (prefill, decode)]
         except KvscopeError as err:
-            raise ConfigError(src, "kv_transfer.link", err.one_line().rstrip(".")) from None
+            raise ConfigError(
+                src, "kv_transfer.link", f"cannot be priced: {err.one_line().rstrip('.')}"
+            ) from None
         slow = min(links, key=lambda k: k.bandwidth)
         return KVLink(
             kind,
