@@ -69,6 +69,36 @@ def test_pd_run_dir_moves_the_prompts_kv_and_ttft_includes_it(
     assert "Fleet: per replica" in (tmp_path / "r.html").read_text()
 
 
+def test_v4_flash_pd_moves_the_planners_kv_bytes_per_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kvscope.specs.registry import load_model
+
+    spec = _spec(
+        tmp_path,
+        "kv_transfer: {link: rdma}\npools:\n"
+        "  - {role: prefill, replicas: 2, gpu: H200, tp: 8}\n"
+        "  - {role: decode, replicas: 1, gpu: H200, tp: 8}\n",
+    )
+    out = tmp_path / "run"
+    wl = ["--arrival", "poisson:rate=5", "--prompt-len", "lognormal:median=2000,sigma=0.5"]
+    wl += ["--output-len", "20", "--num-requests", "80", "--seed", "1"]
+    argv = ["simulate", "--model", "deepseek-ai/DeepSeek-V4-Flash", *wl, "--cluster", str(spec)]
+    code, _, err = run_in_process([*argv, "--out", str(out)], capsys)
+    assert code == 0, err
+    req = pq.read_table(out / "requests.parquet").to_pandas()
+    model = load_model("deepseek-ai/DeepSeek-V4-Flash")
+    want = [model.kv_bytes_for_request(int(p), None, 8) for p in req["prompt_tokens"]]
+    assert req["transfer_bytes_per_rank"].tolist() == want
+    assert (req["transfer_bytes"] == 8 * req["transfer_bytes_per_rank"]).all()
+    # per rank: 3,850.25 B per prompt token (tests/fleet/test_kv_transfer.py's arithmetic) on
+    # top of the window state (SWA KV, compressor states), the same within one compressed
+    # record for every prompt of >= 128 tokens
+    window = req["transfer_bytes_per_rank"] - req["prompt_tokens"] * 3850.25
+    assert req["prompt_tokens"].min() >= 128 and window.max() - window.min() < 64 * 1024
+    assert (req["ttft_s"] >= req["transfer_s"]).all()
+
+
 def test_explicit_and_measured_links_price_the_transfer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -79,11 +79,13 @@ def print_table(results: list[dict[str, Any]], sweep: bool, console: Any) -> Non
             link = pd["link"]
             table.add_row("KV link", f"{link['kind']} {link['bandwidth'] / 1e9:,.0f} GB/s")
             table.add_row(
-                "KV MB/request", _fmt("{:,.1f}", r["transfer_bytes_per_request_mean"] / 1e6)
+                "KV MB/request (all ranks)",
+                _fmt("{:,.1f}", r["transfer_bytes_per_request_mean"] / 1e6),
             )
             parts = r.get("ttft_parts_s", {})
-            p50 = " / ".join(_fmt("{:.3f}", parts.get(k, {}).get("p50")) for k in _PARTS)
-            table.add_row("TTFT p50 parts s", p50)
+            p50 = [parts.get(k, {}).get("p50") for k in _PARTS]
+            ms = " / ".join(_fmt("{:.2f}", None if v is None else v * 1e3) for v in p50)
+            table.add_row("TTFT p50 parts ms", ms)
         if r.get("run_dir"):
             table.add_row("run dir", r["run_dir"])
     console.print(table)
