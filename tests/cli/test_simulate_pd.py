@@ -228,3 +228,19 @@ def test_fleet_flags_with_pd_pools_are_one_line(
     argv = ["simulate", *WL, "--cluster", str(_spec(tmp_path, PD)), *flags]
     code, _, err = run_in_process(argv, capsys)
     one_error_line(code, err, needle)
+
+
+def test_sweep_over_a_pool_flag_runs_each_point_disaggregated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec(tmp_path, PD)
+    argv = ["simulate", *WL, "--cluster", str(spec), "--sweep", "max-num-seqs=4,64", "--json"]
+    code, out, err = run_in_process(argv, capsys)
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["point"] for r in rows] == ["max-num-seqs=4", "max-num-seqs=64"]
+    # the KV moved does not depend on batching; 4 sequences on the one decode engine make
+    # arrived requests wait for a slot (its first step after the KV arrived grows)
+    assert rows[0]["transfer_bytes_total"] == rows[1]["transfer_bytes_total"]
+    first = [r["ttft_parts_s"]["decode_first_token"]["p99"] for r in rows]
+    assert first[0] > 2 * first[1] and rows[0]["ttft_p99_s"] > rows[1]["ttft_p99_s"]

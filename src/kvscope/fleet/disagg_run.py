@@ -17,7 +17,7 @@ list (one row per engine, its pool the role's name).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +41,14 @@ class PDResult:
     requests: pa.Table
     steps: pa.Table
     figures: dict[str, Any]
+    #: KV blocks per engine (prefill engines first) and their sum.
+    pool_info: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
 
     def write(
         self, out: str | Path, workload_spec: dict[str, Any] | None = None, *, force: bool = False
     ) -> Path:
-        cfg = {**asdict(self.config), "workload": workload_spec or {}}
+        cfg = {**asdict(self.config), "pool": self.pool_info, "workload": workload_spec or {}}
         return write_run_dir(out, cfg, self.requests, self.steps, self.figures, force=force)
 
 
@@ -147,7 +149,8 @@ def simulate_pd(workload: Workload, cfg: DisaggConfig) -> PDResult:
         for r in range(len(per))
     ]
     figs["running_peak"] = sum(f["running_peak"] for f in figs["replicas"])
-    return PDResult(cfg, req, steps, figs)
+    info = {"capacity": sum(caps), "num_gpu_blocks": caps}
+    return PDResult(cfg, req, steps, figs, info)
 
 
 def _status(seq: Any) -> str:
