@@ -196,6 +196,10 @@ ROLE = "  - {{role: prefill, replicas: 1}}\n  - {{role: decode, replicas: 1{extr
             ("pools[1].window-model", "bound"),
         ),
         (
+            "kv_transfer: {link: rdma}\npools:\n" + ROLE.format(extra=", engine: sglang"),
+            ("pools[1]", "--engine vllm"),
+        ),
+        (
             "kv_transfer: {link: rdma}\npools:\n" + ROLE.format(extra=", max-num-seqs: -1"),
             ("pools[1].max-num-seqs",),
         ),

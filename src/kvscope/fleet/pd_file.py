@@ -88,6 +88,16 @@ def load_pd(src: str, doc: dict[str, Any], base: SimConfig, pool_of: Any) -> Dis
             raise ConfigError(
                 src, f"pools[{i}]", "sets --data-parallel-size; give the pool's engines as replicas"
             )
+        if pool.sim.engine != "vllm" or pool.sim.allocator != "paged":
+            raise ConfigError(
+                src,
+                f"pools[{i}]",
+                "runs vLLM's disaggregated serving: --engine vllm with the paged allocator",
+            )
+        if pool.sim.speculative_config is not None:
+            raise ConfigError(
+                src, f"pools[{i}]", "takes no --speculative-config (simulated for one engine)"
+            )
         if pool.sim.window_model != "bound":
             raise ConfigError(src, f"pools[{i}].window-model", "must be bound for disaggregation")
         try:
