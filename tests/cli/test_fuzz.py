@@ -140,6 +140,11 @@ def build_corpus(root: Path, forker: Forker) -> Path:
     _write(f / "latin1_cfg" / "config.json", b'{"model_type": "llama\xe9"}')
     _write(f / "cluster_nan.yaml", "pools: [{replicas: .nan, gpu: H100, max-num-seqs: .inf}]\n")
     _write(f / "cluster_huge.yaml", "router: prefix-aware\npools: [{replicas: 1e30}]\n")
+    _write(
+        f / "cluster_pd.yaml",
+        "kv_transfer: {link: rdma, bandwidth_gb_per_s: .inf, latency_us: -1e308}\n"
+        "pools: [{role: prefill, replicas: 1e30}, {role: [decode], replicas: .nan}]\n",
+    )
     _write(f / "unknown_cfg" / "config.json", _config(model_type="no-such-arch-2031"))
     _write(f / "ok_cfg" / "config.json", _config())
     _write(
@@ -758,6 +763,7 @@ CORPUS: list[list[str]] = [
     [*FLEET_BASE, "--cluster", "files/cluster_nan.yaml"],
     [*FLEET_BASE, "--cluster", "files/cluster_huge.yaml"],
     [*FLEET_BASE, "--cluster", "files/binary.bin"],
+    [*FLEET_BASE, "--cluster", "files/cluster_pd.yaml"],
     [*FLEET_BASE, "--replicas", "100000"],
     [*FLEET_BASE, "--replicas", "2", "--router-weights", "prefix=inf"],
     [*FLEET_BASE, "--replicas", "2", "--autoscale", "queue:up=nan,down=0"],

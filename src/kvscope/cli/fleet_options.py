@@ -93,8 +93,16 @@ def fleet_config(
     from dataclasses import replace
 
     from kvscope.fleet.cluster_file import load_cluster
+    from kvscope.fleet.disagg import DisaggConfig
 
-    return replace(load_cluster(cluster, cfg, seed or 0), **fleet)
+    loaded = load_cluster(cluster, cfg, seed or 0)
+    if isinstance(loaded, DisaggConfig):
+        given_flags = {"--router": router, "--router-weights": weights, "--autoscale": autoscale}
+        for flag, value in given_flags.items():
+            if value is not None:
+                raise KvscopeError(f"{flag}: the cluster file's prefill/decode pools take none.")
+        return loaded
+    return replace(loaded, **fleet)
 
 
 def check_point(point: Any) -> None:

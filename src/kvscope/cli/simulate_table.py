@@ -36,6 +36,10 @@ SWEEP_COLUMNS = (
 )
 
 
+#: The disaggregated TTFT breakdown, in order (prefill, link wait, transfer, decode first step).
+_PARTS = ("prefill", "transfer_wait", "transfer", "decode_first_token")
+
+
 def _fmt(fmt: str, v: Any) -> str:
     if v is None or (isinstance(v, float) and v != v):
         return "-"
@@ -70,6 +74,18 @@ def print_table(results: list[dict[str, Any]], sweep: bool, console: Any) -> Non
         if isinstance(reps, list):  # a fleet: replicas behind a router, requests per replica
             table.add_row("replicas", f"{len(reps)} ({r.get('router')})")
             table.add_row("req/replica", " ".join(f"{x['requests']:,}" for x in reps[:16]))
+        pd = r.get("disagg")
+        if isinstance(pd, dict):  # prefill/decode pools: the link and where TTFT went
+            link = pd["link"]
+            table.add_row("KV link", f"{link['kind']} {link['bandwidth'] / 1e9:,.0f} GB/s")
+            table.add_row(
+                "KV MB/request (all ranks)",
+                _fmt("{:,.1f}", r["transfer_bytes_per_request_mean"] / 1e6),
+            )
+            parts = r.get("ttft_parts_s", {})
+            p50 = [parts.get(k, {}).get("p50") for k in _PARTS]
+            ms = " / ".join(_fmt("{:.2f}", None if v is None else v * 1e3) for v in p50)
+            table.add_row("TTFT p50 parts ms", ms)
         if r.get("run_dir"):
             table.add_row("run dir", r["run_dir"])
     console.print(table)

@@ -12,12 +12,14 @@ from typing import Any
 
 from kvscope.executor.store import PointResult
 from kvscope.fleet import FleetConfig, simulate
+from kvscope.fleet.disagg import DisaggConfig
 from kvscope.sim.run import SimConfig
 from kvscope.workload import Workload
 
 
-def simulate_run(cfg: SimConfig | FleetConfig, workload: Workload) -> PointResult:
-    """One engine for a ``SimConfig``, a fleet of replicas for a ``FleetConfig``."""
+def simulate_run(cfg: SimConfig | FleetConfig | DisaggConfig, workload: Workload) -> PointResult:
+    """One engine for a ``SimConfig``, a fleet of replicas for a ``FleetConfig``,
+    prefill/decode pools for a ``DisaggConfig``."""
     res = simulate(workload, cfg)
     config: dict[str, Any] = {
         **asdict(res.config),

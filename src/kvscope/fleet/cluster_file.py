@@ -14,6 +14,17 @@ The file::
         replicas: 2
         gpu: A100-80GB
 
+Prefill/decode disaggregation (:mod:`kvscope.fleet.pd_file`): one ``role: prefill`` and one
+``role: decode`` pool (``replicas`` = engines in the pool) and the KV link between them::
+
+    kv_transfer:
+      link: rdma                     # rdma | nvlink | pcie (cited presets), or
+                                     # bandwidth_gb_per_s: 50, latency_us: 10, or
+                                     # comm_run: runs/comm (a `kvscope comm bench` fit)
+    pools:
+      - {name: prefill, role: prefill, replicas: 2, gpu: H200, tp: 8}
+      - {name: decode, role: decode, replicas: 1, gpu: H200, tp: 8}
+
 Every error is one line naming the file and the field (``pools[1].gpu``); each pool's flags
 go through :class:`kvscope.sim.run.SimConfig`'s own checks, and :meth:`FleetConfig.check`
 sizes each pool's KV cache with the planner before anything runs.
@@ -26,16 +37,19 @@ from typing import Any
 
 from kvscope.errors import ConfigError, KvscopeError
 from kvscope.fleet.config import FleetConfig, PoolConfig, parse_weights
+from kvscope.fleet.disagg import DisaggConfig
+from kvscope.fleet.pd_file import is_pd, load_pd
 from kvscope.sim.run import SimConfig
 from kvscope.validate import count, load_yaml
 
-_TOP = {"router", "router_weights", "autoscale", "pools"}
+_TOP = {"router", "router_weights", "autoscale", "pools", "kv_transfer"}
 #: Fleet-level fields a pool may not set (they belong to the whole fleet or to the run).
 _NOT_POOL = {"sweep", "out", "force", "workload", "seed", "router", "replicas_total"}
 
 
-def load_cluster(path: Path, base: SimConfig, seed: int = 0) -> FleetConfig:
-    """The fleet ``path`` describes, each pool's flags laid over ``base`` (the command's)."""
+def load_cluster(path: Path, base: SimConfig, seed: int = 0) -> FleetConfig | DisaggConfig:
+    """The fleet ``path`` describes, each pool's flags laid over ``base`` (the command's); a
+    :class:`DisaggConfig` when its pools carry prefill/decode roles (:mod:`.pd_file`)."""
     src = str(path)
     doc = load_yaml(path, "cluster spec")
     if not isinstance(doc, dict):
@@ -44,6 +58,8 @@ def load_cluster(path: Path, base: SimConfig, seed: int = 0) -> FleetConfig:
         if str(key).replace("-", "_") not in _TOP:
             raise ConfigError(src, str(key), f"is not a cluster field (known: {sorted(_TOP)})")
     doc = {str(k).replace("-", "_"): v for k, v in doc.items()}
+    if is_pd(doc):
+        return load_pd(src, doc, base, _pool)
     pools_doc = doc.get("pools")
     if not isinstance(pools_doc, list) or not pools_doc:
         raise ConfigError(src, "pools", "must be a non-empty list of pools")
@@ -78,7 +94,9 @@ def _pool(src: str, i: int, doc: Any, base: SimConfig) -> PoolConfig:
     try:
         replicas = count(doc["replicas"], "replicas", low=1)
     except KvscopeError as err:
-        raise ConfigError(src, f"{where}.replicas", err.message.removeprefix("replicas ")) from None
+        raise ConfigError(
+            src, f"{where}.replicas", err.message.removeprefix("replicas ").rstrip(".")
+        ) from None
     sim = base
     fields = base.__dataclass_fields__
     for key, value in doc.items():

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,8 @@ from kvscope.sim.run import SimConfig, engine_for, replica_pools
 from kvscope.sim.sequence import Sequence as Seq
 from kvscope.workload import Workload
 
+ROLES = ("prefill", "decode")
+
 
 @dataclass(frozen=True)
 class DisaggConfig:
@@ -54,6 +56,41 @@ class DisaggConfig:
     prefill: SimConfig
     decode: SimConfig
     link: KVLink
+    #: The pools' names (a cluster file's ``name:``), prefill first.
+    names: tuple[str, str] = ("prefill", "decode")
+
+    @property
+    def cost_file(self) -> str | None:
+        return self.prefill.cost_file
+
+    def check(self) -> None:
+        """Size both pools' KV caches by the planner before anything runs (one line naming
+        the pool that does not fit its GPUs)."""
+        from kvscope.sim.run import build_pool
+
+        for role, name, cfg in zip(ROLES, self.names, (self.prefill, self.decode), strict=True):
+            what = f"{role} pool '{name}'"
+            if cfg.window_model != "bound":
+                raise KvscopeError(f"{what}: disaggregation needs --window-model bound.")
+            try:
+                build_pool(replace(cfg, dp=1))
+            except KvscopeError as err:
+                raise KvscopeError(f"{what}: {err.one_line()}") from None
+
+    def with_flag(self, flag: str, value: str) -> DisaggConfig:
+        """A copy with one simulate flag set in both pools (``--sweep``); the pools'
+        engine counts stay those of the cluster file."""
+        name = flag.lstrip("-")
+        if name in ("replicas", "router", "router-weights", "autoscale", "data-parallel-size"):
+            raise KvscopeError(
+                f"--sweep {name}: prefill/decode pools take their engine counts from the "
+                "cluster file and have no router or autoscaling."
+            )
+        return replace(
+            self,
+            prefill=self.prefill.with_flag(flag, value),
+            decode=self.decode.with_flag(flag, value),
+        )
 
 
 class HeldPool(PagedPool):
@@ -129,6 +166,9 @@ class DisaggResult:
 
     columns: dict[str, np.ndarray]
     figures: dict[str, Any]
+    #: The engines (each with its ``stats``, its ``pool``) and sequences of both sides, for a
+    #: run directory (:mod:`kvscope.fleet.disagg_run`).
+    sides: dict[str, Any] = field(default_factory=dict)
 
 
 def _pools(cfg: SimConfig, what: str) -> tuple[list[PagedPool], Any, Any, dict[str, Any]]:
@@ -175,7 +215,8 @@ def simulate_disagg(workload: Workload, cfg: DisaggConfig) -> DisaggResult:
     t_start = np.array([sent[i][0] if i in sent else np.nan for i in range(n)])
     t_end = np.array([sent[i][1] if i in sent else np.nan for i in range(n)])
     prefill_done = np.array([s.finish_s for s in pre_seqs])
-    dec = _decode(workload, cfg, t_end, ok)
+    sides: dict[str, Any] = {"prefill": (engines, pre_seqs, pre_rank, held)}
+    dec = _decode(workload, cfg, t_end, ok, sides)
     arrival = workload.arrival_s
     per_rank = np.array([transfers[i].bytes_per_rank if i in transfers else 0.0 for i in range(n)])
     cols = {
@@ -195,11 +236,15 @@ def simulate_disagg(workload: Workload, cfg: DisaggConfig) -> DisaggResult:
     cols["tpot_s"] = np.where(
         cols["decoded_tokens"] >= 2, (cols["finish_s"] - cols["first_token_s"]) / out, np.nan
     )
-    return DisaggResult(cols, _figures(cols, cfg, len(held)))
+    return DisaggResult(cols, _figures(cols, cfg, len(held)), sides)
 
 
 def _decode(
-    workload: Workload, cfg: DisaggConfig, ready: np.ndarray, ok: np.ndarray
+    workload: Workload,
+    cfg: DisaggConfig,
+    ready: np.ndarray,
+    ok: np.ndarray,
+    sides: dict[str, Any],
 ) -> dict[str, np.ndarray]:
     """The decode pool: requests arrive when their KV has arrived."""
     idx = np.flatnonzero(ok)
@@ -226,6 +271,7 @@ def _decode(
         pool.tiers = ReceivedKV(keys)
         engines.append(engine_for(sub, one, pool, layout, terms, info, None)[0])
     ranks = DataParallelGroup(engines).run(seqs)
+    sides["decode"] = (engines, seqs, ranks, pools)
     where = {rid: k for k, rid in enumerate(workload.request_ids.tolist())}
     n = len(workload)
     first = np.full(n, np.nan)
