@@ -12,7 +12,6 @@ replica-seconds provisioned (a drained replica counts until its last request fin
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -24,8 +23,8 @@ from kvscope.fleet.autoscale import Scaler
 from kvscope.fleet.cluster import Cluster
 from kvscope.fleet.config import FleetConfig
 from kvscope.fleet.routers import make_router
-from kvscope.sim.data_parallel import merged_stats, rank_rows
-from kvscope.sim.data_parallel_run import rank_figures, ranks_so_far, sum_counters
+from kvscope.sim.data_parallel import rank_rows
+from kvscope.sim.data_parallel_run import rank_figures, serve, sum_counters
 from kvscope.sim.engine import sequences_from
 from kvscope.sim.outputs import requests_table, steps_table, summary_figures
 from kvscope.sim.roofline import cost_summary
@@ -33,8 +32,6 @@ from kvscope.sim.run import (
     SimInterrupted,
     SimResult,
     engine_for,
-    mark_interrupted,
-    pool_counters,
     replica_pools,
     slo_targets,
 )
@@ -70,19 +67,10 @@ def simulate_fleet(
     seqs = sequences_from(workload, block_size)
     sess = workload.session_ids
     keys = [str(s) for s in sess.tolist()] if sess is not None else None
-    interrupted = False
-    t0, c0 = time.perf_counter(), time.process_time()
-    replicas: list[int] = []
-    try:
-        replicas = cluster.run(seqs, keys)
-    except KeyboardInterrupt:
-        interrupted = True
-        cluster.settle()
-        mark_interrupted(seqs)
-        replicas = ranks_so_far(cluster, len(seqs))
+    replicas, stats, counters, interrupted = serve(
+        lambda: cluster.run(seqs, keys), cluster, seqs, built, kv_pools
+    )
     per = [e.stats for e, _, _ in built]
-    stats = merged_stats(per, time.perf_counter() - t0, time.process_time() - c0)
-    counters = [pool_counters(kv, a) for kv, (_, a, _) in zip(kv_pools, built, strict=True)]
     caps = [int(i["capacity"]) for i in infos]
     info = dict(infos[0])
     info.update(
@@ -100,7 +88,8 @@ def simulate_fleet(
             ],
         },
     )
-    req = requests_table(seqs).append_column("replica", pa.array(replicas, pa.int64()))
+    tiers = any(kv.tiers is not None for kv in kv_pools)
+    req = requests_table(seqs, tiers=tiers).append_column("replica", pa.array(replicas, pa.int64()))
     rows, row_replicas = rank_rows(per)
     steps = steps_table(rows).append_column("replica", pa.array(row_replicas, pa.int64()))
     figs = summary_figures(seqs, req, steps, stats, info, slo_targets(fleet.pools[0].sim))

@@ -40,19 +40,8 @@ def simulate_replicas(
     built = [engine_for(workload, cfg, p, layout, terms, info, None) for p in pools]
     group = DataParallelGroup([e for e, _, _ in built], on_progress=progress)
     seqs = sequences_from(workload, layout.block_size)
-    interrupted = False
-    t0, c0 = time.perf_counter(), time.process_time()
-    ranks: list[int] = []
-    try:
-        ranks = group.run(seqs)
-    except KeyboardInterrupt:
-        interrupted = True
-        group.settle()
-        mark_interrupted(seqs)
-        ranks = ranks_so_far(group, len(seqs))
+    ranks, stats, counters, interrupted = serve(lambda: group.run(seqs), group, seqs, built, pools)
     per_rank = [e.stats for e, _, _ in built]
-    stats = merged_stats(per_rank, time.perf_counter() - t0, time.process_time() - c0)
-    counters = [pool_counters(p, a) for p, (_, a, _) in zip(pools, built, strict=True)]
     info.update(
         {k: sum_counters(c[k] for c in counters) for k in counters[0]},
         cost=asdict(built[0][2]),
@@ -75,6 +64,31 @@ def simulate_replicas(
     if interrupted:
         raise SimInterrupted(result)
     return result
+
+
+def serve(
+    run: Callable[[], list[int]],
+    group: Any,
+    seqs: list[Sequence],
+    built: list[tuple[Any, Any, Any]],
+    pools: list[Any],
+) -> tuple[list[int], EngineStats, list[dict[str, Any]], bool]:
+    """Serve ``seqs`` through a multi-engine ``group`` (``run`` returns each request's
+    engine): the engines, their merged stats and per-pool counters, and whether Ctrl-C cut
+    the run short (then what was dealt so far, the rest marked interrupted)."""
+    interrupted = False
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        ranks = run()
+    except KeyboardInterrupt:
+        interrupted = True
+        group.settle()
+        mark_interrupted(seqs)
+        ranks = ranks_so_far(group, len(seqs))
+    per = [e.stats for e, _, _ in built]
+    stats = merged_stats(per, time.perf_counter() - t0, time.process_time() - c0)
+    counters = [pool_counters(p, a) for p, (_, a, _) in zip(pools, built, strict=True)]
+    return ranks, stats, counters, interrupted
 
 
 def rank_figures(
