@@ -4,7 +4,7 @@ Architecture: 2 layers, 64-dim embeddings, 4 heads (2 KV heads), 128-dim FFN, a
 SentencePiece-style ("llama") vocabulary of control tokens, 256 byte tokens and whole-word
 pieces ("▁the", ...), and a ChatML chat template. Weights are seeded random f32, so the output
 is gibberish but the engine runs every real code path (tokenise, batch, decode, stream,
-/metrics). About 0.3 MB; the recipe is the one measured in ../shared/reference/cpu_engines.md.
+/metrics). About 0.3 MB, written with the gguf package's GGUFWriter (gguf 0.19.0).
 """
 
 from __future__ import annotations

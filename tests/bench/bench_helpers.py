@@ -78,7 +78,8 @@ class LlamaServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        # flags as measured in ../shared/reference/cpu_engines.md
+        # llama-server (llama.cpp tools/server): loopback only, Prometheus /metrics on, -np
+        # slots sharing -c tokens of context, one CPU thread
         cmd = [
             str(self.binary), "-m", str(self.model), "--host", "127.0.0.1",
             "--port", str(self.port), "--metrics", "-np", str(self.parallel),

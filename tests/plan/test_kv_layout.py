@@ -15,7 +15,7 @@ PRO = load_model("deepseek-ai/DeepSeek-V4-Pro")
 
 @pytest.mark.parametrize(
     ("model", "indexer", "packed", "stride"),
-    # shared/reference/deepseek_v4_memory.md §4.3 (vLLM packed and older tuple layouts).
+    # vLLM's DeepSeek V4 KV specs (vllm/v1/kv_cache_interface.py, packed and older tuple layouts).
     [
         (FLASH, "fp8", True, 1_002_240),
         (FLASH, "fp4", True, 917_568),

@@ -1,7 +1,7 @@
 """DeepSeek-V2's KV reduction reproduced with its basis (arXiv 2405.04434).
 
 DeepSeek LLM 67B shape from its paper (arXiv 2401.02954, Table 2): 95 layers, hidden 8192,
-64 query heads, 8 KV heads, FFN 22016, vocab 102400 (shared/reference/model_configs.csv).
+64 query heads, 8 KV heads, FFN 22016, vocab 102400.
 """
 
 from __future__ import annotations

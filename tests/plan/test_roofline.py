@@ -3,7 +3,7 @@
 Published inputs: Llama-3.1-8B bf16 checkpoint 16.06 GB (HF safetensors total; 8.03 B
 params x 2 B), embedding table 128256 x 4096 x 2 B = 1.05 GB, KV 128 KiB per token
 (8 KV heads x 128 x 2 x 2 B x 32 layers); H100 SXM 3.35 TB/s and 989 TFLOP/s bf16 dense
-(NVIDIA H100 datasheet; shared/reference/gpu_specs.csv).
+(NVIDIA H100 Tensor Core GPU datasheet).
 """
 
 from __future__ import annotations

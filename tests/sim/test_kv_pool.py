@@ -91,7 +91,9 @@ def test_allocate_checks_before_mutating() -> None:
 
 
 def test_deepseek_v4_request_holds_ceil_over_256_plus_26() -> None:
-    # shared/reference/deepseek_v4_memory.md §4.4: 1,853 tok -> 34; 17,145 -> 93; 66,343 -> 286
+    # live block counts of V4-Flash-0731 requests on 8x H100 (tant2tls/Deepseek-serving,
+    # reports/blog-architecture-h100-v1/memory_tables.md):
+    # 1,853 tok -> 34; 17,145 -> 93; 66,343 -> 286
     lay = deepseek_v4_layout()
     assert [lay.blocks(n) for n in (1853, 17145, 66343)] == [34, 93, 286]
 

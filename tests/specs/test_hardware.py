@@ -43,7 +43,7 @@ def test_common_spellings_of_h100(spelling: str) -> None:
 
 def test_h100_reports_about_79_19_gib() -> None:
     # vLLM logs on H100 80GB: 0.95 x total = 75.23 GiB -> total 79.19 GiB
-    # (shared/reference/vllm_kv_budget.md §1.1).
+    # (the llm-d-planner study's vLLM 0.19 H100 start-up logs, tests/plan/data/engine_logs.csv).
     h100 = get_gpu("H100")
     assert h100.memory_gib == pytest.approx(79.19, abs=0.01)
     assert 0.95 * h100.memory_gib == pytest.approx(75.23, abs=0.01)

@@ -122,7 +122,8 @@ def test_deepseek_v2_lite_mla_is_31104_bytes_per_token() -> None:
 
 def test_deepseek_v4_flash_compressed_history_per_token() -> None:
     m = load_model("deepseek-ai/DeepSeek-V4-Flash")
-    # 21 CSA x (584 + 132)/4 + 20 HCA x 584/128 (shared/reference/deepseek_v4_memory.md §0)
+    # 21 CSA x (584 + 132)/4 + 20 HCA x 584/128 (vLLM's fp8_ds_mla entry of 584 B and the
+    # 132-B FP8 indexer key, compression 4 and 128: DeepSeek-V4 config.json compress_ratios)
     assert m.kv_bytes_per_token("fp8") == pytest.approx(3850.25)
     assert m.kv_bytes_per_token("fp8", indexer_dtype="fp4") == pytest.approx(3514.25)
     assert m.attention_kinds == {"dsv4_swa": 2, "dsv4_csa": 21, "dsv4_hca": 20}
