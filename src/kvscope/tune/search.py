@@ -3,12 +3,14 @@
 Rung sizes grow by ``eta`` up to the whole workload (1,000 requests, ``eta`` 3, at least 100
 a rung: 111, 333, 1,000). Every point runs on the first rung; after each rung the points are
 ranked by the objective (:mod:`kvscope.tune.rank`) and the best ``1/eta`` (at least
-:data:`MIN_KEEP`) go on to the next, vLLM's defaults always among them so the winner is
-compared with them on the whole workload. With ``max-rate`` each point's search starts at the
-rate its previous rung found. Each rung is one batch for the executor
-(:func:`kvscope.executor.run_points`), which skips points a previous run already saved; a
-deadline (``--max-time``) ends the search after the rung it falls in, with the points
-finished so far.
+:data:`MIN_KEEP`) go on to the next, with half as many more that have the most SLO headroom
+(``slo_excess``: a short slice flatters cheap points whose queue only builds on the whole
+workload, so the best by the objective alone can all miss at the end) and vLLM's defaults
+always among them, so the winner is compared with them on the whole workload. With
+``max-rate`` each point's search starts at the rate its previous rung found. Each rung is one
+batch for the executor (:func:`kvscope.executor.run_points`), which skips points a previous
+run already saved; a deadline (``--max-time``) ends the search after the rung it falls in,
+with the points finished so far.
 """
 
 from __future__ import annotations
@@ -185,6 +187,8 @@ def halving(
         ranked = [x for x in rank(rows, settings.objective) if x.get("status") == "ok"]
         keep = max(math.ceil(len(ranked) / settings.eta), MIN_KEEP)
         chosen = {x["key"] for x in ranked[:keep]}
+        headroom = sorted(ranked, key=lambda x: _excess(x.get("slo_excess")))
+        chosen.update(x["key"] for x in headroom[: max(1, keep // 2)])
         key_of = {i: k for k, i in owner.items()}
         alive = [
             c
@@ -197,6 +201,11 @@ def halving(
             if max_rate and isinstance(f, int | float) and f > 0:
                 factor[i] = float(f)
     return list(latest.values())
+
+
+def _excess(v: Any) -> float:
+    """A row's worst SLO value / limit (inf when unknown)."""
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else math.inf
 
 
 def best_text(rows: Sequence[Mapping[str, Any]], objective: str) -> str:
