@@ -64,3 +64,12 @@ EngineVersion = Annotated[
         help=f"Engine release whose memory rules apply [default: {DEFAULT_VERSIONS}].",
     ),
 ]
+AsyncScheduling = Annotated[
+    bool | None,
+    typer.Option(
+        "--async-scheduling/--no-async-scheduling",
+        help="vLLM: schedule the next step while this one runs; two batches in flight make "
+        "window groups reserve twice the token budget [default: on from 0.26 unless PP or "
+        "an n-gram/suffix drafter].",
+    ),
+]

@@ -14,6 +14,7 @@ import typer
 from kvscope.cli.cost_options import CostModelOpt, GpuHourPrice, GpuSpecFile, PricesFile, Provider
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.parallel_options import (
+    AsyncScheduling,
     DataParallelSize,
     EnableDpAttention,
     EnableExpertParallel,
@@ -125,6 +126,7 @@ def plan(
     engine: str = typer.Option("vllm", "--engine", help="Engine: vllm or sglang."),
     cost_model: CostModelOpt = "roofline",
     engine_version: EngineVersion = None,
+    async_scheduling: AsyncScheduling = None,
     enforce_eager: bool = typer.Option(
         False, "--enforce-eager", help="No CUDA graphs, so no CUDA-graph memory [default: off]."
     ),
@@ -251,6 +253,7 @@ def plan(
     eng = EngineConfig(
         engine=engine,
         engine_version=engine_version,
+        async_scheduling=async_scheduling,
         gpu_memory_utilization=gpu_memory_utilization,
         mem_fraction_static=mem_fraction_static,
         max_model_len=max_model_len,

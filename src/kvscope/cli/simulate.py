@@ -21,6 +21,7 @@ from kvscope.cli.fleet_options import Autoscale, ClusterFile, Replicas, Router, 
 from kvscope.cli.offload_options import KvOffloadOpt, KvOffloadStoreOpt, KvTiersOpt, offload_config
 from kvscope.cli.output import print_json, stderr, stdout
 from kvscope.cli.parallel_options import (
+    AsyncScheduling,
     DataParallelSize,
     EnableDpAttention,
     EnableExpertParallel,
@@ -73,6 +74,7 @@ def simulate(
     enable_dp_attention: EnableDpAttention = False,
     num_gpus: NumGpus = None,
     engine_version: EngineVersion = None,
+    async_scheduling: AsyncScheduling = None,
     replicas: Replicas = None,
     router: Router = None,
     router_weights: RouterWeights = None,
@@ -283,6 +285,7 @@ def simulate(
         enable_dp_attention=enable_dp_attention,
         num_gpus=num_gpus,
         engine_version=engine_version,
+        async_scheduling=async_scheduling,
         dtype=dtype,
         kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization,

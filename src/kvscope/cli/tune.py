@@ -24,6 +24,7 @@ from kvscope.cli.cost_options import (
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.output import print_json, stderr, stdout
 from kvscope.cli.parallel_options import (
+    AsyncScheduling,
     EnableDpAttention,
     EnableExpertParallel,
     EngineVersion,
@@ -75,6 +76,7 @@ def tune(
     ] = 8,
     engine: Annotated[str, typer.Option("--engine", help="vllm or sglang.")] = "vllm",
     engine_version: EngineVersion = None,
+    async_scheduling: AsyncScheduling = None,
     objective: Annotated[
         str,
         typer.Option(
@@ -187,6 +189,7 @@ def tune(
         engine=engine,  # type: ignore[arg-type]
         model=model,
         engine_version=engine_version,
+        async_scheduling=async_scheduling,
         dtype=dtype,
         max_model_len=max_model_len,
         cost_model=cost_model,

@@ -201,6 +201,9 @@ class EngineConfig:
         kv_cache_dtype: ``--kv-cache-dtype`` (``auto`` = model dtype).
         enable_prefix_caching: ``--enable-prefix-caching`` (the simulator uses it).
         enforce_eager: ``--enforce-eager``: no CUDA graphs, so no CUDA-graph memory.
+        async_scheduling: vLLM ``--async-scheduling`` / ``--no-async-scheduling``: ``None`` =
+            the engine's default (on from 0.26 unless PP or an n-gram/suffix drafter turns it
+            off); two batches in flight make window groups reserve twice the token budget.
         cudagraph_memory: subtract the CUDA-graph estimate from the KV budget: ``None`` = the
             version's default (vLLM >= 0.20 subtracts, earlier ones only log it), True/False
             forces it (vLLM env ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``).
@@ -227,6 +230,7 @@ class EngineConfig:
     kv_cache_dtype: str | None = None
     enable_prefix_caching: bool = True
     enforce_eager: bool = False
+    async_scheduling: bool | None = None
     cudagraph_memory: bool | None = None
     num_gpu_blocks_override: int | None = None
     kv_cache_memory_bytes: int | None = None

@@ -96,6 +96,9 @@ class MemoryPlan:
     warnings: tuple[str, ...] = ()
     #: Speculative decoding's share (method, drafter weights and KV layers, token slots).
     speculative: dict[str, Any] | None = None
+    #: vLLM ``max_in_flight_tokens``: what a window group reserves beyond its window per
+    #: request (the token budget, twice it under async scheduling); 0 for SGLang.
+    in_flight_tokens: int = 0
 
     def raise_if_infeasible(self) -> None:
         """Raise :class:`KvscopeError` (one sentence plus a hint) when it does not fit."""
@@ -184,6 +187,11 @@ def _speculative_record(d: Drafter, engine: str) -> dict[str, Any]:
 def _check_inputs(model: ModelSpec, gpu: GPUSpec, eng: EngineConfig, kv_dtype: str) -> None:
     """Refuse flags no engine would start with on this model and GPU (one line each)."""
     model.check_kv_dtype(kv_dtype)
+    if eng.async_scheduling is not None and eng.engine != "vllm":
+        raise KvscopeError(
+            "--async-scheduling / --no-async-scheduling are vLLM's flags; "
+            f"{eng.engine} has no such switch."
+        )
     kv_bytes = eng.kv_cache_memory_bytes
     if kv_bytes is not None and kv_bytes > gpu.memory_bytes:
         raise KvscopeError(
@@ -286,6 +294,7 @@ def _plan_vllm(
         max_concurrency=conc,
         max_model_len=d.max_model_len,
         max_num_batched_tokens=d.max_num_batched_tokens,
+        in_flight_tokens=d.in_flight_tokens,
         max_num_seqs=d.max_num_seqs,
         fits=problem is None,
         problem=problem,

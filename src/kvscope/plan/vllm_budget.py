@@ -140,20 +140,40 @@ def resolve_defaults(
         else DEFAULT_GPU_MEMORY_UTILIZATION
     )
     gmu = eng.gpu_memory_utilization or default_gmu
-    in_flight = in_flight_tokens(tokens, (par or Parallelism()).pp, v)
+    pp = (par or Parallelism()).pp
+    in_flight = in_flight_tokens(tokens, pp, v, async_scheduling(eng, pp))
     return VllmDefaults(gmu, max_len, tokens, seqs, block, subtract, in_flight)
 
 
-def in_flight_tokens(batched_tokens: int, pp: int, v: tuple[int, int, int]) -> int:
+#: Speculative methods vLLM's V1 model runner cannot schedule asynchronously: anything outside
+#: ``EagleModelTypes`` (MTP types included), ``ngram_gpu``, ``draft_model``, ``dspark`` and
+#: ``dflash`` turns the default off (vllm/config/vllm.py at v0.33.0, ``VllmConfig``
+#: ``__post_init__``: ``v1_async_sched_incompat``).
+NO_ASYNC_SPEC_METHODS = frozenset({"ngram", "suffix", "custom_class"})
+
+
+def async_scheduling(eng: EngineConfig, pp: int) -> bool:
+    """Whether vLLM schedules asynchronously: the flag when given, else the default (on
+    unless pipeline parallelism on the V1 runner or an n-gram / suffix drafter forbids it)."""
+    if eng.async_scheduling is not None:
+        return eng.async_scheduling
+    spec = eng.speculative
+    return pp <= 1 and not (spec is not None and spec.method in NO_ASYNC_SPEC_METHODS)
+
+
+def in_flight_tokens(
+    batched_tokens: int, pp: int, v: tuple[int, int, int], async_on: bool | None = None
+) -> int:
     """``VllmConfig.max_in_flight_tokens`` of release ``v`` (the module text).
 
-    Asynchronous scheduling is on by default from 0.26.0 except with pipeline parallelism
-    on the V1 model runner (then the pipeline depth bounds the batches in flight); the V2
-    runner's ``pp + 1`` under PP is not modelled.
+    From 0.26.0: 2 batches under asynchronous scheduling (``async_on``; None = its default,
+    on without PP), else the pipeline depth; the V2 runner's ``pp + 1`` under PP is not
+    modelled.
     """
     if v < IN_FLIGHT_TOKENS_SINCE:
         return batched_tokens
-    batches = 2 if pp <= 1 else pp
+    on = pp <= 1 if async_on is None else async_on
+    batches = 2 if on and pp <= 1 else pp
     return batches * batched_tokens
 
 

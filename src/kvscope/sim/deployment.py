@@ -65,6 +65,7 @@ def replica_pools(
             block_size=cfg.block_size,
             kv_cache_dtype=cfg.kv_cache_dtype,
             enable_prefix_caching=cfg.enable_prefix_caching,
+            async_scheduling=cfg.async_scheduling,
         ),
     )
     shape = _shape(par, gpu.name)
@@ -144,6 +145,7 @@ def replica_pools(
         "max_num_batched_tokens": plan.max_num_batched_tokens,
         "kv_tokens": plan.kv_tokens,
         "engine_version": plan.engine_version,
+        "in_flight_tokens": plan.in_flight_tokens,
         "parallel": {
             "tp": par.tp,
             "pp": par.pp,

@@ -87,6 +87,7 @@ class SimConfig:
     sample_interval_s: float = 0.1
     cost_file: str | None = None
     cost_model: str = "roofline"  # roofline, fitted or aic (kvscope.sim.roofline.cost_model_for)
+    async_scheduling: bool | None = None  # vLLM --[no-]async-scheduling; None: its default
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
     # speculative decoding: vLLM's --speculative-config JSON, kvscope's acceptance model and
@@ -447,13 +448,9 @@ def drafter_cost(
 
 def _batches_in_flight(cfg: SimConfig, info: dict[str, Any]) -> int:
     """Token budgets in flight that vLLM's window admission cap reserves for: the planner's
-    ``in_flight_tokens`` for the release, over the simulated step's budget (a PP step already
-    holds ``pp`` micro-batches); 1 for SGLang and llama.cpp."""
-    if cfg.engine != "vllm" or "engine_version" not in info:
+    ``in_flight_tokens`` (two budgets under async scheduling, vLLM 0.26+) over the simulated
+    step's budget (a PP step already holds ``pp`` micro-batches); 1 for SGLang and llama.cpp."""
+    in_flight = int(info.get("in_flight_tokens") or 0)
+    if cfg.engine != "vllm" or not in_flight:
         return 1
-    from kvscope.plan.config import parse_version
-    from kvscope.plan.vllm_budget import in_flight_tokens
-
-    budget = int(info["max_num_batched_tokens"])
-    tokens = in_flight_tokens(budget, cfg.pp, parse_version(str(info["engine_version"])))
-    return max(1, tokens // (budget * cfg.pp))
+    return max(1, in_flight // (int(info["max_num_batched_tokens"]) * cfg.pp))
