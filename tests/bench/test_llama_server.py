@@ -46,9 +46,10 @@ def test_streaming_timings_usage_and_metrics(llama_server: LlamaServer, tmp_path
     # ignore_eos honoured and counted from the engine's usage chunk
     assert t.column("output_tokens").to_pylist() == [16] * 24
     # chunk counting would undercount: byte tokens of an unfinished UTF-8 character stream as
-    # empty text (llama-server holds them back), which is why usage is the source of truth
+    # empty text (llama-server holds them back), which is why usage is the source of truth;
+    # how many a random model emits varies with its sampled tokens (a run saw fewer than 8)
     chunks = t.column("chunks").to_pylist()
-    assert all(8 <= c <= 16 for c in chunks)
+    assert all(1 <= c <= 16 for c in chunks)
     # the calibrated prompts land on the engine's own prompt-token count
     pe = s["prompt_tokens_error"]
     assert pe["requests_with_usage"] == 24  # type: ignore[index]
