@@ -90,10 +90,8 @@ class Cluster(DataParallelGroup):
                 seq.n_shareable = len(seq.trace_hashes) * seq.hash_block_size // pool.block_size
             queues[r].append(seq)
             replicas.append(r)
-            if self.on_progress is not None and not k & 4095:
-                self.on_progress(sum(len(e.sched.finished) for e in engines), n)
-        for engine, queue in zip(engines, queues, strict=True):
-            engine.finish(queue)
+            self._progress(k, n)
+        self._finish_all()
         end = max((e.t for e in engines), default=0.0)
         for r, since in enumerate(self.up_since):
             if since is not None:

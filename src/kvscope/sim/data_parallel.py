@@ -111,11 +111,19 @@ class DataParallelGroup:
             start = start + 1 if start + 1 < n_eng else 0
             queues[best].append(seq)
             ranks.append(best)
-            if self.on_progress is not None and not k & 4095:
-                self.on_progress(sum(len(e.sched.finished) for e in engines), n)
-        for engine, queue in zip(engines, queues, strict=True):
-            engine.finish(queue)
+            self._progress(k, n)
+        self._finish_all()
         return ranks
+
+    def _progress(self, k: int, n: int) -> None:
+        """Report requests finished every 4,096 arrivals dealt."""
+        if self.on_progress is not None and not k & 4095:
+            self.on_progress(sum(len(e.sched.finished) for e in self.engines), n)
+
+    def _finish_all(self) -> None:
+        """Serve every engine's queue to the end (engines are independent)."""
+        for engine, queue in zip(self.engines, self.queues, strict=True):
+            engine.finish(queue)
 
     def settle(self) -> None:
         """Make every engine's state readable after Ctrl-C."""

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kvscope.executor import Backend, PointStore, PointTask, run_points
-from kvscope.fleet import FleetConfig, PoolConfig
+from kvscope.fleet import FleetConfig, single_pool
 from kvscope.sim.run import SimConfig
 from kvscope.tune.point import PointJob, simulate_point
 from kvscope.tune.rank import rank, score
@@ -77,8 +77,7 @@ class Candidate:
         """What a point simulates: one engine, or its replicas behind its router."""
         if self.point.replicas == 1:
             return self.cfg
-        pool = PoolConfig(name="tune", sim=self.cfg, replicas=self.point.replicas)
-        return FleetConfig(pools=(pool,), router=self.point.router or "round-robin")
+        return single_pool(self.cfg, self.point.replicas, router=self.point.router or "round-robin")
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,7 @@ def rung_sizes(n: int, eta: int, min_requests: int) -> list[int]:
     return sizes[::-1]
 
 
-def point_key(c: Candidate, job: PointJob) -> str:
+def point_key(job: PointJob) -> str:
     """A folder name that changes with anything that changes the point's figures."""
     doc = {"cfg": asdict(job.cfg), "job": {k: v for k, v in asdict(job).items() if k != "cfg"}}
     digest = hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
@@ -160,7 +159,7 @@ def halving(
                 settings.tolerance,
                 settings.max_probes,
             )
-            key = point_key(c, job)
+            key = point_key(job)
             if key in owner:
                 continue  # the same configuration twice (the defaults, listed in the space)
             owner[key] = i
