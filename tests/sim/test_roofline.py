@@ -117,3 +117,38 @@ def test_fitted_constants_are_physical() -> None:
         c = constants(fam)
         assert 0 < c.mfu <= 1 and 0 < c.mbu <= 1 and 0 < c.attn_mbu <= 1
         assert 0 <= c.layer_s <= 2e-3  # at most 2 ms per layer and step
+
+
+@pytest.mark.parametrize(
+    ("layout", "what"),
+    [
+        ({"model": "llama-3.1-70b", "gpu": "H100", "num_gpus": 4, "tp": 2, "pp": 2}, "pipeline"),
+        (
+            {
+                "gpu": "H200",
+                "speculative_config": '{"method": "ngram", "num_speculative_tokens": 3}',
+                "spec_acceptance": "0.6",
+            },
+            "speculative",
+        ),
+    ],
+)
+def test_fitted_falls_back_to_the_roofline_where_it_cannot_price_the_step(
+    layout: dict[str, object], what: str
+) -> None:
+    """Pipeline stages and draft/verify steps are not in the fitted terms (nor in AIC's
+    estimators): the run keeps the roofline's step times, says so once, and its summary names
+    the model that priced it."""
+    from kvscope.sim.cost import CostFallbackWarning
+
+    w = workload(np.linspace(0, 1, 12), np.full(12, 700), np.full(12, 40))
+    base = simulate(w, SimConfig(**layout, sample_interval_s=0.0))  # type: ignore[arg-type]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = simulate(w, SimConfig(**layout, cost_model="fitted", sample_interval_s=0.0))  # type: ignore[arg-type]
+    said = [str(c.message) for c in caught if issubclass(c.category, CostFallbackWarning)]
+    assert len(said) == 1 and what in said[0] and "use the roofline" in said[0]
+    assert (
+        res.steps.column("step_time_s").to_pylist() == base.steps.column("step_time_s").to_pylist()
+    )
+    assert res.figures["cost_model"]["name"] == "roofline"

@@ -61,12 +61,12 @@ def show_cost_warnings() -> None:
     import sys
     import warnings
 
-    from kvscope.sim.cost_aic import AicFallbackWarning
+    from kvscope.sim.cost import CostFallbackWarning
 
     previous = warnings.showwarning
 
     def show(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
-        if isinstance(category, type) and issubclass(category, AicFallbackWarning):
+        if isinstance(category, type) and issubclass(category, CostFallbackWarning):
             sys.stderr.write(f"kvscope: warning: {message}\n")
         else:
             previous(message, category, *args, **kwargs)

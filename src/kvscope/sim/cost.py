@@ -219,6 +219,13 @@ def _comm_terms(c: Any, gpu: Any, tp: int, pp: int, ep: int) -> tuple[float, flo
     return at0, at1 - at0
 
 
+class CostFallbackWarning(UserWarning):
+    """The cost model asked for cannot price this deployment's steps; a simpler one was used.
+
+    Raised once per run (the CLI prints it as one ``kvscope: warning:`` line), naming what
+    could not be priced and which model priced it instead."""
+
+
 class CostModel:
     """Step time in seconds for arrays of (new tokens, attended context tokens)."""
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kvscope.errors import KvscopeError
-from kvscope.sim.cost import F64, CostModel
+from kvscope.sim.cost import F64, CostFallbackWarning, CostModel
 from kvscope.sim.roofline import FittedRoofline, step_shape
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ AIC_MODEL_ALIASES = {
 CTX_STRIDE = 32
 
 
-class AicFallbackWarning(UserWarning):
+class AicFallbackWarning(CostFallbackWarning):
     """AIConfigurator could not price a combination; the fitted roofline was used."""
 
 

@@ -23,6 +23,7 @@ The seven constants are fitted per model family (dense, moe, mla, v4) by
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -31,7 +32,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kvscope.errors import KvscopeError
-from kvscope.sim.cost import F64, CostCoefficients, CostModel, HardwareTerms
+from kvscope.sim.cost import (
+    F64,
+    CostCoefficients,
+    CostFallbackWarning,
+    CostModel,
+    HardwareTerms,
+)
 
 if TYPE_CHECKING:
     from kvscope.sim.scheduler import StepPlan
@@ -227,11 +234,23 @@ def cost_model_for(cfg: Any, roofline: CostModel) -> CostModel:
     """
     if cfg.cost_model == "roofline":
         return roofline
+    # The fitted terms and AIC's estimators price one TP group's plain forward pass: neither
+    # has pipeline stages (bubbles, stage hand-offs) nor a drafter's propose-and-verify steps.
+    # Those runs keep the roofline, which models both, and say so once.
+    unpriced = []
+    if getattr(cfg, "pp", 1) > 1:
+        unpriced.append(f"{cfg.pp} pipeline stages")
     if cfg.spec_decode() is not None:
-        raise KvscopeError(
-            f"--cost-model {cfg.cost_model} does not price speculative decoding's verify steps "
-            "yet; use --cost-model roofline with a speculative config."
+        unpriced.append("speculative decoding's draft and verify steps")
+    if unpriced:
+        warnings.warn(
+            CostFallbackWarning(
+                f"--cost-model {cfg.cost_model} does not price {' or '.join(unpriced)}; "
+                "step times use the roofline."
+            ),
+            stacklevel=2,
         )
+        return roofline
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
 

@@ -113,11 +113,6 @@ class SimConfig:
                     "--cost-model aic needs AIConfigurator: install kvscope[aic] "
                     "(pip install 'kvscope[aic]')."
                 )
-        if self.cost_model != "roofline" and self.pp > 1:
-            raise KvscopeError(
-                f"--cost-model {self.cost_model} prices one pipeline stage group's step, not "
-                f"{self.pp} stages; use --cost-model roofline with --pipeline-parallel-size."
-            )
         _ = self.parallelism  # the planner's checks: sizes, --num-gpus, DP attention vs TP
         count(self.dp, "--data-parallel-size", low=1, high=MAX_DP_REPLICAS)
         if self.engine_version is not None:
