@@ -73,14 +73,6 @@ KNOWN_OFF = {
     # day). The planner has no notion of a cold compile; the block arithmetic is exact
     # (KV-from-available: 129,312 tokens as logged).
     "lab4090-qwen3-8b-mnbt512-0.29": "kv_tokens",
-    # weights 2.9 % low: SGLang's ROCm image (v0.5.8.post1, Feb 2026) logs 73.58 GB per rank
-    # for Kimi-K2.5 at TP8 on MI355X where the planner counts 71.43 GiB (int4 group-32
-    # experts, bf16 rest, MoonViT sharded over TP). Unexplained 2.15 GiB; candidates not yet
-    # checked against that image: the int32 g_idx / sort-index tensors that
-    # CompressedTensorsWNA16MoEMethod.create_weights registers per expert (1.27 GiB here;
-    # srt/layers/quantization/compressed_tensors/compressed_tensors_moe.py at 0.5.8.post1)
-    # and a vision tower kept whole on every rank (0.77 GiB more). KV within 2.6 %.
-    "sglang-rocm-kimik25-mi355x-tp8": "weights",
     "llmd-qwen3-14b-0.15": "kv_tokens",
     "llmd-qwen3-14b-0.16": "kv_tokens",
 }
