@@ -320,6 +320,12 @@ def _plan_sglang(
     # SGLang's weights figure is the free-memory drop over loading ("mem usage").
     overhead = sglang_budget.load_overhead_bytes(par)
     stages = tuple(with_component(w, "load_overhead", overhead) for w in stages)
+    stages = tuple(
+        with_component(
+            w, "moe_index", sglang_budget.rocm_wna16_index_bytes(model, gpu, par, eng, w.layers)
+        )
+        for w in stages
+    )
     defaults = sglang_budget.engine_defaults(model, gpu, par, eng)
     mfs = defaults.mem_fraction_static
     page = eng.block_size or sglang_budget.default_page_size(model)

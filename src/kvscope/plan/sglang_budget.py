@@ -74,6 +74,15 @@ DSV4_SWA_CAP_SINCE = (0, 5, 20)
 #: C128 compressor-state row: 1024 fp32 values (kv + score over 2 x 512).
 DSV4_C128_ROW = 4096
 
+#: First release whose ROCm build runs compressed-tensors WNA16 experts through
+#: ``CompressedTensorsWNA16TritonMoE`` (absent from the 0.5.8.post1 wheel, present from 0.5.9 to
+#: 0.5.23: ``srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16_moe.py``).
+SGLANG_ROCM_WNA16_TRITON_SINCE = (0, 5, 9)
+
+#: Text model types of the wrappers SGLang serves language-only by default (see
+#: :func:`sglang_multimodal`).
+SGLANG_LANGUAGE_ONLY = ("gemma3_text", "llama4_text")
+
 #: V4 defaults: ``swa_full_tokens_ratio`` 0.1, compressor ring 8 rows (no spec decoding),
 #: window 128, compressor state width 4 x 512 fp32 (attention) and 4 x 128 (indexer).
 DSV4_SWA_RATIO = 0.1
@@ -125,6 +134,9 @@ def engine_defaults(
             context_length=eng.max_model_len,
             model_context_len=model.max_position_embeddings,
             rocm=gpu.vendor.lower() == "amd",
+            is_multimodal=sglang_multimodal(model),
+            vit_num_layers=model.vision_layers or None,
+            vit_hidden_size=model.vision_width or None,
             mla=any(k.startswith("mla") for k in kinds),
             deepseek_nsa="mla_sparse" in kinds,
             deepseek_v4=any(k.startswith("dsv4") for k in kinds),
@@ -136,6 +148,47 @@ def engine_defaults(
             else "Pass the value explicitly, or plan for a newer --engine-version."
         )
         raise KvscopeError(f"SGLang {eng.version_text}: {err}.", hint) from err
+
+
+def sglang_multimodal(model: ModelSpec) -> bool:
+    """Whether SGLang serves ``model`` as multimodal by default (``ModelConfig.is_multimodal``).
+
+    A wrapper with a vision tower is, except the architectures SGLang starts language-only
+    unless ``--enable-multimodal`` is given (``mm_disabled_models`` in
+    ``srt/configs/model_config.py``: Gemma 3 and Llama 4 from 0.4.9 to 0.5.23, with Step3-VL
+    and Inkling added later, which kvscope does not parse). A multimodal model takes
+    ``adjust_mem_fraction_for_vlm``'s factor on its default ``mem_fraction_static``.
+    """
+    return model.vision_params > 0 and model.model_type not in SGLANG_LANGUAGE_ONLY
+
+
+def rocm_wna16_index_bytes(
+    model: ModelSpec, gpu: GPUSpec, par: Parallelism, eng: EngineConfig, layers: tuple[int, ...]
+) -> float:
+    """Bytes of the activation-order index tensors SGLang keeps beside WNA16 experts on ROCm.
+
+    ``CompressedTensorsWNA16MoE.create_weights`` registers, per MoE layer, ``w13_weight_g_idx``
+    and ``w13_g_idx_sort_indices`` (experts x hidden, int32) and their ``w2`` pair (experts x
+    per-rank intermediate, int32). The CUDA (Marlin) path swaps them for empty tensors after
+    loading; the ROCm subclass ``CompressedTensorsWNA16TritonMoE`` only repacks weights and
+    scales, so they stay in "Load weight end ... mem usage" (0.5.9-0.5.23). 0 elsewhere.
+    """
+    if not (
+        gpu.vendor.lower() == "amd"
+        and model.quantization.weight_only_int
+        and model.quantization.expert_bytes is not None
+        and eng.version >= SGLANG_ROCM_WNA16_TRITON_SINCE
+    ):
+        return 0.0
+    total = 0
+    for i in layers:
+        ffn = model.layers[i].ffn
+        if not ffn.is_moe:
+            continue
+        experts = ffn.num_experts // (par.ep_size if par.ep else 1)
+        width = ffn.expert_intermediate_size // (1 if par.ep else par.tp)
+        total += experts * 2 * (ffn.hidden_size + width) * 4
+    return float(total)
 
 
 def context_bytes(gpu: GPUSpec, par: Parallelism) -> float:

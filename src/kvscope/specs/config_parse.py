@@ -144,6 +144,20 @@ def _vision_params(raw: Mapping[str, Any], source: str, text_hidden: int) -> int
     )
 
 
+def _vision_shape(raw: Mapping[str, Any]) -> tuple[int, int]:
+    """(layers, width) of a wrapper's vision tower as its ``vision_config`` states them."""
+    vision = raw.get("vision_config")
+    if not isinstance(vision, Mapping):
+        return 0, 0
+    prefix = "vt_" if raw.get("model_type") == "kimi_k25" else ""
+    layers = vision.get(prefix + "num_hidden_layers")
+    width = vision.get(prefix + "hidden_size")
+    return (
+        layers if isinstance(layers, int) and layers > 0 else 0,
+        width if isinstance(width, int) and width > 0 else 0,
+    )
+
+
 def parse_config(
     raw: Mapping[str, Any],
     source: str = "config.json",
@@ -183,6 +197,8 @@ def parse_config(
     layers = tuple(LayerSpec(a, f, per_layer_extra) for a, f in zip(attentions, ffns, strict=True))
 
     q = _quantization(c, quantization, resolved_dtype, n_layers)
+    vision = _vision_params(raw, source, h)
+    vision_layers, vision_width = _vision_shape(raw) if vision else (0, 0)
     dspark_ids = c.raw.get("dspark_target_layer_ids") or []
     if not isinstance(dspark_ids, list):
         dspark_ids = []
@@ -198,7 +214,9 @@ def parse_config(
         quantization=q,
         final_params=final,
         num_mtp_layers=c.integer("num_nextn_predict_layers", default=0, minimum=0),
-        vision_params=_vision_params(raw, source, h),
+        vision_params=vision,
+        vision_layers=vision_layers,
+        vision_width=vision_width,
         rope_cache_positions=families.rope_cache_positions(c.raw, model_type, max_pos),
         partial_rotary_factor=_rotary_fraction(c),
         hc_mult=hc,

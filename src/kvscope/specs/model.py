@@ -94,6 +94,12 @@ class ModelSpec:
     final_params: int = 0  # final norm and output-side mixers outside the layers
     num_mtp_layers: int = 0
     vision_params: int = 0  # vision tower and projector of a vision-language wrapper
+    #: the vision tower's depth and width as ``vision_config`` states them (``num_hidden_layers``,
+    #: ``hidden_size``; Kimi K2.5's MoonViT: ``vt_num_hidden_layers``, ``vt_hidden_size``, the
+    #: values SGLang's ``KimiK25VisionConfig`` defaults to); 0 where the key is absent or the
+    #: model has no tower. SGLang scales its default ``mem_fraction_static`` by them.
+    vision_layers: int = 0
+    vision_width: int = 0
     #: positions of every distinct rotary cos/sin cache the engine builds (0: one cache of
     #: ``max_position_embeddings``); see ``families.rope_cache_positions``
     rope_cache_positions: int = 0

@@ -53,6 +53,9 @@ class Quantization:
     #: Components stored at their own bytes per parameter (AutoRound ``extra_config`` layers
     #: at another bit width).
     overrides: tuple[tuple[str, float], ...] = ()
+    #: Integer weights with unquantized activations (compressed-tensors ``type: int`` and no
+    #: ``input_activations``: the W4A16 / W8A16 schemes engines run as "WNA16").
+    weight_only_int: bool = False
 
     @property
     def is_quantized(self) -> bool:
@@ -224,14 +227,26 @@ def _compressed_tensors(
     shown = f"; {', '.join(kept)} unquantized" if kept else ""
     bits = _int(w, ("num_bits",), 8, source, prefix=where)
     kind = str(w.get("type", "float"))
+    wna16 = kind == "int" and first.get("input_activations") is None
     if bits == 8:
         per = 1.0
         desc = f"compressed-tensors {kind}8 ({w.get('strategy', 'channel')})" + shown
-        return Quantization("compressed-tensors", per, per, None, None, desc, unconverted=kept)
+        return Quantization(
+            "compressed-tensors",
+            per,
+            per,
+            None,
+            None,
+            desc,
+            unconverted=kept,
+            weight_only_int=wna16,
+        )
     g = _int(w, ("group_size",), 128, source, low=0, prefix=where) or 128
     per = bits / 8.0 + 2.0 / g  # fp16 scale per group, symmetric (no zero point)
     desc = f"compressed-tensors {kind}{bits}, group {g}" + shown
-    return Quantization("compressed-tensors", per, per, g, None, desc, unconverted=kept)
+    return Quantization(
+        "compressed-tensors", per, per, g, None, desc, unconverted=kept, weight_only_int=wna16
+    )
 
 
 def from_flag(method: str, model_dtype_bytes: float) -> Quantization:
