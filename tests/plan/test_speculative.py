@@ -189,3 +189,30 @@ def test_eagle3_head_kv_layer_matches_a_public_start() -> None:
     assert plan.kv_tokens == pytest.approx(723_040, rel=0.001)
     bare = type(case)({**case.row, "speculative_config": ""})
     assert bare.plan(kv_cache_memory_bytes=int(51.03 * 2**30)).kv_tokens > 1.02 * 723_040
+
+
+def test_eagle3_head_with_a_trimmed_vocabulary_keeps_only_its_rows(tmp_path: Path) -> None:
+    # EAGLE-3 heads for Llama 3.1 8B (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, SpecForge's
+    # configs/llama3-8B-eagle3.json) predict over draft_vocab_size = 32,000 of the target's
+    # 128,256 tokens: vLLM's Eagle3LlamaForCausalLM builds ParallelLMHead(draft_vocab_size)
+    # plus an int64 draft-to-target map of 32,000 entries, not a full-vocabulary head.
+    target = load_model("meta-llama/Llama-3.1-8B")
+    full = json.loads(Path(_eagle_head(tmp_path)).read_text())
+    trimmed_dir = tmp_path / "trimmed"
+    trimmed_dir.mkdir()
+    (trimmed_dir / "config.json").write_text(json.dumps({**full, "draft_vocab_size": 32_000}))
+
+    def head_bytes(path: str, tp: int) -> float:
+        cfg = json.dumps({"method": "eagle3", "model": path, "num_speculative_tokens": 3})
+        return plan_drafter(target, parse_vllm(cfg), Parallelism(tp=tp)).extra_weight_bytes
+
+    full_path = str(tmp_path / "config.json")
+    for tp in (1, 2, 4):
+        # the full-vocabulary head is unchanged by a draft_vocab_size equal to vocab_size
+        same_dir = tmp_path / f"same{tp}"
+        same_dir.mkdir()
+        (same_dir / "config.json").write_text(json.dumps({**full, "draft_vocab_size": 128_256}))
+        assert head_bytes(str(same_dir / "config.json"), tp) == head_bytes(full_path, tp)
+        saved = head_bytes(full_path, tp) - head_bytes(str(trimmed_dir / "config.json"), tp)
+        # 96,256 fewer rows of 4,096 bf16 values, split over TP, less the 256 kB token map
+        assert saved == pytest.approx((128_256 - 32_000) * 4096 * 2 / tp - 32_000 * 8, rel=1e-3)

@@ -12,8 +12,9 @@ Pinned to vLLM v0.33.0:
 - EAGLE (``llama_eagle.py``): the draft checkpoint's decoder layers plus ``fc``
   (``ReplicatedLinear`` 2h -> h, whole on every rank); embedding and LM head shared.
 - EAGLE-3 (``llama_eagle3.py``): the draft's layers, layer 0's ``qkv_proj`` taking 2h inputs,
-  ``fc`` (3h -> h, three auxiliary hidden states, replicated) and its own LM head of
-  ``draft_vocab_size`` rows (``ParallelLMHead``); embedding shared.
+  ``fc`` (3h -> h, three auxiliary hidden states, replicated), its own LM head of
+  ``draft_vocab_size`` rows (``ParallelLMHead``; ``vocab_size`` when the config has none)
+  and an int64 draft-to-target token map of as many entries; embedding shared.
 - A draft model (``vllm/v1/spec_decode/draft_model.py``): the whole checkpoint at
   ``draft_tensor_parallel_size``.
 - DSpark on DeepSeek V4 (``vllm/models/deepseek_v4/nvidia/dspark.py`` at v0.31.0): the
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import Parallelism
 from kvscope.plan.speculative import SpeculativeDecoding
-from kvscope.plan.weights import rank_weights
+from kvscope.plan.weights import VOCAB_PADDING, rank_weights
 from kvscope.specs.model import ModelSpec
 
 #: What this module leaves out, said next to a plan that hits it.
@@ -56,6 +57,8 @@ NOT_MODELLED = {
 }
 #: EAGLE-3 fuses this many target hidden states (``num_aux_hidden_states``, llama_eagle3.py).
 EAGLE3_AUX_STATES = 3
+#: One int64 entry of EAGLE-3's ``draft_id_to_target_id`` map per draft-vocabulary token.
+TOKEN_MAP_BYTES = 8
 
 
 @dataclass(frozen=True)
@@ -122,21 +125,39 @@ def plan_drafter(
     else:  # eagle3
         att = draft.layers[0].attention
         q_kv = (att.num_heads + 2 * att.num_kv_heads) * att.head_dim / tp
-        # the LM head at the config's vocab_size: ModelSpec does not keep draft_vocab_size,
-        # so a head trimmed to a smaller draft vocabulary is counted at full width. vLLM
-        # also drops a head whose weights equal the target's (``_maybe_share_lm_head``,
-        # torch.equal): a public vLLM 0.24 start of a full-vocabulary head trained for
-        # Qwen3-8B loaded 0.54 GiB for it, where this counts 1.70 (the head's 1.16 GiB lm_head
-        # included). Whether two heads are equal is not in any config, so it stays counted.
         extra = (
             body
             + draft.hidden_size * q_kv * native  # layer 0 reads [embeds, hidden]: 2h inputs
             + EAGLE3_AUX_STATES * h * draft.hidden_size * native
-            + w.get("lm_head", 0.0)
+            + _eagle3_head_bytes(draft, w.get("lm_head", 0.0), tp)
         )
     same_page = _same_attention(model, draft)
     note = None if same_page else "the draft head's KV layers (a page unlike the target's)"
     return made(0, extra, draft.num_layers if same_page else 0, note)
+
+
+def _eagle3_head_bytes(draft: ModelSpec, full_head: float, tp: int) -> float:
+    """An EAGLE-3 head's own LM head and token map on one GPU, bytes.
+
+    ``Eagle3LlamaForCausalLM`` (vllm/model_executor/models/llama_eagle3.py in the v0.25.0 and
+    v0.31.0 wheels) builds ``ParallelLMHead(draft_vocab_size, hidden)``, ``vocab_size`` rows
+    when the config has no ``draft_vocab_size``, and for a trimmed vocabulary an int64
+    ``draft_id_to_target_id`` parameter of ``draft_vocab_size`` entries on every rank
+    (0.25.0 also keeps it, 1.2 MB for Qwen3's vocabulary, at full width). ``full_head`` is
+    the head at ``vocab_size``. vLLM also drops a head whose weights equal the target's
+    (``_maybe_share_lm_head``, torch.equal): a public vLLM 0.24 start of a full-vocabulary
+    head trained for Qwen3-8B loaded 0.54 GiB for it, where this counts 1.70 (the head's
+    1.16 GiB lm_head included). Whether two heads are equal is not in any config, so a
+    full-vocabulary head stays counted.
+    """
+    rows = draft.draft_vocab_size or draft.vocab_size
+    if rows >= draft.vocab_size:
+        return full_head
+
+    def per_rank(vocab: int) -> int:
+        return math.ceil(vocab / (VOCAB_PADDING * tp)) * VOCAB_PADDING
+
+    return full_head * per_rank(rows) / per_rank(draft.vocab_size) + TOKEN_MAP_BYTES * rows
 
 
 def _same_attention(model: ModelSpec, draft: ModelSpec) -> bool:
