@@ -15,8 +15,10 @@ Pinned to vLLM v0.33.0:
   ``fc`` (3h -> h, three auxiliary hidden states, replicated), its own LM head of
   ``draft_vocab_size`` rows (``ParallelLMHead``; ``vocab_size`` when the config has none)
   and an int64 draft-to-target token map of as many entries; embedding shared.
-- A draft model (``vllm/v1/spec_decode/draft_model.py``): the whole checkpoint at
-  ``draft_tensor_parallel_size``.
+- A draft model (``vllm/v1/spec_decode/draft_model.py``): the whole checkpoint at the
+  target's tensor parallel size (``_raise_if_draft_tp_mismatch`` refuses another; every
+  method with a model accepts only 1 or the target's, ``_verify_and_get_draft_tp`` in
+  ``vllm/config/speculative.py``; both in the v0.25.0 and v0.31.0 wheels).
 - DSpark on DeepSeek V4 (``vllm/models/deepseek_v4/nvidia/dspark.py`` at v0.31.0): the
   checkpoint's ``n_mtp_layers`` stages (3 when absent), each a ``DeepseekV4DecoderLayer`` of
   the target's shape numbered after its layers, plus ``main_proj`` (``ReplicatedLinear``,
@@ -29,8 +31,9 @@ Pinned to vLLM v0.33.0:
 KV: every drafter attention layer is registered with the target's
 (``gpu_model_runner.get_kv_cache_spec`` walks the static forward context, draft included),
 so a layer with the target's page joins the target's group and widens every block
-(``vllm/v1/core/kv_cache_utils.py``). MTP and EAGLE heads built on the target's attention
-shape are counted that way; a draft model's own layers are not (see :data:`NOT_MODELLED`).
+(``vllm/v1/core/kv_cache_utils.py``); full-attention layers of another page beside an
+all-full-attention target join the same single group too, each with its own page
+(:func:`_join_kv`). Other mixes are said in the plan (:data:`NOT_MODELLED`).
 Token slots: the scheduler books ``num_speculative_tokens`` lookahead slots per running
 request (``num_lookahead_tokens``); vLLM's logged "Maximum concurrency" does not include them.
 Activation: the drafter's dummy run follows the target's in ``profile_run``, at the same
@@ -43,17 +46,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import Parallelism
 from kvscope.plan.speculative import SpeculativeDecoding
 from kvscope.plan.weights import VOCAB_PADDING, rank_weights
+from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.model import ModelSpec
 
 #: What this module leaves out, said next to a plan that hits it.
 NOT_MODELLED = {
-    "draft_model": "a draft model's own KV layers (their page differs from the target's)",
+    "kv": "the drafter's KV layers (not full attention beside an all-full-attention target)",
 }
 #: EAGLE-3 fuses this many target hidden states (``num_aux_hidden_states``, llama_eagle3.py).
 EAGLE3_AUX_STATES = 3
@@ -72,6 +76,10 @@ class Drafter:
     lookahead_tokens: int  # slots booked per running request beyond its tokens
     verify_tokens: int  # tokens per request in one verification pass
     note: str | None = None
+    #: drafter layers of another page than the target's, full attention beside an all-full
+    #: target: vLLM puts them in the target's one group (``UniformTypeKVCacheSpecs``), so
+    #: their entries add to every block
+    kv_attention: tuple[AttentionLayer, ...] = ()
 
 
 def mtp_layer_count(model: ModelSpec) -> int:
@@ -112,11 +120,18 @@ def plan_drafter(
         from kvscope.specs.registry import load_model
 
         load = load_model
-    draft = load(spec.model)
     tp = spec.draft_tensor_parallel_size or par.tp
+    if tp not in (1, par.tp) or (spec.method == "draft_model" and tp != par.tp):
+        allowed = f"{par.tp}" if spec.method == "draft_model" else f"1 or {par.tp}"
+        raise KvscopeError(
+            f"--speculative-config: draft_tensor_parallel_size {tp} is refused by vLLM with "
+            f"tensor parallel size {par.tp} for method {spec.method} (allowed: {allowed}).",
+            "Leave draft_tensor_parallel_size out to use the target's.",
+        )
+    draft = load(spec.model)
     w = rank_weights(draft, Parallelism(tp=tp)).by_component
     if spec.method == "draft_model":
-        return made(0, math.fsum(w.values()), 0, NOT_MODELLED["draft_model"])
+        return _join_kv(model, draft, made(0, math.fsum(w.values()), 0))
     native = 2.0 if draft.dtype in ("bfloat16", "float16") else 4.0
     h = model.hidden_size
     body = math.fsum(v for k, v in w.items() if k not in ("embedding", "lm_head"))
@@ -131,9 +146,27 @@ def plan_drafter(
             + EAGLE3_AUX_STATES * h * draft.hidden_size * native
             + _eagle3_head_bytes(draft, w.get("lm_head", 0.0), tp)
         )
-    same_page = _same_attention(model, draft)
-    note = None if same_page else "the draft head's KV layers (a page unlike the target's)"
-    return made(0, extra, draft.num_layers if same_page else 0, note)
+    return _join_kv(model, draft, made(0, extra, 0))
+
+
+def _join_kv(model: ModelSpec, draft: ModelSpec, d: Drafter) -> Drafter:
+    """Where the drafter's attention layers go in vLLM's KV cache.
+
+    Every drafter attention layer is registered beside the target's. Layers with the
+    target's page join its group as more layers (``kv_layers``). Layers of another page
+    (another head count or size, as a small draft model of the family often has) still
+    share the target's one group when every layer is full attention: ``get_kv_cache_groups``
+    (vllm/v1/core/kv_cache_utils.py, v0.25.0 and v0.33.0) then builds one
+    ``UniformTypeKVCacheSpecs`` whose page is the sum of each layer's page. Beside a target
+    with sliding-window, linear or latent layers the grouping differs and is not modelled.
+    """
+    own = tuple(layer.attention for layer in draft.layers)
+    if all(_same_page(model, a) for a in own):
+        return replace(d, kv_layers=len(own))
+    target_full = all(layer.attention.kind == "full" for layer in model.layers)
+    if target_full and all(a.kind == "full" for a in own):
+        return replace(d, kv_attention=own)
+    return replace(d, note=NOT_MODELLED["kv"])
 
 
 def _eagle3_head_bytes(draft: ModelSpec, full_head: float, tp: int) -> float:
@@ -160,8 +193,8 @@ def _eagle3_head_bytes(draft: ModelSpec, full_head: float, tp: int) -> float:
     return full_head * per_rank(rows) / per_rank(draft.vocab_size) + TOKEN_MAP_BYTES * rows
 
 
-def _same_attention(model: ModelSpec, draft: ModelSpec) -> bool:
-    a, b = model.layers[-1].attention, draft.layers[0].attention
+def _same_page(model: ModelSpec, b: AttentionLayer) -> bool:
+    a = model.layers[-1].attention
     return (a.kind, a.num_kv_heads, a.head_dim) == (b.kind, b.num_kv_heads, b.head_dim)
 
 
