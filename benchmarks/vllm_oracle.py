@@ -40,6 +40,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
 
 from kvscope.plan.config import EngineConfig, Parallelism  # noqa: E402
 from kvscope.plan.memory import plan_memory  # noqa: E402
+from kvscope.plan.speculative import parse_vllm  # noqa: E402
 from kvscope.specs.hardware import get_gpu  # noqa: E402
 from kvscope.specs.registry import load_model  # noqa: E402
 
@@ -126,8 +127,71 @@ CASES = [  # model, tp, kv dtype, block, max_model_len, batched tokens, availabl
 ]
 
 
-def main() -> int:
+#: The shape of meta-llama/Llama-3.2-1B's config.json (16 layers of 8 KV heads of 64), a draft
+#: model whose KV page differs from Llama-3.1-8B's (8 heads of 128).
+LLAMA_1B = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "num_hidden_layers": 16,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+}
+DRAFT_CASES = [  # target, draft config, tp, kv dtype, block, max_model_len, batched, GiB
+    ("meta-llama/Llama-3.1-8B", LLAMA_1B, 1, "auto", 16, 8192, 8192, 40.0),
+    ("meta-llama/Llama-3.1-70B", LLAMA_1B, 4, "fp8", 16, 32768, 8192, 30.0),
+]
+
+
+def draft_main() -> int:
+    """A draft model's layers beside the target's (``method: draft_model``)."""
     bad = 0
+    for name, draft_cfg, tp, kv, block, length, tokens, avail_gib in DRAFT_CASES:
+        cfg = vllm_config(length, block, tokens)
+        path = Path(tempfile.mkdtemp(prefix="kvscope-oracle-draft-")) / "config.json"
+        path.write_text(json.dumps(draft_cfg))
+        draft = {f"draft_model.{k}": v for k, v in specs_for(str(path), tp, kv, block).items()}
+        specs = {**specs_for(name, tp, kv, block), **draft}
+        avail = int(avail_gib * GIB)
+        groups = get_global_kv_cache_groups(cfg, [specs])
+        conf = get_kv_cache_configs(cfg, [specs], [avail], groups)[0]
+        v_tokens, _ = get_kv_cache_capacity(cfg, conf)
+        spec = parse_vllm(
+            json.dumps({"method": "draft_model", "model": str(path), "num_speculative_tokens": 4})
+        )
+        eng = EngineConfig(
+            engine_version="0.33.0",
+            max_model_len=length,
+            block_size=block,
+            max_num_batched_tokens=tokens,
+            kv_cache_dtype=kv,
+            kv_cache_memory_bytes=avail,
+            speculative=spec,
+        )
+        plan = plan_memory(load_model(name), get_gpu("H100"), Parallelism(tp=tp), eng)
+        ok = (
+            plan.num_gpu_blocks == conf.num_blocks
+            and plan.num_kv_groups == len(conf.kv_cache_groups)
+            and plan.kv_tokens == v_tokens
+        )
+        bad += not ok
+        print(
+            f"{'OK ' if ok else 'BAD'} {name} + draft model (16 x 8 x 64) tp{tp} kv={kv}: "
+            f"vLLM groups={len(conf.kv_cache_groups)} num_blocks={conf.num_blocks} "
+            f"tokens={v_tokens} | kvscope groups={plan.num_kv_groups} "
+            f"num_blocks={plan.num_gpu_blocks} tokens={plan.kv_tokens}"
+        )
+    return bad
+
+
+def main() -> int:
+    bad = draft_main()
     for name, tp, kv, block, length, tokens, avail_gib in CASES:
         cfg = vllm_config(length, block, tokens)
         specs = specs_for(name, tp, kv, block)

@@ -73,6 +73,12 @@ KNOWN_OFF = {
     # day). The planner has no notion of a cold compile; the block arithmetic is exact
     # (KV-from-available: 129,312 tokens as logged).
     "lab4090-qwen3-8b-mnbt512-0.29": "kv_tokens",
+    # kv_tokens 9.1 % high: DeepSeek-V4-Flash with MTP k=2 on 2x RTX PRO 6000, stock vLLM
+    # 0.25.0, 10.29 GiB left for KV out of a 90.2 GiB budget. The block arithmetic is exact
+    # (KV-from-available 0.24 %); the planner's non-KV memory is 0.9 GiB (1.1 %) short, mostly
+    # weights: 75.64 GiB logged against 74.86 planned (checkpoint/2 = 74.33), the same
+    # ~0.8 GiB per rank the tant2tls V4-Flash-0731 rows show at TP8 without drafting.
+    "ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25": "kv_tokens",
     "llmd-qwen3-14b-0.15": "kv_tokens",
     "llmd-qwen3-14b-0.16": "kv_tokens",
 }

@@ -164,8 +164,9 @@ def test_eagle_heads_share_the_targets_embedding_and_join_its_kv_group(tmp_path:
     # a whole draft model keeps its 2 x 128,256 x 4,096 embedding and head (2.1 GB in bf16)
     assert whole.extra_weight_bytes - eagle.extra_weight_bytes > 1.9e9
     assert 0 < eagle.extra_weight_bytes < eagle3.extra_weight_bytes < whole.extra_weight_bytes
-    # the head's one layer has the target's KV page: it joins the target's group
-    assert (eagle.kv_layers, eagle3.kv_layers, whole.kv_layers) == (1, 1, 0)
+    # the head's one layer has the target's KV page: it joins the target's group, and so
+    # does the same layer loaded as a whole one-layer draft model
+    assert (eagle.kv_layers, eagle3.kv_layers, whole.kv_layers) == (1, 1, 1)
     base = plan_memory(target, get_gpu("H100"), Parallelism(), EngineConfig())
     cfg = json.dumps({"method": "eagle", "model": head, "num_speculative_tokens": 3})
     spec = plan_memory(
@@ -189,3 +190,86 @@ def test_eagle3_head_kv_layer_matches_a_public_start() -> None:
     assert plan.kv_tokens == pytest.approx(723_040, rel=0.001)
     bare = type(case)({**case.row, "speculative_config": ""})
     assert bare.plan(kv_cache_memory_bytes=int(51.03 * 2**30)).kv_tokens > 1.02 * 723_040
+
+
+def test_eagle3_head_with_a_trimmed_vocabulary_keeps_only_its_rows(tmp_path: Path) -> None:
+    # EAGLE-3 heads for Llama 3.1 8B (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, SpecForge's
+    # configs/llama3-8B-eagle3.json) predict over draft_vocab_size = 32,000 of the target's
+    # 128,256 tokens: vLLM's Eagle3LlamaForCausalLM builds ParallelLMHead(draft_vocab_size)
+    # plus an int64 draft-to-target map of 32,000 entries, not a full-vocabulary head.
+    target = load_model("meta-llama/Llama-3.1-8B")
+    full = json.loads(Path(_eagle_head(tmp_path)).read_text())
+    trimmed_dir = tmp_path / "trimmed"
+    trimmed_dir.mkdir()
+    (trimmed_dir / "config.json").write_text(json.dumps({**full, "draft_vocab_size": 32_000}))
+
+    def head_bytes(path: str, tp: int) -> float:
+        cfg = json.dumps({"method": "eagle3", "model": path, "num_speculative_tokens": 3})
+        return plan_drafter(target, parse_vllm(cfg), Parallelism(tp=tp)).extra_weight_bytes
+
+    full_path = str(tmp_path / "config.json")
+    for tp in (1, 2, 4):
+        # the full-vocabulary head is unchanged by a draft_vocab_size equal to vocab_size
+        same_dir = tmp_path / f"same{tp}"
+        same_dir.mkdir()
+        (same_dir / "config.json").write_text(json.dumps({**full, "draft_vocab_size": 128_256}))
+        assert head_bytes(str(same_dir / "config.json"), tp) == head_bytes(full_path, tp)
+        saved = head_bytes(full_path, tp) - head_bytes(str(trimmed_dir / "config.json"), tp)
+        # 96,256 fewer rows of 4,096 bf16 values, split over TP, less the 256 kB token map
+        assert saved == pytest.approx((128_256 - 32_000) * 4096 * 2 / tp - 32_000 * 8, rel=1e-3)
+
+
+def _llama_1b(tmp_path: Path) -> str:
+    # the shape of meta-llama/Llama-3.2-1B's config.json: 16 layers, 8 KV heads of 64
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "num_hidden_layers": 16,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": True,
+    }
+    path = tmp_path / "llama-1b.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def test_a_draft_model_of_another_page_joins_the_targets_one_group(tmp_path: Path) -> None:
+    # Llama-3.1-8B (32 layers of 8 x 128) drafted by a Llama-3.2-1B (16 layers of 8 x 64):
+    # vLLM keeps one UniformTypeKVCacheSpecs group whose page is the sum of the layers'
+    # (checked against vLLM 0.33.0 itself by benchmarks/vllm_oracle.py), so each token costs
+    # 32 x 4,096 + 16 x 2,048 bytes in bf16 and the drafter's 16 layers count.
+    target = load_model("meta-llama/Llama-3.1-8B")
+    cfg = json.dumps(
+        {"method": "draft_model", "model": _llama_1b(tmp_path), "num_speculative_tokens": 4}
+    )
+    eng = EngineConfig(speculative=parse_vllm(cfg), kv_cache_memory_bytes=40 * 2**30)
+    plan = plan_memory(target, get_gpu("H100"), Parallelism(), eng)
+    assert plan.kv_bytes_per_token == 32 * 8 * 128 * 2 * 2 + 16 * 8 * 64 * 2 * 2
+    assert plan.num_gpu_blocks == 40 * 2**30 // (16 * plan.kv_bytes_per_token)
+    assert plan.speculative is not None
+    assert plan.speculative["drafter_kv_layers"] == 16
+    assert plan.speculative["not_modelled"] is None
+
+
+@pytest.mark.parametrize(("method", "draft_tp"), [("draft_model", 1), ("eagle", 2)])
+def test_draft_tensor_parallel_size_follows_vllms_rule(
+    tmp_path: Path, method: str, draft_tp: int
+) -> None:
+    # vllm/config/speculative.py _verify_and_get_draft_tp: 1 or the target's TP; a draft
+    # model must run at the target's (v1/spec_decode/draft_model.py, v0.25.0 and v0.31.0)
+    target = load_model("meta-llama/Llama-3.1-8B")
+    doc = {"method": method, "model": _eagle_head(tmp_path), "num_speculative_tokens": 2}
+    with pytest.raises(KvscopeError, match="draft_tensor_parallel_size"):
+        spec = parse_vllm(json.dumps({**doc, "draft_tensor_parallel_size": draft_tp}))
+        plan_drafter(target, spec, Parallelism(tp=4))
+    # the target's own TP, and 1 for a head, are accepted
+    ok = parse_vllm(json.dumps({**doc, "draft_tensor_parallel_size": 4}))
+    assert plan_drafter(target, ok, Parallelism(tp=4)).extra_weight_bytes > 0

@@ -12,10 +12,13 @@ Pinned to vLLM v0.33.0:
 - EAGLE (``llama_eagle.py``): the draft checkpoint's decoder layers plus ``fc``
   (``ReplicatedLinear`` 2h -> h, whole on every rank); embedding and LM head shared.
 - EAGLE-3 (``llama_eagle3.py``): the draft's layers, layer 0's ``qkv_proj`` taking 2h inputs,
-  ``fc`` (3h -> h, three auxiliary hidden states, replicated) and its own LM head of
-  ``draft_vocab_size`` rows (``ParallelLMHead``); embedding shared.
-- A draft model (``vllm/v1/spec_decode/draft_model.py``): the whole checkpoint at
-  ``draft_tensor_parallel_size``.
+  ``fc`` (3h -> h, three auxiliary hidden states, replicated), its own LM head of
+  ``draft_vocab_size`` rows (``ParallelLMHead``; ``vocab_size`` when the config has none)
+  and an int64 draft-to-target token map of as many entries; embedding shared.
+- A draft model (``vllm/v1/spec_decode/draft_model.py``): the whole checkpoint at the
+  target's tensor parallel size (``_raise_if_draft_tp_mismatch`` refuses another; every
+  method with a model accepts only 1 or the target's, ``_verify_and_get_draft_tp`` in
+  ``vllm/config/speculative.py``; both in the v0.25.0 and v0.31.0 wheels).
 - DSpark on DeepSeek V4 (``vllm/models/deepseek_v4/nvidia/dspark.py`` at v0.31.0): the
   checkpoint's ``n_mtp_layers`` stages (3 when absent), each a ``DeepseekV4DecoderLayer`` of
   the target's shape numbered after its layers, plus ``main_proj`` (``ReplicatedLinear``,
@@ -28,8 +31,9 @@ Pinned to vLLM v0.33.0:
 KV: every drafter attention layer is registered with the target's
 (``gpu_model_runner.get_kv_cache_spec`` walks the static forward context, draft included),
 so a layer with the target's page joins the target's group and widens every block
-(``vllm/v1/core/kv_cache_utils.py``). MTP and EAGLE heads built on the target's attention
-shape are counted that way; a draft model's own layers are not (see :data:`NOT_MODELLED`).
+(``vllm/v1/core/kv_cache_utils.py``); full-attention layers of another page beside an
+all-full-attention target join the same single group too, each with its own page
+(:func:`_join_kv`). Other mixes are said in the plan (:data:`NOT_MODELLED`).
 Token slots: the scheduler books ``num_speculative_tokens`` lookahead slots per running
 request (``num_lookahead_tokens``); vLLM's logged "Maximum concurrency" does not include them.
 Activation: the drafter's dummy run follows the target's in ``profile_run``, at the same
@@ -42,20 +46,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import Parallelism
 from kvscope.plan.speculative import SpeculativeDecoding
-from kvscope.plan.weights import rank_weights
+from kvscope.plan.weights import VOCAB_PADDING, rank_weights
+from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.model import ModelSpec
 
 #: What this module leaves out, said next to a plan that hits it.
 NOT_MODELLED = {
-    "draft_model": "a draft model's own KV layers (their page differs from the target's)",
+    "kv": "the drafter's KV layers (not full attention beside an all-full-attention target)",
 }
 #: EAGLE-3 fuses this many target hidden states (``num_aux_hidden_states``, llama_eagle3.py).
 EAGLE3_AUX_STATES = 3
+#: One int64 entry of EAGLE-3's ``draft_id_to_target_id`` map per draft-vocabulary token.
+TOKEN_MAP_BYTES = 8
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,10 @@ class Drafter:
     lookahead_tokens: int  # slots booked per running request beyond its tokens
     verify_tokens: int  # tokens per request in one verification pass
     note: str | None = None
+    #: drafter layers of another page than the target's, full attention beside an all-full
+    #: target: vLLM puts them in the target's one group (``UniformTypeKVCacheSpecs``), so
+    #: their entries add to every block
+    kv_attention: tuple[AttentionLayer, ...] = ()
 
 
 def mtp_layer_count(model: ModelSpec) -> int:
@@ -109,11 +120,18 @@ def plan_drafter(
         from kvscope.specs.registry import load_model
 
         load = load_model
-    draft = load(spec.model)
     tp = spec.draft_tensor_parallel_size or par.tp
+    if tp not in (1, par.tp) or (spec.method == "draft_model" and tp != par.tp):
+        allowed = f"{par.tp}" if spec.method == "draft_model" else f"1 or {par.tp}"
+        raise KvscopeError(
+            f"--speculative-config: draft_tensor_parallel_size {tp} is refused by vLLM with "
+            f"tensor parallel size {par.tp} for method {spec.method} (allowed: {allowed}).",
+            "Leave draft_tensor_parallel_size out to use the target's.",
+        )
+    draft = load(spec.model)
     w = rank_weights(draft, Parallelism(tp=tp)).by_component
     if spec.method == "draft_model":
-        return made(0, math.fsum(w.values()), 0, NOT_MODELLED["draft_model"])
+        return _join_kv(model, draft, made(0, math.fsum(w.values()), 0))
     native = 2.0 if draft.dtype in ("bfloat16", "float16") else 4.0
     h = model.hidden_size
     body = math.fsum(v for k, v in w.items() if k not in ("embedding", "lm_head"))
@@ -122,25 +140,61 @@ def plan_drafter(
     else:  # eagle3
         att = draft.layers[0].attention
         q_kv = (att.num_heads + 2 * att.num_kv_heads) * att.head_dim / tp
-        # the LM head at the config's vocab_size: ModelSpec does not keep draft_vocab_size,
-        # so a head trimmed to a smaller draft vocabulary is counted at full width. vLLM
-        # also drops a head whose weights equal the target's (``_maybe_share_lm_head``,
-        # torch.equal): a public vLLM 0.24 start of a full-vocabulary head trained for
-        # Qwen3-8B loaded 0.54 GiB for it, where this counts 1.70 (the head's 1.16 GiB lm_head
-        # included). Whether two heads are equal is not in any config, so it stays counted.
         extra = (
             body
             + draft.hidden_size * q_kv * native  # layer 0 reads [embeds, hidden]: 2h inputs
             + EAGLE3_AUX_STATES * h * draft.hidden_size * native
-            + w.get("lm_head", 0.0)
+            + _eagle3_head_bytes(draft, w.get("lm_head", 0.0), tp)
         )
-    same_page = _same_attention(model, draft)
-    note = None if same_page else "the draft head's KV layers (a page unlike the target's)"
-    return made(0, extra, draft.num_layers if same_page else 0, note)
+    return _join_kv(model, draft, made(0, extra, 0))
 
 
-def _same_attention(model: ModelSpec, draft: ModelSpec) -> bool:
-    a, b = model.layers[-1].attention, draft.layers[0].attention
+def _join_kv(model: ModelSpec, draft: ModelSpec, d: Drafter) -> Drafter:
+    """Where the drafter's attention layers go in vLLM's KV cache.
+
+    Every drafter attention layer is registered beside the target's. Layers with the
+    target's page join its group as more layers (``kv_layers``). Layers of another page
+    (another head count or size, as a small draft model of the family often has) still
+    share the target's one group when every layer is full attention: ``get_kv_cache_groups``
+    (vllm/v1/core/kv_cache_utils.py, v0.25.0 and v0.33.0) then builds one
+    ``UniformTypeKVCacheSpecs`` whose page is the sum of each layer's page. Beside a target
+    with sliding-window, linear or latent layers the grouping differs and is not modelled.
+    """
+    own = tuple(layer.attention for layer in draft.layers)
+    if all(_same_page(model, a) for a in own):
+        return replace(d, kv_layers=len(own))
+    target_full = all(layer.attention.kind == "full" for layer in model.layers)
+    if target_full and all(a.kind == "full" for a in own):
+        return replace(d, kv_attention=own)
+    return replace(d, note=NOT_MODELLED["kv"])
+
+
+def _eagle3_head_bytes(draft: ModelSpec, full_head: float, tp: int) -> float:
+    """An EAGLE-3 head's own LM head and token map on one GPU, bytes.
+
+    ``Eagle3LlamaForCausalLM`` (vllm/model_executor/models/llama_eagle3.py in the v0.25.0 and
+    v0.31.0 wheels) builds ``ParallelLMHead(draft_vocab_size, hidden)``, ``vocab_size`` rows
+    when the config has no ``draft_vocab_size``, and for a trimmed vocabulary an int64
+    ``draft_id_to_target_id`` parameter of ``draft_vocab_size`` entries on every rank
+    (0.25.0 also keeps it, 1.2 MB for Qwen3's vocabulary, at full width). ``full_head`` is
+    the head at ``vocab_size``. vLLM also drops a head whose weights equal the target's
+    (``_maybe_share_lm_head``, torch.equal): a public vLLM 0.24 start of a full-vocabulary
+    head trained for Qwen3-8B loaded 0.54 GiB for it, where this counts 1.70 (the head's
+    1.16 GiB lm_head included). Whether two heads are equal is not in any config, so a
+    full-vocabulary head stays counted.
+    """
+    rows = draft.draft_vocab_size or draft.vocab_size
+    if rows >= draft.vocab_size:
+        return full_head
+
+    def per_rank(vocab: int) -> int:
+        return math.ceil(vocab / (VOCAB_PADDING * tp)) * VOCAB_PADDING
+
+    return full_head * per_rank(rows) / per_rank(draft.vocab_size) + TOKEN_MAP_BYTES * rows
+
+
+def _same_page(model: ModelSpec, b: AttentionLayer) -> bool:
+    a = model.layers[-1].attention
     return (a.kind, a.num_kv_heads, a.head_dim) == (b.kind, b.num_kv_heads, b.head_dim)
 
 

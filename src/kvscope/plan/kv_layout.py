@@ -39,6 +39,7 @@ from kvscope.specs.attention import (
     DSV4_ENTRY,
     INDEXER_FP4_ENTRY,
     INDEXER_FP8_ENTRY,
+    AttentionLayer,
 )
 from kvscope.specs.model import ModelSpec
 
@@ -141,8 +142,13 @@ def vllm_layout(
     indexer: str = "fp8",
     dsv4_packed: bool = True,
     v0_mla_padding: bool = False,
+    extra: tuple[AttentionLayer, ...] = (),
 ) -> KVLayout:
-    """vLLM's KV layout for the ``layers`` of one GPU (TP rank ``tp`` of a PP stage)."""
+    """vLLM's KV layout for the ``layers`` of one GPU (TP rank ``tp`` of a PP stage).
+
+    ``extra``: a drafter's full-attention layers of another page, counted only beside an
+    all-full-attention stage, where vLLM keeps one group whose page is the sum of every
+    layer's (``UniformTypeKVCacheSpecs``)."""
     if any(model.layers[i].attention.kind.startswith("dsv4") for i in layers):
         return _dsv4_layout(model, layers, indexer, dsv4_packed)
     if any(model.layers[i].attention.kind == "gdn" for i in layers):
@@ -157,6 +163,10 @@ def vllm_layout(
             entry = float(_align(int(entry), 256))
         kind = "sliding" if att.kind == "sliding" else ("mla" if att.is_mla_family else "full")
         per_layer.append((kind, entry, att.window if kind == "sliding" else None))
+    if extra and all(k == "full" for k, _, _ in per_layer):
+        for att in extra:
+            entry = math.fsum(c.entry_bytes for c in att.kv_caches(kv_dtype, tp, indexer))
+            per_layer.append(("full", entry, None))
     counts = Counter(k for k, _, _ in per_layer)
     total_per_token = math.fsum(e for _, e, _ in per_layer)
     if len(counts) == 1:

@@ -177,7 +177,7 @@ def _speculative_record(d: Drafter, engine: str) -> dict[str, Any]:
         "method": d.method,
         "mtp_layers": d.mtp_layers,
         "drafter_weights_gib": d.extra_weight_bytes / GIB,
-        "drafter_kv_layers": d.kv_layers if engine == "vllm" else 0,
+        "drafter_kv_layers": d.kv_layers + len(d.kv_attention) if engine == "vllm" else 0,
         "lookahead_tokens_per_request": d.lookahead_tokens,
         "verify_tokens_per_request": d.verify_tokens,
         "not_modelled": d.note if engine == "vllm" else "the draft worker's own KV pool",
@@ -236,7 +236,8 @@ def _plan_vllm(
 ) -> MemoryPlan:
     d = vllm_budget.resolve_defaults(model, gpu, eng, par)
     draft_kv = drafter.kv_layers if drafter else 0
-    ranks = vllm_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, d, draft_kv)
+    own_kv = drafter.kv_attention if drafter else ()
+    ranks = vllm_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, d, draft_kv, own_kv)
     blocks = min(r.num_blocks for r in ranks)
     tightest = min(ranks, key=lambda r: r.num_blocks)
     tokens, conc = vllm_budget.logged_capacity(tightest.layout, blocks, d, eng.version)

@@ -40,6 +40,7 @@ from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.kv_layout import KVLayout, vllm_layout
 from kvscope.plan.weights import RankWeights
+from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
@@ -285,12 +286,14 @@ def plan_ranks(
     kv_dtype: str,
     defaults: VllmDefaults,
     draft_kv_layers: int = 0,
+    draft_kv_attention: tuple[AttentionLayer, ...] = (),
 ) -> tuple[VllmRank, ...]:
     """Budget of every pipeline stage (TP ranks of a stage are identical).
 
     ``draft_kv_layers`` drafter attention layers of the target's shape sit on the last stage
     and join its KV group (:mod:`kvscope.plan.drafter`); DeepSeek V4's layout already counts
-    its MTP layer.
+    its MTP layer. ``draft_kv_attention`` are drafter layers of another page that join the
+    target's one full-attention group with their own pages.
     """
     v = eng.version
     if v >= (0, 19, 0):
@@ -334,6 +337,7 @@ def plan_ranks(
             eng.indexer_dtype,
             dsv4_packed=v >= (0, 24, 0),
             v0_mla_padding=v < (0, 8, 0),
+            extra=draft_kv_attention if last else (),
         )
         blocks = max(0, int(available // layout.block_bytes)) if layout.block_bytes else 0
         if eng.num_gpu_blocks_override is not None:

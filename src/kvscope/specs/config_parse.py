@@ -223,6 +223,7 @@ def parse_config(
         index_topk=c.integer("index_topk", default=0, minimum=0),
         dspark_stages=(c.integer("n_mtp_layers", default=3, minimum=1) if dspark_ids else 0),
         dspark_target_layers=len(dspark_ids),
+        draft_vocab_size=c.integer("draft_vocab_size", default=0, minimum=0),
         source=source,
         published=published or Published(),
     )

@@ -114,6 +114,9 @@ class ModelSpec:
     #: layers whose hidden states its ``main_proj`` fuses (``dspark_target_layer_ids``); 0 without
     dspark_stages: int = 0
     dspark_target_layers: int = 0
+    #: rows of an EAGLE-3 head's own LM head (``draft_vocab_size``; 0: the config has none,
+    #: vLLM ``llama_eagle3.py`` then takes ``vocab_size``)
+    draft_vocab_size: int = 0
     source: str = ""
     published: Published = field(default_factory=Published)
 
