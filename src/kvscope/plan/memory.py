@@ -26,6 +26,7 @@ from kvscope.plan.weights import (
     all_stage_weights,
     expert_layout,
     mla_absorbed_bytes,
+    vllm_dsv4_rope_cache_bytes,
     with_component,
 )
 from kvscope.specs.dtypes import is_fp8, resolve_kv_dtype
@@ -159,6 +160,8 @@ def plan_memory(
         with_component(w, "mla_absorbed", mla_absorbed_bytes(model, par, w.layers, eng.engine))
         for w in all_stage_weights(model, par, draft_layers, layout)
     )
+    if eng.engine == "vllm" and (rope := vllm_dsv4_rope_cache_bytes(model)):
+        stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
     if drafter is not None and drafter.extra_weight_bytes:
         last = with_component(stages[-1], "drafter", drafter.extra_weight_bytes)
         stages = (*stages[:-1], last)
