@@ -143,6 +143,7 @@ class Case:
             speculative=_speculative(r, model),
             enforce_eager=_opt_bool(r.get("enforce_eager", "")) or False,
             num_gpu_blocks_override=self.opt_int("num_gpu_blocks_override"),
+            decode_context_parallel_size=self.opt_int("decode_context_parallel_size") or 1,
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

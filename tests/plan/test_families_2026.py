@@ -86,6 +86,17 @@ def test_kimi_k25_text_tower_is_kimi_k2() -> None:
     assert 0.46e9 < k25.params["vision_tower"] < 0.48e9
 
 
+def test_kimi_vl_reads_the_same_moonvit_without_the_vt_prefix() -> None:
+    # Kimi-VL's vision_config names MoonViT's sizes plainly (hidden_size, ...), K2.5's with vt_;
+    # vLLM builds the same tower (moonvit.py / kimi_k25_vit.py), so the two towers differ only
+    # by the projector's last linear: (1152 * 2 * 2 + 1) x (7168 - 2048) weights and biases.
+    k25 = _by_name("moonshotai/Kimi-K2.5")
+    kvl = _by_name("moonshotai/Kimi-VL-A3B-Instruct")
+    assert kvl.model_type == "deepseek_v3" and kvl.attention_kinds == {"mla": 27}
+    diff = k25.params["vision_tower"] - kvl.params["vision_tower"]
+    assert diff == (1152 * 4 + 1) * (7168 - 2048)
+
+
 def test_kimi_k25_int4_leaves_all_but_the_routed_experts_bf16() -> None:
     # compressed-tensors ignore: re:.*self_attn.*, re:.*shared_experts.*, dense mlp projections
     m = _by_name("moonshotai/Kimi-K2.5")

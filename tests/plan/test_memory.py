@@ -43,15 +43,17 @@ KNOWN_OFF = {
     # encoder vLLM 0.19 keeps whole on every TP rank; config.json does not say which format
     # the engine will pick (params.json beside it does), so the planner splits it over TP.
     "llmd-mistral-small31-tp4": "weights",
-    # weights 4.0 % low: vLLM 0.30 and 0.31 on H100 both log 19.79 GiB per rank for
-    # DeepSeek-V4-Flash-0731 at TP8 + EP; the planner counts the V4-Flash architecture
-    # (19.00 GiB with the V4 model's T-sized buffers). The 0731 checkpoint is 155.43 GiB
-    # against the preview's 148.66 GiB (the logs' "Checkpoint size"), 0.85 GiB per rank. Two
-    # explanations are ruled out: the MoE repack (0.30.1 picks the MARLIN Mxfp4 backend, 0.31.1
-    # HUMMING, same 19.79 GiB) and the DSpark stages (vllm/models/deepseek_v4/nvidia/model.py
-    # at 0.31.0 builds config.num_hidden_layers layers, so the checkpoint's layers.43-45 have
-    # no parameters to load into). What the extra 0.79 GiB is stays open. The KV figures of
-    # both rows are within 1.6 % (tests/plan/test_dsv4_logs.py).
+    # weights 2.1 % low: vLLM 0.30 and 0.31 on H100 both log 19.79 GiB per rank for
+    # DeepSeek-V4-Flash-0731 at TP8 + EP; the planner counts the V4-Flash architecture, the
+    # V4 model's T-sized buffers and vLLM's two float32 rotary caches (0.5 GiB,
+    # weights.vllm_dsv4_rope_cache_bytes): 19.40 GiB. Ruled out for the remaining 0.39 GiB:
+    # the MoE repack (0.30.1 picks the MARLIN Mxfp4 backend, 0.31.1 HUMMING, same 19.79 GiB)
+    # and the DSpark stages (vllm/models/deepseek_v4/nvidia/model.py at 0.31.0 builds
+    # config.num_hidden_layers layers). It is not the 0731 checkpoint either: the stock
+    # DeepSeek-V4-Flash on vLLM 0.25.0 at TP2 on RTX PRO 6000 logs 75.64 GiB against 75.23
+    # planned (github.com/AzallazA/ds4-vllm-0.25-test README at 00393062), the same ~0.4 GiB
+    # on every rank whatever the TP. The KV figures of both rows are within 0.8 %
+    # (tests/plan/test_dsv4_logs.py).
     "tant2tls-v4flash0731-h100-tp8-0.30": "weights",
     "tant2tls-v4flash0731-h100-tp8-0.31": "weights",
     # kv_tokens: vLLM 0.15/0.16 logged a 5.64 GiB profiling peak for Qwen3-14B where 0.17/0.18

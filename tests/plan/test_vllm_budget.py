@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.vllm_budget import sampler_fp32_copies
@@ -146,3 +147,29 @@ def test_logged_activation_holds_the_graph_estimate_from_027() -> None:
     )
     old = plan_memory(LLAMA, a100, Parallelism(), vllm("0.26.0"))
     assert old.activation_peak_logged_gib == old.activation_peak_gib
+
+
+@pytest.mark.parametrize("version", ["0.11.1", "0.33.0"])
+def test_decode_context_parallelism_multiplies_the_logged_capacity(version: str) -> None:
+    # vLLM keeps the available memory and the blocks, and logs DCP times the tokens: the
+    # Kimi-K2-Thinking recipe's TP8 and TP8+DCP8 starts on H200 both log 46.80 GiB and
+    # 715,072 / 5,721,088 tokens (vllm-project/recipes moonshotai/Kimi-K2-Think.md).
+    v3 = load_model("deepseek-ai/DeepSeek-V3")
+    h200, par = get_gpu("H200"), Parallelism(tp=8)
+    one, eight = (
+        plan_memory(v3, h200, par, vllm(version, decode_context_parallel_size=d)) for d in (1, 8)
+    )
+    assert eight.kv_cache_gib == one.kv_cache_gib
+    assert eight.num_gpu_blocks == one.num_gpu_blocks
+    assert eight.max_concurrency == pytest.approx(8 * one.max_concurrency)
+    assert abs(eight.kv_tokens - 8 * one.kv_tokens) <= 8
+
+
+def test_decode_context_parallelism_is_checked() -> None:
+    v3 = load_model("deepseek-ai/DeepSeek-V3")
+    with pytest.raises(KvscopeError, match="must divide --tensor-parallel-size 8"):
+        plan_memory(v3, get_gpu("H200"), Parallelism(tp=8), vllm(decode_context_parallel_size=3))
+    with pytest.raises(KvscopeError, match="vLLM's flag"):
+        EngineConfig(engine="sglang", decode_context_parallel_size=2)
+    with pytest.raises(KvscopeError):
+        vllm(decode_context_parallel_size=0)

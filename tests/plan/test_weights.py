@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kvscope.errors import KvscopeError
-from kvscope.plan.config import Parallelism
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.memory import plan_memory
 from kvscope.plan.weights import (
     all_stage_weights,
     expert_layout,
     mla_absorbed_bytes,
     pp_layer_split,
     rank_weights,
+    vllm_dsv4_rope_cache_bytes,
 )
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
@@ -168,3 +172,23 @@ def test_sglang_loads_v4_fp4_experts_with_float32_scales() -> None:
     # vLLM, and SGLang on Blackwell (DeepGEMM packs the scales back to e8m0), keep the checkpoint's
     assert expert_layout(model, h200, "vllm") == ExpertLayout()
     assert expert_layout(model, b200, "sglang") == ExpertLayout()
+
+
+def test_vllm_keeps_two_float32_rope_caches_for_deepseek_v4() -> None:
+    # build_deepseek_v4_rope: one embedding for the window-only layers (rope_theta), one for
+    # the compressed layers (compress_rope_theta), each a float32 cos_sin_cache of
+    # original_max_position_embeddings x factor = 65,536 x 16 rows of rope_dim 64.
+    v4 = load_model("deepseek-ai/DeepSeek-V4-Flash")
+    assert vllm_dsv4_rope_cache_bytes(v4) == 2 * 65_536 * 16 * 64 * 4
+    assert vllm_dsv4_rope_cache_bytes(load_model("deepseek-ai/DeepSeek-V3")) == 0.0
+    # Halving the positions frees 2 x 4 bytes per position and rope dim under vLLM, and the
+    # generic one cache in the model dtype (2 bytes) under SGLang.
+    half = dataclasses.replace(
+        v4, max_position_embeddings=v4.max_position_embeddings // 2, rope_cache_positions=0
+    )
+    par, h100 = Parallelism(tp=8, ep=True), get_gpu("H100")
+    for engine, per_position in (("vllm", 2 * 4 * 64), ("sglang", 2 * 64)):
+        eng = EngineConfig(engine=engine, max_model_len=8192)
+        full, halved = (plan_memory(m, h100, par, eng).weights_gib for m in (v4, half))
+        freed = (full - halved) * GIB
+        assert freed == pytest.approx(v4.max_position_embeddings // 2 * per_position, rel=1e-6)

@@ -217,6 +217,9 @@ class EngineConfig:
         flashinfer_sampler: vLLM samples top-k/top-p with FlashInfer (env
             ``VLLM_USE_FLASHINFER_SAMPLER``): ``None`` = the release's default (on in V1 up to
             0.11 when FlashInfer is installed, as in the project's images; opt-in from 0.12).
+        decode_context_parallel_size: vLLM ``--decode-context-parallel-size``: the TP ranks of
+            a DCP group each keep 1/DCP of every request's tokens, so the same memory holds
+            DCP times the tokens (the logged capacity and concurrency are multiplied by it).
     """
 
     engine: str = "vllm"
@@ -238,6 +241,7 @@ class EngineConfig:
     speculative_layers: int = 0
     flashinfer_sampler: bool | None = None
     speculative: SpeculativeDecoding | None = None
+    decode_context_parallel_size: int = 1
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -266,6 +270,8 @@ class EngineConfig:
         if self.kv_cache_memory_bytes is not None:
             count(self.kv_cache_memory_bytes, "--kv-cache-memory-bytes", low=1)
         count(self.speculative_layers, "speculative layers", high=MAX_GPUS)
+        count(self.decode_context_parallel_size, "--decode-context-parallel-size", low=1,
+              high=MAX_GPUS)  # fmt: skip
         if self.indexer_dtype not in ("fp8", "fp4"):
             raise KvscopeError(f"indexer dtype must be fp8 or fp4, got '{self.indexer_dtype}'.")
         if self.engine_version is not None:
@@ -286,6 +292,12 @@ class EngineConfig:
                 "cudagraph_memory": "--cudagraph-memory/--no-cudagraph-memory",
                 "flashinfer_sampler": "--flashinfer-sampler/--no-flashinfer-sampler",
             }
+            if self.decode_context_parallel_size > 1:
+                raise KvscopeError(
+                    "--decode-context-parallel-size is vLLM's flag; SGLang's context "
+                    "parallelism is not modelled.",
+                    "Drop it with --engine sglang.",
+                )
             for name, flag in vllm_only.items():
                 if getattr(self, name) is not None:
                     raise KvscopeError(

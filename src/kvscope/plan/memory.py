@@ -26,6 +26,7 @@ from kvscope.plan.weights import (
     all_stage_weights,
     expert_layout,
     mla_absorbed_bytes,
+    vllm_dsv4_rope_cache_bytes,
     with_component,
 )
 from kvscope.specs.dtypes import is_fp8, resolve_kv_dtype
@@ -147,7 +148,7 @@ def plan_memory(
     eng = engine or EngineConfig()
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
     kinds = attention_kinds(model)
-    _check_inputs(model, gpu, eng, kv_dtype)
+    _check_inputs(model, gpu, par, eng, kv_dtype)
     if any(k.startswith("dsv4") for k in kinds) or ("mla_sparse" in kinds and is_fp8(kv_dtype)):
         # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).
@@ -159,6 +160,8 @@ def plan_memory(
         with_component(w, "mla_absorbed", mla_absorbed_bytes(model, par, w.layers, eng.engine))
         for w in all_stage_weights(model, par, draft_layers, layout)
     )
+    if eng.engine == "vllm" and (rope := vllm_dsv4_rope_cache_bytes(model)):
+        stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
     if drafter is not None and drafter.extra_weight_bytes:
         last = with_component(stages[-1], "drafter", drafter.extra_weight_bytes)
         stages = (*stages[:-1], last)
@@ -184,13 +187,21 @@ def _speculative_record(d: Drafter, engine: str) -> dict[str, Any]:
     }
 
 
-def _check_inputs(model: ModelSpec, gpu: GPUSpec, eng: EngineConfig, kv_dtype: str) -> None:
+def _check_inputs(
+    model: ModelSpec, gpu: GPUSpec, par: Parallelism, eng: EngineConfig, kv_dtype: str
+) -> None:
     """Refuse flags no engine would start with on this model and GPU (one line each)."""
     model.check_kv_dtype(kv_dtype)
     if eng.async_scheduling is not None and eng.engine != "vllm":
         raise KvscopeError(
             "--async-scheduling / --no-async-scheduling are vLLM's flags; "
             f"{eng.engine} has no such switch."
+        )
+    dcp = eng.decode_context_parallel_size
+    if dcp > 1 and par.tp % dcp:
+        raise KvscopeError(
+            f"--decode-context-parallel-size {dcp} must divide --tensor-parallel-size {par.tp}.",
+            "vLLM splits each TP group into DCP groups of that size.",
         )
     kv_bytes = eng.kv_cache_memory_bytes
     if kv_bytes is not None and kv_bytes > gpu.memory_bytes:
@@ -240,7 +251,8 @@ def _plan_vllm(
     ranks = vllm_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, d, draft_kv, own_kv)
     blocks = min(r.num_blocks for r in ranks)
     tightest = min(ranks, key=lambda r: r.num_blocks)
-    tokens, conc = vllm_budget.logged_capacity(tightest.layout, blocks, d, eng.version)
+    dcp = eng.decode_context_parallel_size
+    tokens, conc = vllm_budget.logged_capacity(tightest.layout, blocks, d, eng.version, dcp)
     r0 = ranks[0]
     kv_problem = _kv_bytes_problem(ranks, gpu, eng, d.cudagraph_subtracted)
     problem = None
@@ -261,7 +273,7 @@ def _plan_vllm(
         need = tightest.layout.blocks_per_request(d.max_model_len, d.in_flight_tokens)
         problem = (
             f"one request of max_model_len {d.max_model_len} needs "
-            f"{need * tightest.layout.block_bytes / GIB:.2f} GiB of KV cache but only "
+            f"{need * tightest.layout.block_bytes / dcp / GIB:.2f} GiB of KV cache but only "
             f"{tightest.available_kv / GIB:.2f} GiB is available."
         )
     per_rank = tuple(
@@ -272,7 +284,7 @@ def _plan_vllm(
             r.available_kv / GIB,
             r.layout.bytes_per_token,
             r.num_blocks,
-            vllm_budget.logged_capacity(r.layout, r.num_blocks, d, eng.version)[0],
+            vllm_budget.logged_capacity(r.layout, r.num_blocks, d, eng.version, dcp)[0],
         )
         for r in ranks
     )

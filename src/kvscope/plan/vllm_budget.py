@@ -359,19 +359,29 @@ def plan_ranks(
 
 
 def logged_capacity(
-    layout: KVLayout, num_blocks: int, defaults: VllmDefaults, v: tuple[int, int, int]
+    layout: KVLayout,
+    num_blocks: int,
+    defaults: VllmDefaults,
+    v: tuple[int, int, int],
+    dcp: int = 1,
 ) -> tuple[int, float]:
-    """("GPU KV cache size" tokens, "Maximum concurrency") as the version logs them."""
+    """("GPU KV cache size" tokens, "Maximum concurrency") as the version logs them.
+
+    Under decode context parallelism each rank of a DCP group keeps every ``dcp``-th token of
+    a request, so vLLM multiplies the token figure by ``dcp`` (``get_kv_cache_config``,
+    vllm/v1/core/kv_cache_utils.py, 0.11: "Multiplying the GPU KV cache size by the
+    dcp_world_size") and the concurrency with it.
+    """
     length = defaults.max_model_len
     if v < (0, 8, 0):
         tokens = num_blocks * layout.block_size
         return tokens, tokens / length
     need = layout.blocks_per_request(length, defaults.in_flight_tokens)
-    concurrency = num_blocks / need if need else 0.0
+    concurrency = dcp * num_blocks / need if need else 0.0
     if v >= (0, 21, 0):
         return int(concurrency * length), concurrency
     tokens = num_blocks // len(layout.groups) * min(g.block_size for g in layout.groups)
-    return tokens, concurrency
+    return tokens * dcp, concurrency
 
 
 def _is_dsv4(model: ModelSpec, layers: tuple[int, ...]) -> bool:

@@ -27,8 +27,8 @@ What this module owns, by family (``model_type`` of the language model):
   vision x text hidden, plus ``mm_soft_emb_norm``); Llama 4's tower and adapter; Pixtral
   (Mistral 3: transformers ``PixtralVisionModel``, bias-free, gated SiLU MLP) with Mistral 3's
   projector (RMSNorm, patch merger ``d * s^2 -> d``, two linears to the text width); Kimi
-  K2.5's MoonViT-3D with its ``patchmerger`` projector (``moonvit_params``). Other towers are
-  not counted yet.
+  K2.5's MoonViT-3D with its ``patchmerger`` projector and Kimi-VL's 2D MoonViT with its
+  MLP projector (``moonvit_params``). Other towers are not counted yet.
 - 2026 families: GLM-5 (``glm_moe_dsa``) is DeepSeek-V3.2's layout (MLA latent plus a
   lightning-indexer key cache, kind ``mla_sparse``, DeepSeek-style MoE): vLLM maps
   ``GlmMoeDsaForCausalLM`` to ``deepseek_v2.py`` (``class GlmMoeDsaForCausalLM(
@@ -87,6 +87,7 @@ TEXT_MODEL_TYPE = {
     "qwen3_5": "qwen3_5_text",
     "qwen3_5_moe": "qwen3_5_moe_text",
     "kimi_k25": "deepseek_v3",
+    "kimi_vl": "deepseek_v3",
 }
 #: Families whose ``sliding_window`` applies to every layer when ``layer_types`` is absent.
 SLIDING_ALL_LAYERS = ("mistral", "mixtral", "phi3")
@@ -218,19 +219,23 @@ def qwen3_vl_vision_params(get: Reader, deepstack: int) -> int:
     return n + merger * (1 + deepstack)
 
 
-def moonvit_params(get: Reader, merge: int, text_hidden: int) -> int:
-    """Weights of Kimi K2.5's MoonViT-3D tower and ``patchmerger`` projector.
+def moonvit_params(get: Reader, merge: int, text_hidden: int, prefix: str = "vt_") -> int:
+    """Weights of a MoonViT tower and its projector: Kimi K2.5's MoonViT-3D with the
+    ``patchmerger`` projector, or Kimi-VL's 2D MoonViT with ``KimiVLMultiModalProjector``.
 
     vLLM ``kimi_k25_vit.py`` (``MoonViT3dPretrainedModel``, ``KimiK25MultiModalProjector``;
-    the ``vt_*`` keys of the checkpoint's ``vision_config`` are the tower's sizes): a biased
-    patch convolution, a learned ``init_pos_emb_height x init_pos_emb_width`` position table
-    (the temporal table is a fixed sin/cos buffer), per block two LayerNorms, a biased fused
-    qkv and output projection and a biased two-matrix GELU MLP, a final LayerNorm; the
-    projector's LayerNorm over the tower width, then ``d m^2 -> d m^2 -> text`` with biases
-    (``m`` = ``merge_kernel_size``). Kimi K2.5: 0.417B tower + 0.054B projector.
+    the ``vt_*`` keys of the checkpoint's ``vision_config`` are the tower's sizes) and vLLM
+    ``moonvit.py`` / ``kimi_vl.py`` (``MoonVitPretrainedModel`` with ``attn_bias=True``,
+    ``KimiVLMultiModalProjector``; Kimi-VL's ``vision_config`` names the sizes without the
+    prefix, ``prefix=""``) build the same parts: a biased patch convolution, a learned
+    ``init_pos_emb_height x init_pos_emb_width`` position table (rotary and temporal tables
+    are buffers), per block two LayerNorms, a biased fused qkv and output projection and a
+    biased two-matrix GELU MLP, a final LayerNorm; the projector's LayerNorm over the tower
+    width, then ``d m^2 -> d m^2 -> text`` with biases (``m`` = ``merge_kernel_size``).
+    Kimi K2.5: 0.417B tower + 0.054B projector; Kimi-VL-A3B: 0.417B + 0.031B.
     """
-    d, i = get("vt_hidden_size", None), get("vt_intermediate_size", None)
-    layers, patch = get("vt_num_hidden_layers", None), get("patch_size", None)
+    d, i = get(prefix + "hidden_size", None), get(prefix + "intermediate_size", None)
+    layers, patch = get(prefix + "num_hidden_layers", None), get("patch_size", None)
     height, width = get("init_pos_emb_height", None), get("init_pos_emb_width", None)
     n = 3 * patch * patch * d + d + height * width * d
     n += layers * (2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * i + i) + (i * d + d))
@@ -243,10 +248,11 @@ def moonvit_params(get: Reader, merge: int, text_hidden: int) -> int:
 def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, get: Reader) -> int:
     """Vision tower plus projector weights of a wrapper of ``model_type``; 0 when unknown."""
     kind = vision.get("model_type")
-    if model_type == "kimi_k25":
+    if model_type in ("kimi_k25", "kimi_vl"):
         merge = vision.get("merge_kernel_size") or [2, 2]
         side = merge[0] if isinstance(merge, list) and merge else 2
-        return moonvit_params(get, int(side) if isinstance(side, int) else 2, text_hidden)
+        side = int(side) if isinstance(side, int) else 2
+        return moonvit_params(get, side, text_hidden, "vt_" if model_type == "kimi_k25" else "")
     if kind == "siglip_vision_model":
         # SiglipVisionModel builds the head unless the config sets vision_use_head false.
         n = siglip_params(get, vision.get("vision_use_head", True) is not False)
