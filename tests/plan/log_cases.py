@@ -143,6 +143,7 @@ class Case:
             speculative=_speculative(r, model),
             enforce_eager=_opt_bool(r.get("enforce_eager", "")) or False,
             num_gpu_blocks_override=self.opt_int("num_gpu_blocks_override"),
+            mm_encoder_tp_mode=r.get("mm_encoder_tp_mode", "") or "weights",
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

@@ -217,6 +217,10 @@ class EngineConfig:
         flashinfer_sampler: vLLM samples top-k/top-p with FlashInfer (env
             ``VLLM_USE_FLASHINFER_SAMPLER``): ``None`` = the release's default (on in V1 up to
             0.11 when FlashInfer is installed, as in the project's images; opt-in from 0.12).
+        mm_encoder_tp_mode: vLLM ``--mm-encoder-tp-mode``: ``weights`` (default) shards a
+            vision-language model's encoder over the TP ranks, ``data`` keeps a full copy on
+            every rank and splits the images instead
+            (:func:`kvscope.plan.weights.encoder_replica_bytes`).
     """
 
     engine: str = "vllm"
@@ -238,6 +242,7 @@ class EngineConfig:
     speculative_layers: int = 0
     flashinfer_sampler: bool | None = None
     speculative: SpeculativeDecoding | None = None
+    mm_encoder_tp_mode: str = "weights"
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -266,6 +271,10 @@ class EngineConfig:
         if self.kv_cache_memory_bytes is not None:
             count(self.kv_cache_memory_bytes, "--kv-cache-memory-bytes", low=1)
         count(self.speculative_layers, "speculative layers", high=MAX_GPUS)
+        if self.mm_encoder_tp_mode not in ("weights", "data"):
+            raise KvscopeError(
+                f"--mm-encoder-tp-mode must be weights or data, got '{self.mm_encoder_tp_mode}'."
+            )
         if self.indexer_dtype not in ("fp8", "fp4"):
             raise KvscopeError(f"indexer dtype must be fp8 or fp4, got '{self.indexer_dtype}'.")
         if self.engine_version is not None:
@@ -297,6 +306,12 @@ class EngineConfig:
                 raise KvscopeError(
                     "--enforce-eager is vLLM's; SGLang's is --disable-cuda-graph.",
                     "Drop --enforce-eager with --engine sglang.",
+                )
+            if self.mm_encoder_tp_mode != "weights":
+                raise KvscopeError(
+                    "--mm-encoder-tp-mode is vLLM's; SGLang's data-parallel encoder "
+                    "(--mm-enable-dp-encoder) is not modelled.",
+                    "Drop --mm-encoder-tp-mode with --engine sglang.",
                 )
         elif self.mem_fraction_static is not None:
             raise KvscopeError(
