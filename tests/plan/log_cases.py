@@ -144,6 +144,7 @@ class Case:
             enforce_eager=_opt_bool(r.get("enforce_eager", "")) or False,
             num_gpu_blocks_override=self.opt_int("num_gpu_blocks_override"),
             decode_context_parallel_size=self.opt_int("decode_context_parallel_size") or 1,
+            mm_encoder_tp_mode=r.get("mm_encoder_tp_mode", "") or "weights",
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

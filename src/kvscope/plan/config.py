@@ -220,6 +220,10 @@ class EngineConfig:
         decode_context_parallel_size: vLLM ``--decode-context-parallel-size``: the TP ranks of
             a DCP group each keep 1/DCP of every request's tokens, so the same memory holds
             DCP times the tokens (the logged capacity and concurrency are multiplied by it).
+        mm_encoder_tp_mode: vLLM ``--mm-encoder-tp-mode``: ``weights`` (default) shards a
+            vision-language model's encoder over the TP ranks, ``data`` keeps a full copy on
+            every rank and splits the images instead
+            (:func:`kvscope.plan.weights.encoder_replica_bytes`).
     """
 
     engine: str = "vllm"
@@ -242,6 +246,7 @@ class EngineConfig:
     flashinfer_sampler: bool | None = None
     speculative: SpeculativeDecoding | None = None
     decode_context_parallel_size: int = 1
+    mm_encoder_tp_mode: str = "weights"
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -272,6 +277,10 @@ class EngineConfig:
         count(self.speculative_layers, "speculative layers", high=MAX_GPUS)
         count(self.decode_context_parallel_size, "--decode-context-parallel-size", low=1,
               high=MAX_GPUS)  # fmt: skip
+        if self.mm_encoder_tp_mode not in ("weights", "data"):
+            raise KvscopeError(
+                f"--mm-encoder-tp-mode must be weights or data, got '{self.mm_encoder_tp_mode}'."
+            )
         if self.indexer_dtype not in ("fp8", "fp4"):
             raise KvscopeError(f"indexer dtype must be fp8 or fp4, got '{self.indexer_dtype}'.")
         if self.engine_version is not None:
@@ -309,6 +318,12 @@ class EngineConfig:
                 raise KvscopeError(
                     "--enforce-eager is vLLM's; SGLang's is --disable-cuda-graph.",
                     "Drop --enforce-eager with --engine sglang.",
+                )
+            if self.mm_encoder_tp_mode != "weights":
+                raise KvscopeError(
+                    "--mm-encoder-tp-mode is vLLM's; SGLang's data-parallel encoder "
+                    "(--mm-enable-dp-encoder) is not modelled.",
+                    "Drop --mm-encoder-tp-mode with --engine sglang.",
                 )
         elif self.mem_fraction_static is not None:
             raise KvscopeError(

@@ -24,6 +24,7 @@ from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.weights import (
     RankWeights,
     all_stage_weights,
+    encoder_replica_bytes,
     expert_layout,
     mla_absorbed_bytes,
     vllm_dsv4_rope_cache_bytes,
@@ -162,6 +163,9 @@ def plan_memory(
     )
     if eng.engine == "vllm" and (rope := vllm_dsv4_rope_cache_bytes(model)):
         stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
+    if eng.engine == "vllm" and eng.mm_encoder_tp_mode == "data":
+        first = with_component(stages[0], "encoder_replica", encoder_replica_bytes(model, par))
+        stages = (first, *stages[1:])
     if drafter is not None and drafter.extra_weight_bytes:
         last = with_component(stages[-1], "drafter", drafter.extra_weight_bytes)
         stages = (*stages[:-1], last)

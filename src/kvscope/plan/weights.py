@@ -232,6 +232,22 @@ def rank_weights(
     return RankWeights(pp_rank, layers, {k: v * per[k] for k, v in params.items()})
 
 
+def encoder_replica_bytes(model: ModelSpec, par: Parallelism) -> float:
+    """Bytes the first stage's GPUs hold beyond their share of the vision encoder when vLLM
+    runs it data-parallel (``--mm-encoder-tp-mode data``).
+
+    With that mode vLLM builds the encoder's linears with ``disable_tp`` (``ColumnParallelLinear``
+    / ``QKVParallelLinear`` / ``RowParallelLinear`` in ``vllm/model_executor/models/
+    kimi_k25_vit.py``, ``use_data_parallel = is_vit_use_data_parallel(...)``), so every TP rank
+    keeps the whole tower and projector, unquantized, where :func:`rank_weights` counts a
+    1/TP share: the other (TP - 1)/TP is added here. Kimi-K2.5 on 8x H100 (vLLM 0.15.0, TP8,
+    data mode) logged 72.02 GiB per GPU; the sharded count is 0.77 GiB short of it.
+    """
+    if not model.vision_params or par.tp == 1:
+        return 0.0
+    return model.vision_params * (1.0 - 1.0 / par.tp) * element_bytes(model.dtype)
+
+
 def mla_absorbed_bytes(
     model: ModelSpec, par: Parallelism, layers: tuple[int, ...], engine: str
 ) -> float:
