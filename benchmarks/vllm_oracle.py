@@ -129,101 +129,69 @@ CASES = [  # model, tp, kv dtype, block, max_model_len, batched tokens, availabl
 
 #: The shape of meta-llama/Llama-3.2-1B's config.json (16 layers of 8 KV heads of 64), a draft
 #: model whose KV page differs from Llama-3.1-8B's (8 heads of 128).
-LLAMA_1B = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 2048,
-    "intermediate_size": 8192,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 64,
-    "num_hidden_layers": 16,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "tie_word_embeddings": True,
-    "torch_dtype": "bfloat16",
-}
+LLAMA_1B = ROOT / "tests/plan/data/configs/llama-3.2-1b.json"
 DRAFT_CASES = [  # target, draft config, tp, kv dtype, block, max_model_len, batched, GiB
     ("meta-llama/Llama-3.1-8B", LLAMA_1B, 1, "auto", 16, 8192, 8192, 40.0),
     ("meta-llama/Llama-3.1-70B", LLAMA_1B, 4, "fp8", 16, 32768, 8192, 30.0),
 ]
 
 
-def draft_main() -> int:
-    """A draft model's layers beside the target's (``method: draft_model``)."""
-    bad = 0
-    for name, draft_cfg, tp, kv, block, length, tokens, avail_gib in DRAFT_CASES:
-        cfg = vllm_config(length, block, tokens)
-        path = Path(tempfile.mkdtemp(prefix="kvscope-oracle-draft-")) / "config.json"
-        path.write_text(json.dumps(draft_cfg))
-        draft = {f"draft_model.{k}": v for k, v in specs_for(str(path), tp, kv, block).items()}
-        specs = {**specs_for(name, tp, kv, block), **draft}
-        avail = int(avail_gib * GIB)
-        groups = get_global_kv_cache_groups(cfg, [specs])
-        conf = get_kv_cache_configs(cfg, [specs], [avail], groups)[0]
-        v_tokens, _ = get_kv_cache_capacity(cfg, conf)
+def compare(
+    name: str, tp: int, kv: str, block: int, length: int, tokens: int, avail_gib: float,
+    draft: Path | None = None,
+) -> bool:  # fmt: skip
+    """vLLM's own KV groups, blocks and tokens for one case beside the plan's; prints a line.
+    With ``draft``, a draft model's layers (``method: draft_model``) sit beside the target's."""
+    cfg = vllm_config(length, block, tokens)
+    specs = specs_for(name, tp, kv, block)
+    spec = None
+    if draft is not None:
+        specs.update(
+            {f"draft_model.{k}": v for k, v in specs_for(str(draft), tp, kv, block).items()}
+        )
         spec = parse_vllm(
-            json.dumps({"method": "draft_model", "model": str(path), "num_speculative_tokens": 4})
+            json.dumps({"method": "draft_model", "model": str(draft), "num_speculative_tokens": 4})
         )
-        eng = EngineConfig(
-            engine_version="0.33.0",
-            max_model_len=length,
-            block_size=block,
-            max_num_batched_tokens=tokens,
-            kv_cache_dtype=kv,
-            kv_cache_memory_bytes=avail,
-            speculative=spec,
-        )
-        plan = plan_memory(load_model(name), get_gpu("H100"), Parallelism(tp=tp), eng)
-        ok = (
-            plan.num_gpu_blocks == conf.num_blocks
-            and plan.num_kv_groups == len(conf.kv_cache_groups)
-            and plan.kv_tokens == v_tokens
-        )
-        bad += not ok
-        print(
-            f"{'OK ' if ok else 'BAD'} {name} + draft model (16 x 8 x 64) tp{tp} kv={kv}: "
-            f"vLLM groups={len(conf.kv_cache_groups)} num_blocks={conf.num_blocks} "
-            f"tokens={v_tokens} | kvscope groups={plan.num_kv_groups} "
-            f"num_blocks={plan.num_gpu_blocks} tokens={plan.kv_tokens}"
-        )
-    return bad
+    avail = int(avail_gib * GIB)
+    groups = get_global_kv_cache_groups(cfg, [specs])
+    conf = get_kv_cache_configs(cfg, [specs], [avail], groups)[0]
+    v_tokens, v_conc = get_kv_cache_capacity(cfg, conf)
+    page = conf.kv_cache_groups[0].kv_cache_spec.page_size_bytes
+    eng = EngineConfig(
+        engine_version="0.33.0",
+        max_model_len=length,
+        block_size=block,
+        max_num_batched_tokens=tokens,
+        kv_cache_dtype=kv,
+        kv_cache_memory_bytes=avail,
+        speculative=spec,
+    )
+    plan = plan_memory(load_model(name), get_gpu("H100"), Parallelism(tp=tp), eng)
+    ok = (
+        plan.num_gpu_blocks == conf.num_blocks
+        and plan.num_kv_groups == len(conf.kv_cache_groups)
+        and plan.kv_tokens == v_tokens
+    )
+    label = Path(name).stem if name.endswith(".json") else name
+    if draft is not None:
+        label += f" + draft model ({Path(draft).stem})"
+    print(
+        f"{'OK ' if ok else 'BAD'} {label} tp{tp} kv={kv} block={block} L={length}: "
+        f"vLLM groups={len(conf.kv_cache_groups)} page={page} B "
+        f"num_blocks={conf.num_blocks} tokens={v_tokens} conc={v_conc:.3f} | kvscope "
+        f"groups={plan.num_kv_groups} block_bytes={plan.block_bytes} "
+        f"num_blocks={plan.num_gpu_blocks} tokens={plan.kv_tokens} "
+        f"conc={plan.max_concurrency:.3f}"
+    )
+    return ok
 
 
 def main() -> int:
-    bad = draft_main()
+    bad = 0
+    for name, draft, tp, kv, block, length, tokens, avail_gib in DRAFT_CASES:
+        bad += not compare(name, tp, kv, block, length, tokens, avail_gib, draft=draft)
     for name, tp, kv, block, length, tokens, avail_gib in CASES:
-        cfg = vllm_config(length, block, tokens)
-        specs = specs_for(name, tp, kv, block)
-        avail = int(avail_gib * GIB)
-        groups = get_global_kv_cache_groups(cfg, [specs])
-        conf = get_kv_cache_configs(cfg, [specs], [avail], groups)[0]
-        v_tokens, v_conc = get_kv_cache_capacity(cfg, conf)
-        page = conf.kv_cache_groups[0].kv_cache_spec.page_size_bytes
-        eng = EngineConfig(
-            engine_version="0.33.0",
-            max_model_len=length,
-            block_size=block,
-            max_num_batched_tokens=tokens,
-            kv_cache_dtype=kv,
-            kv_cache_memory_bytes=avail,
-        )
-        plan = plan_memory(load_model(name), get_gpu("H100"), Parallelism(tp=tp), eng)
-        ok = (
-            plan.num_gpu_blocks == conf.num_blocks
-            and plan.num_kv_groups == len(conf.kv_cache_groups)
-            and plan.kv_tokens == v_tokens
-        )
-        bad += not ok
-        label = Path(name).stem if name.endswith(".json") else name
-        print(
-            f"{'OK ' if ok else 'BAD'} {label} tp{tp} kv={kv} block={block} L={length}: "
-            f"vLLM groups={len(conf.kv_cache_groups)} page={page} B "
-            f"num_blocks={conf.num_blocks} tokens={v_tokens} conc={v_conc:.3f} | kvscope "
-            f"groups={plan.num_kv_groups} block_bytes={plan.block_bytes} "
-            f"num_blocks={plan.num_gpu_blocks} tokens={plan.kv_tokens} "
-            f"conc={plan.max_concurrency:.3f}"
-        )
+        bad += not compare(name, tp, kv, block, length, tokens, avail_gib)
     return 1 if bad else 0
 
 

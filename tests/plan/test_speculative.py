@@ -221,24 +221,7 @@ def test_eagle3_head_with_a_trimmed_vocabulary_keeps_only_its_rows(tmp_path: Pat
 
 def _llama_1b(tmp_path: Path) -> str:
     # the shape of meta-llama/Llama-3.2-1B's config.json: 16 layers, 8 KV heads of 64
-    cfg = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": 2048,
-        "intermediate_size": 8192,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "head_dim": 64,
-        "num_hidden_layers": 16,
-        "vocab_size": 128256,
-        "max_position_embeddings": 131072,
-        "rms_norm_eps": 1e-5,
-        "torch_dtype": "bfloat16",
-        "tie_word_embeddings": True,
-    }
-    path = tmp_path / "llama-1b.json"
-    path.write_text(json.dumps(cfg))
-    return str(path)
+    return str(Path(__file__).with_name("data") / "configs" / "llama-3.2-1b.json")
 
 
 def test_a_draft_model_of_another_page_joins_the_targets_one_group(tmp_path: Path) -> None:
