@@ -163,6 +163,9 @@ def test_tp8_pp2_deepseek_v3_on_16_h100(capsys: pytest.CaptureFixture[str], tmp_
         (("--dp", "0"), ("--data-parallel-size",)),
         (("--dp", "5000"), ("--data-parallel-size", "1,024")),
         (("--engine-version", "x.y"), ("--engine-version",)),
+        (("--tp", "4", "--dcp", "3"), ("--decode-context-parallel-size 3", "divide")),
+        (("--tp", "2", "--dcp", "2", "--engine", "sglang"), ("--decode-context-parallel-size",)),
+        (("--mm-encoder-tp-mode", "pixels"), ("--mm-encoder-tp-mode", "weights or data")),
     ],
 )
 def test_bad_layout_flags_one_line(
@@ -381,3 +384,27 @@ def test_pp2_steps_are_vllm_batch_queue_pairs() -> None:
     engine.on_step = record
     engine.run(sequences_from(w, 16))
     assert ours == vllm_steps, (ours, vllm_steps)
+
+
+def test_decode_context_parallel_pool_holds_dcp_times_the_tokens(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--dcp 8`` on DeepSeek-V3 at TP8: the same blocks per GPU (plan's num_gpu_blocks), each
+    covering 16 x 8 tokens of a request (vLLM's managers scale the block size by the DCP
+    world size), so plan and simulate both hold 8 times the tokens; a 60,000-token prompt
+    then needs 469 blocks instead of 3,750 and the same traffic evicts fewer."""
+    flags = ("--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--tp", "8")
+    flags += ("--max-model-len", "131072")
+    load = ("--arrival", "poisson:rate=50", "--num-requests", "24")
+    load += ("--prompt-len", "60000", "--output-len", "8")
+    plans = {d: _plan(capsys, *flags, "--dcp", str(d)) for d in (1, 8)}
+    assert plans[8]["num_gpu_blocks"] == plans[1]["num_gpu_blocks"]
+    assert plans[8]["kv_tokens"] == 8 * plans[1]["kv_tokens"]
+    pools = {}
+    for d in (1, 8):
+        summary, _ = _simulate(capsys, tmp_path / f"dcp{d}", *flags, "--dcp", str(d), *load)
+        assert summary["completed"] == 24
+        pools[d] = summary["config"]["pool"]
+    assert pools[8]["block_size"] == 8 * pools[1]["block_size"] == 128
+    assert pools[8]["kv_tokens"] == plans[8]["kv_tokens"]
+    assert pools[8]["evicted_blocks"] < pools[1]["evicted_blocks"]

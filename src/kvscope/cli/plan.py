@@ -12,6 +12,15 @@ from typing import Any
 import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuHourPrice, GpuSpecFile, PricesFile, Provider
+from kvscope.cli.engine_options import (
+    CudagraphMemory,
+    DecodeContextParallelSize,
+    EnforceEager,
+    FlashinferSampler,
+    FlopsEfficiency,
+    HbmEfficiency,
+    MmEncoderTpMode,
+)
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.parallel_options import (
     AsyncScheduling,
@@ -127,19 +136,11 @@ def plan(
     cost_model: CostModelOpt = "roofline",
     engine_version: EngineVersion = None,
     async_scheduling: AsyncScheduling = None,
-    enforce_eager: bool = typer.Option(
-        False, "--enforce-eager", help="No CUDA graphs, so no CUDA-graph memory [default: off]."
-    ),
-    cudagraph_memory: bool | None = typer.Option(
-        None,
-        "--cudagraph-memory/--no-cudagraph-memory",
-        help="Subtract vLLM's CUDA-graph estimate (default: by version, >= 0.20 does).",
-    ),
-    flashinfer_sampler: bool | None = typer.Option(
-        None,
-        "--flashinfer-sampler/--no-flashinfer-sampler",
-        help="vLLM samples with FlashInfer (VLLM_USE_FLASHINFER_SAMPLER; default by release).",
-    ),
+    enforce_eager: EnforceEager = False,
+    cudagraph_memory: CudagraphMemory = None,
+    flashinfer_sampler: FlashinferSampler = None,
+    decode_context_parallel_size: DecodeContextParallelSize = 1,
+    mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     context: int | None = typer.Option(
         None,
         "--context",
@@ -167,12 +168,8 @@ def plan(
     prices_file: PricesFile = None,
     provider: Provider = None,
     gpu_spec_file: GpuSpecFile = None,
-    hbm_efficiency: float = typer.Option(
-        0.8, "--hbm-efficiency", help="Achievable fraction of HBM bandwidth (kvscope option)."
-    ),
-    flops_efficiency: float = typer.Option(
-        0.45, "--flops-efficiency", help="Achievable fraction of peak FLOPS (kvscope option)."
-    ),
+    hbm_efficiency: HbmEfficiency = 0.8,
+    flops_efficiency: FlopsEfficiency = 0.45,
     comm_run: str | None = typer.Option(
         None,
         "--comm-run",
@@ -266,6 +263,8 @@ def plan(
         flashinfer_sampler=flashinfer_sampler,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
         speculative=speculative,
+        decode_context_parallel_size=decode_context_parallel_size,
+        mm_encoder_tp_mode=mm_encoder_tp_mode,
     )
     from kvscope.plan.roofline import Efficiency
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
+from kvscope.cli.engine_options import DecodeContextParallelSize, MmEncoderTpMode
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.fleet_options import Autoscale, ClusterFile, Replicas, Router, RouterWeights
 from kvscope.cli.offload_options import KvOffloadOpt, KvOffloadStoreOpt, KvTiersOpt, offload_config
@@ -75,6 +76,8 @@ def simulate(
     num_gpus: NumGpus = None,
     engine_version: EngineVersion = None,
     async_scheduling: AsyncScheduling = None,
+    decode_context_parallel_size: DecodeContextParallelSize = 1,
+    mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     replicas: Replicas = None,
     router: Router = None,
     router_weights: RouterWeights = None,
@@ -286,6 +289,8 @@ def simulate(
         num_gpus=num_gpus,
         engine_version=engine_version,
         async_scheduling=async_scheduling,
+        decode_context_parallel_size=decode_context_parallel_size,
+        mm_encoder_tp_mode=mm_encoder_tp_mode,
         dtype=dtype,
         kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization,

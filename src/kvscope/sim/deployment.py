@@ -9,6 +9,7 @@ bytes.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kvscope.errors import KvscopeError
@@ -66,6 +67,8 @@ def replica_pools(
             kv_cache_dtype=cfg.kv_cache_dtype,
             enable_prefix_caching=cfg.enable_prefix_caching,
             async_scheduling=cfg.async_scheduling,
+            decode_context_parallel_size=cfg.decode_context_parallel_size,
+            mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
         ),
     )
     shape = _shape(par, gpu.name)
@@ -77,7 +80,10 @@ def replica_pools(
             hint="Lower --max-model-len, use more GPUs (--tp), or size the pool with "
             "--num-gpu-blocks-override.",
         )
-    layout = layout_for(model, plan.block_size)
+    # Under DCP each rank keeps every DCP-th token of a request, so one block of the engine's
+    # table covers block_size x DCP tokens (vLLM's KV cache managers scale their block size
+    # by the DCP world size, vllm/v1/core/single_type_kv_cache_manager.py at 0.31.0)
+    layout = layout_for(model, plan.block_size * cfg.decode_context_parallel_size)
     blocks = (
         plan.num_gpu_blocks
         if cfg.num_gpu_blocks_override is None
@@ -128,6 +134,13 @@ def replica_pools(
         kv_cache_dtype=cfg.kv_cache_dtype,
         par=par,
     )
+    if cfg.decode_context_parallel_size > 1:
+        # each rank of a DCP group reads its 1/DCP of every request's KV (the query heads are
+        # gathered instead, so attention FLOPs per rank stay); the partial-output exchange
+        # is not priced
+        terms = replace(
+            terms, kv_bytes_per_token=terms.kv_bytes_per_token / cfg.decode_context_parallel_size
+        )
     info = {
         "num_gpu_blocks": blocks,
         "capacity": pools[0].capacity,

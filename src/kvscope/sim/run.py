@@ -88,6 +88,9 @@ class SimConfig:
     cost_file: str | None = None
     cost_model: str = "roofline"  # roofline, fitted or aic (kvscope.sim.roofline.cost_model_for)
     async_scheduling: bool | None = None  # vLLM --[no-]async-scheduling; None: its default
+    # vLLM --decode-context-parallel-size: a block holds block_size x DCP tokens of a request
+    decode_context_parallel_size: int = 1
+    mm_encoder_tp_mode: str = "weights"  # vLLM: where a VLM's encoder lives (plan's weights)
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
     # speculative decoding: vLLM's --speculative-config JSON, kvscope's acceptance model and

@@ -1,0 +1,56 @@
+"""Engine flags that ``plan`` and ``simulate`` share beyond the parallel layout: one spelling
+and help text each, named as vLLM's ``EngineArgs`` names them.
+
+The values are checked once, by :class:`kvscope.plan.config.EngineConfig` (the one validation
+layer for both commands).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+EnforceEager = Annotated[
+    bool,
+    typer.Option("--enforce-eager", help="No CUDA graphs, so no CUDA-graph memory [default: off]."),
+]
+CudagraphMemory = Annotated[
+    bool | None,
+    typer.Option(
+        "--cudagraph-memory/--no-cudagraph-memory",
+        help="Subtract vLLM's CUDA-graph estimate (default: by version, >= 0.20 does).",
+    ),
+]
+FlashinferSampler = Annotated[
+    bool | None,
+    typer.Option(
+        "--flashinfer-sampler/--no-flashinfer-sampler",
+        help="vLLM samples with FlashInfer (VLLM_USE_FLASHINFER_SAMPLER; default by release).",
+    ),
+]
+DecodeContextParallelSize = Annotated[
+    int,
+    typer.Option(
+        "--decode-context-parallel-size",
+        "--dcp",
+        help="vLLM: TP ranks that split each request's KV tokens between them (DCP), so the "
+        "same memory holds DCP times the tokens; must divide --tp.",
+    ),
+]
+MmEncoderTpMode = Annotated[
+    str,
+    typer.Option(
+        "--mm-encoder-tp-mode",
+        help="vLLM, vision-language models: weights shards the vision encoder over TP, data "
+        "keeps it whole on every rank.",
+    ),
+]
+HbmEfficiency = Annotated[
+    float,
+    typer.Option("--hbm-efficiency", help="Achievable fraction of HBM bandwidth (kvscope option)."),
+]
+FlopsEfficiency = Annotated[
+    float,
+    typer.Option("--flops-efficiency", help="Achievable fraction of peak FLOPS (kvscope option)."),
+]
