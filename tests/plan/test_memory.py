@@ -43,19 +43,6 @@ KNOWN_OFF = {
     # encoder vLLM 0.19 keeps whole on every TP rank; config.json does not say which format
     # the engine will pick (params.json beside it does), so the planner splits it over TP.
     "llmd-mistral-small31-tp4": "weights",
-    # weights 2.1 % low: vLLM 0.30 and 0.31 on H100 both log 19.79 GiB per rank for
-    # DeepSeek-V4-Flash-0731 at TP8 + EP; the planner counts the V4-Flash architecture, the
-    # V4 model's T-sized buffers and vLLM's two float32 rotary caches (0.5 GiB,
-    # weights.vllm_dsv4_rope_cache_bytes): 19.40 GiB. Ruled out for the remaining 0.39 GiB:
-    # the MoE repack (0.30.1 picks the MARLIN Mxfp4 backend, 0.31.1 HUMMING, same 19.79 GiB)
-    # and the DSpark stages (vllm/models/deepseek_v4/nvidia/model.py at 0.31.0 builds
-    # config.num_hidden_layers layers). It is not the 0731 checkpoint either: the stock
-    # DeepSeek-V4-Flash on vLLM 0.25.0 at TP2 on RTX PRO 6000 logs 75.64 GiB against 75.23
-    # planned (github.com/AzallazA/ds4-vllm-0.25-test README at 00393062), the same ~0.4 GiB
-    # on every rank whatever the TP. The KV figures of both rows are within 0.8 %
-    # (tests/plan/test_dsv4_logs.py).
-    "tant2tls-v4flash0731-h100-tp8-0.30": "weights",
-    "tant2tls-v4flash0731-h100-tp8-0.31": "weights",
     # kv_tokens: vLLM 0.15/0.16 logged a 5.64 GiB profiling peak for Qwen3-14B where 0.17/0.18
     # (same flags) logged 2.23 GiB, a release-wide drop the study names in its report
     # (jgchn/llm-d-planner accuracy/accuracy_report.md Part 2 at 875a4fd); one model's two
@@ -75,12 +62,6 @@ KNOWN_OFF = {
     # day). The planner has no notion of a cold compile; the block arithmetic is exact
     # (KV-from-available: 129,312 tokens as logged).
     "lab4090-qwen3-8b-mnbt512-0.29": "kv_tokens",
-    # kv_tokens 9.1 % high: DeepSeek-V4-Flash with MTP k=2 on 2x RTX PRO 6000, stock vLLM
-    # 0.25.0, 10.29 GiB left for KV out of a 90.2 GiB budget. The block arithmetic is exact
-    # (KV-from-available 0.24 %); the planner's non-KV memory is 0.9 GiB (1.1 %) short, mostly
-    # weights: 75.64 GiB logged against 74.86 planned (checkpoint/2 = 74.33), the same
-    # ~0.8 GiB per rank the tant2tls V4-Flash-0731 rows show at TP8 without drafting.
-    "ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25": "kv_tokens",
     "llmd-qwen3-14b-0.15": "kv_tokens",
     "llmd-qwen3-14b-0.16": "kv_tokens",
 }

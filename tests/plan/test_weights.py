@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.weights import (
     all_stage_weights,
@@ -17,7 +18,6 @@ from kvscope.plan.weights import (
     mla_absorbed_bytes,
     pp_layer_split,
     rank_weights,
-    vllm_dsv4_rope_cache_bytes,
 )
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
@@ -174,21 +174,23 @@ def test_sglang_loads_v4_fp4_experts_with_float32_scales() -> None:
     assert expert_layout(model, b200, "sglang") == ExpertLayout()
 
 
-def test_vllm_keeps_two_float32_rope_caches_for_deepseek_v4() -> None:
-    # build_deepseek_v4_rope: one embedding for the window-only layers (rope_theta), one for
-    # the compressed layers (compress_rope_theta), each a float32 cos_sin_cache of
-    # original_max_position_embeddings x factor = 65,536 x 16 rows of rope_dim 64.
+def test_both_engines_keep_two_float32_rope_tables_for_deepseek_v4() -> None:
+    # vLLM build_deepseek_v4_rope: one embedding for the window-only layers (rope_theta), one
+    # for the compressed layers (compress_rope_theta), each a float32 cos_sin_cache of
+    # original_max_position_embeddings x factor = 65,536 x 16 rows of rope_dim 64. SGLang
+    # (srt/layers/deepseek_v4_rope.py at 0.5.12/0.5.14): precompute_freqs_cis is lru_cache(2),
+    # two complex64 tables of max_position_embeddings x rope_dim / 2, the same bytes.
     v4 = load_model("deepseek-ai/DeepSeek-V4-Flash")
-    assert vllm_dsv4_rope_cache_bytes(v4) == 2 * 65_536 * 16 * 64 * 4
-    assert vllm_dsv4_rope_cache_bytes(load_model("deepseek-ai/DeepSeek-V3")) == 0.0
-    # Halving the positions frees 2 x 4 bytes per position and rope dim under vLLM, and the
-    # generic one cache in the model dtype (2 bytes) under SGLang.
+    assert dsv4_rope_cache_bytes(v4) == 2 * 65_536 * 16 * 64 * 4
+    assert dsv4_rope_cache_bytes(load_model("deepseek-ai/DeepSeek-V3")) == 0.0
+    # Halving the positions frees 2 x 4 bytes per position and rope dim under both engines
+    # (the generic rule would free one cache in the model dtype: 2 bytes).
     half = dataclasses.replace(
         v4, max_position_embeddings=v4.max_position_embeddings // 2, rope_cache_positions=0
     )
     par, h100 = Parallelism(tp=8, ep=True), get_gpu("H100")
-    for engine, per_position in (("vllm", 2 * 4 * 64), ("sglang", 2 * 64)):
+    for engine in ("vllm", "sglang"):
         eng = EngineConfig(engine=engine, max_model_len=8192)
         full, halved = (plan_memory(m, h100, par, eng).weights_gib for m in (v4, half))
         freed = (full - halved) * GIB
-        assert freed == pytest.approx(v4.max_position_embeddings // 2 * per_position, rel=1e-6)
+        assert freed == pytest.approx(v4.max_position_embeddings // 2 * 2 * 4 * 64, rel=1e-6)

@@ -21,13 +21,13 @@ from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.drafter import Drafter, plan_drafter
+from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
 from kvscope.plan.weights import (
     RankWeights,
     all_stage_weights,
     encoder_replica_bytes,
     expert_layout,
     mla_absorbed_bytes,
-    vllm_dsv4_rope_cache_bytes,
     with_component,
 )
 from kvscope.specs.dtypes import is_fp8, resolve_kv_dtype
@@ -161,8 +161,12 @@ def plan_memory(
         with_component(w, "mla_absorbed", mla_absorbed_bytes(model, par, w.layers, eng.engine))
         for w in all_stage_weights(model, par, draft_layers, layout)
     )
-    if eng.engine == "vllm" and (rope := vllm_dsv4_rope_cache_bytes(model)):
+    if rope := dsv4_rope_cache_bytes(model):
         stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
+        stages = tuple(
+            with_component(w, "dsv4_wide", dsv4_wide_param_bytes(model, w.layers, i == par.pp - 1))
+            for i, w in enumerate(stages)
+        )
     if eng.engine == "vllm" and eng.mm_encoder_tp_mode == "data":
         first = with_component(stages[0], "encoder_replica", encoder_replica_bytes(model, par))
         stages = (first, *stages[1:])

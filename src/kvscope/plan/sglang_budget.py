@@ -31,7 +31,7 @@ from kvscope.plan.sglang_defaults import (
     sglang_gpu_mem_mib,
 )
 from kvscope.plan.weights import RankWeights
-from kvscope.specs.attention import DSV4_ENTRY, INDEXER_FP8_ENTRY
+from kvscope.specs.attention import DS_MLA_FP8_RECORD, DSV4_ENTRY, INDEXER_FP8_ENTRY
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -73,6 +73,17 @@ DSV4_DEFAULT_MAX_RUNNING = 256
 DSV4_SWA_CAP_SINCE = (0, 5, 20)
 #: C128 compressor-state row: 1024 fp32 values (kv + score over 2 x 512).
 DSV4_C128_ROW = 4096
+
+#: DeepSeek V3.2 (DSA / NSA) in SGLang's profiled ``cell_size``: the indexer key (132 B a
+#: layer) joined it in 0.5.4 (sglang PR #11309: absent from ``ModelRunner.profile_max_num_token``
+#: in the 0.5.3 wheel, present in 0.5.4); until 0.5.16 the latent is priced at
+#: ``(kv_lora_rank + qk_rope_head_dim) x element size`` (576 B in fp8) though the fp8 pool
+#: stores the 656-B record (fp8 latent, 16 B of scales, bf16 rope): ``_compute_cell_size`` in
+#: ``model_executor/pool_configurator.py`` at 0.5.12-0.5.16 (``model_runner.py`` /
+#: ``model_runner_kv_cache_mixin.py`` before); 0.5.17 prices the record
+#: (``calculate_mla_kv_cache_dim``, also at 0.5.18 and 0.5.23).
+SGLANG_DSA_INDEXER_IN_CELL_SINCE = (0, 5, 4)
+SGLANG_DSA_RECORD_IN_CELL_SINCE = (0, 5, 17)
 
 #: First release whose ROCm build runs compressed-tensors WNA16 experts through
 #: ``CompressedTensorsWNA16TritonMoE`` (absent from the 0.5.8.post1 wheel, present from 0.5.9 to
@@ -258,6 +269,29 @@ def dsv4_c128_reservation(
     return float(rows * DSV4_C128_ROW * n128)
 
 
+def dsa_profiled_cell(
+    model: ModelSpec,
+    layers: tuple[int, ...],
+    kv_dtype: str,
+    version: tuple[int, ...],
+    cell: float,
+) -> float:
+    """The ``cell_size`` SGLang divides the pool budget by, where it differs from ``cell``
+    (the bytes its pool allocates per token): DeepSeek V3.2's sparse-MLA layers before 0.5.17
+    (see :data:`SGLANG_DSA_RECORD_IN_CELL_SINCE`). The pool then allocates more than
+    ``rest``: at 0.5.4-0.5.16 V3.2 with an fp8 cache counts 708 B a layer and allocates 788."""
+    sparse = [model.layers[i].attention for i in layers]
+    sparse = [a for a in sparse if a.kind == "mla_sparse"]
+    if not sparse:
+        return cell
+    if kv_dtype == "fp8_ds_mla" and version < SGLANG_DSA_RECORD_IN_CELL_SINCE:
+        att = sparse[0]
+        cell -= len(sparse) * (DS_MLA_FP8_RECORD - (att.kv_lora_rank + att.qk_rope_head_dim))
+    if version < SGLANG_DSA_INDEXER_IN_CELL_SINCE:
+        cell -= len(sparse) * INDEXER_FP8_ENTRY
+    return cell
+
+
 def plan_ranks(
     model: ModelSpec,
     gpu: GPUSpec,
@@ -295,7 +329,8 @@ def plan_ranks(
                 rest -= dsv4_c128_reservation(model, w.layers, running, spec)
         else:
             cell = sglang_cell_bytes(model, w.layers, kv_dtype, attn_tp)
-        tokens = max(0, math.floor(rest / cell)) if cell else 0
+        priced = dsa_profiled_cell(model, w.layers, kv_dtype, eng.version, cell)
+        tokens = max(0, math.floor(rest / priced)) if priced else 0
         tokens = tokens // page_size * page_size
         out.append(SglangRank(w.pp_rank, m0, w.total_bytes, rest, cell, tokens))
     return tuple(out)

@@ -278,32 +278,6 @@ def mla_absorbed_bytes(
     return float(elements * native)
 
 
-#: Bytes per element of vLLM's DeepSeek V4 rotary caches (float32, see below).
-DSV4_ROPE_CACHE_BYTES = 4
-
-
-def vllm_dsv4_rope_cache_bytes(model: ModelSpec) -> float:
-    """vLLM's DeepSeek V4 rotary caches on every GPU; 0 for other models.
-
-    ``build_deepseek_v4_rope`` (vllm/models/deepseek_v4/common/rope.py; the model files
-    before it inline the same call) builds one embedding for the window-only layers
-    (``rope_theta``) and one for the compressed layers (``compress_rope_theta``); ``get_rope``
-    memoises on its arguments and the indexer reuses its layer's
-    (``self.indexer_rotary_emb = self.rotary_emb``). ``DeepseekV4ScalingRotaryEmbedding`` keeps
-    its ``cos_sin_cache`` in float32, ``original_max_position_embeddings x factor`` rows
-    (1,048,576 for V4-Flash/Pro, as many as ``max_position_embeddings``) of ``rope_dim``
-    values: 2 x 256 MiB on every rank, where the generic rule counts one cache in the model
-    dtype.
-    """
-    ratios = {layer.attention.compress_ratio > 1 for layer in model.layers
-              if layer.attention.kind.startswith("dsv4")}  # fmt: skip
-    if not ratios:
-        return 0.0
-    rotary = model.first_attention.qk_rope_head_dim
-    rows = model.max_position_embeddings
-    return float(len(ratios) * rows * rotary * DSV4_ROPE_CACHE_BYTES)
-
-
 @dataclass(frozen=True)
 class ExpertLayout:
     """How an engine's MoE kernel stores the routed experts (pads, bytes per parameter)."""
