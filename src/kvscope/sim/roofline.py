@@ -232,7 +232,8 @@ def cost_model_for(cfg: Any, roofline: CostModel) -> CostModel:
     pipeline stages); under expert parallelism AIC gets the experts over ``tp x dp`` ranks
     and, with DP, attention data-parallel over ``dp`` (vLLM's DP + EP layout).
     """
-    if cfg.cost_model == "roofline":
+    name = cfg.step_cost_model
+    if name == "roofline":
         return roofline
     # The fitted terms and AIC's estimators price one TP group's plain forward pass: neither
     # has pipeline stages (bubbles, stage hand-offs) nor a drafter's propose-and-verify steps.
@@ -245,7 +246,7 @@ def cost_model_for(cfg: Any, roofline: CostModel) -> CostModel:
     if unpriced:
         warnings.warn(
             CostFallbackWarning(
-                f"--cost-model {cfg.cost_model} does not price {' or '.join(unpriced)}; "
+                f"--cost-model {name} does not price {' or '.join(unpriced)}; "
                 "step times use the roofline."
             ),
             stacklevel=2,
@@ -259,7 +260,7 @@ def cost_model_for(cfg: Any, roofline: CostModel) -> CostModel:
     fitted = FittedRoofline(
         FitTerms.from_specs(model, gpu, tp=cfg.tp, kv_cache_dtype=cfg.kv_cache_dtype)
     )
-    if cfg.cost_model == "fitted":
+    if name == "fitted":
         return fitted
     from kvscope.sim.cost_aic import build_aic
 
