@@ -42,7 +42,7 @@ def step_models(
     mem: MemoryPlan,
     perf: Performance,
     engine: str,
-    cost_model: str | None = "roofline",
+    cost_model: str = "roofline",
 ) -> dict[str, Any]:
     """The speed section's three steps under each cost model, with the expected error.
 
