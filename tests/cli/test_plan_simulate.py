@@ -64,7 +64,6 @@ def test_the_cheapest_candidates_are_simulated(capsys: pytest.CaptureFixture[str
         max_model_len=4096,
         slo_ttft_s=0.5,
         slo_tpot_s=0.05,
-        cost_model="roofline",  # plan's --cost-model default, which --simulate-top uses
     )
     w = build_workload(None, "poisson:rate=30", "1000", "200", None, 200, None, 4, None)
     figs = simulate(w, cfg).figures

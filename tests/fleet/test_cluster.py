@@ -46,10 +46,7 @@ def conversations(n_conv: int = 12, turns: int = 5, gap_s: float = 0.4, seed: in
     )
 
 
-# the plain roofline: its slower steps make this small pool preempt (the premise below)
-SMALL = SimConfig(
-    num_gpu_blocks_override=60, max_num_seqs=8, sample_interval_s=0.05, cost_model="roofline"
-)
+SMALL = SimConfig(num_gpu_blocks_override=60, max_num_seqs=8, sample_interval_s=0.05)
 
 
 def _same(a: pa.Table, b: pa.Table) -> None:

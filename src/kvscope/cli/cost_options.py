@@ -45,14 +45,13 @@ GpuSpecFile = Annotated[
     ),
 ]
 CostModelOpt = Annotated[
-    str | None,
+    str,
     typer.Option(
         "--cost-model",
         help="Step times from: roofline (kvscope's bandwidth/FLOPs bound), fitted (the "
         "roofline with terms fitted to AIConfigurator's kernels) or aic (AIConfigurator's "
         "measured kernels; pip install 'kvscope[aic]'; the fitted roofline where it has no "
-        "data) [default: fitted; roofline with --cost, --engine llama.cpp, --pp > 1 or a "
-        "speculative config; `plan`: roofline].",
+        "data).",
     ),
 ]
 

@@ -220,7 +220,7 @@ def simulate(
         Path | None,
         typer.Option("--cost", help="Cost coefficients JSON (OUT/cost.json of --calibrate)."),
     ] = None,
-    cost_model: CostModelOpt = None,
+    cost_model: CostModelOpt = "roofline",
     calibrate: Annotated[
         Path | None,
         typer.Option("--calibrate", help="Fit cost coefficients from a bench run directory."),

@@ -142,7 +142,7 @@ def tune(
     dtype: Annotated[
         str | None, typer.Option("--dtype", help="Model dtype.", show_default="the config's")
     ] = None,
-    cost_model: CostModelOpt = None,
+    cost_model: CostModelOpt = "roofline",
     speculative_config: SpeculativeConfig = None,
     spec_acceptance: Annotated[
         str | None,

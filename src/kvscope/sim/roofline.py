@@ -232,8 +232,7 @@ def cost_model_for(cfg: Any, roofline: CostModel) -> CostModel:
     pipeline stages); under expert parallelism AIC gets the experts over ``tp x dp`` ranks
     and, with DP, attention data-parallel over ``dp`` (vLLM's DP + EP layout).
     """
-    name = cfg.step_cost_model
-    if name == "roofline":
+    if cfg.cost_model == "roofline":
         return roofline
     # The fitted terms and AIC's estimators price one TP group's plain forward pass: neither
     # has pipeline stages (bubbles, stage hand-offs) nor a drafter's propose-and-verify steps.
@@ -246,7 +245,7 @@ def cost_model_for(cfg: Any, roofline: CostModel) -> CostModel:
     if unpriced:
         warnings.warn(
             CostFallbackWarning(
-                f"--cost-model {name} does not price {' or '.join(unpriced)}; "
+                f"--cost-model {cfg.cost_model} does not price {' or '.join(unpriced)}; "
                 "step times use the roofline."
             ),
             stacklevel=2,
@@ -260,7 +259,7 @@ def cost_model_for(cfg: Any, roofline: CostModel) -> CostModel:
     fitted = FittedRoofline(
         FitTerms.from_specs(model, gpu, tp=cfg.tp, kv_cache_dtype=cfg.kv_cache_dtype)
     )
-    if name == "fitted":
+    if cfg.cost_model == "fitted":
         return fitted
     from kvscope.sim.cost_aic import build_aic
 

@@ -36,22 +36,6 @@ Allocator = Literal["paged", "contiguous"]
 __all__ = ["SimConfig", "SimInterrupted", "SimResult", "build_pool", "replica_pools", "simulate"]
 
 
-def default_cost_model(cfg: Any) -> str:
-    """The cost model a run gets without ``--cost-model``: the fitted roofline (within 12 % of
-    AIConfigurator's measured kernels on the held-out grid, where the plain roofline is 35 %
-    off and MLA/V4 decode several times too fast: benchmarks/RESULTS.md), except where its
-    terms do not apply and the plain roofline is the model of record: the user's own
-    coefficients (``--cost``, calibrated for it), llama.cpp on CPU, pipeline stages and
-    speculative decoding (the fitted terms price neither)."""
-    plain = (
-        cfg.cost_file is not None
-        or cfg.engine == "llama.cpp"
-        or cfg.pp > 1
-        or cfg.speculative_config is not None
-    )
-    return "roofline" if plain else "fitted"
-
-
 @dataclass(frozen=True)
 class SimConfig:
     """A deployment to simulate: model, GPU, parallelism and the engine flags."""
@@ -102,9 +86,7 @@ class SimConfig:
     mode: Mode = "span"
     sample_interval_s: float = 0.1
     cost_file: str | None = None
-    # roofline, fitted or aic (kvscope.sim.roofline.cost_model_for); None: the default for
-    # the deployment (default_cost_model), read through ``step_cost_model``
-    cost_model: str | None = None
+    cost_model: str = "roofline"  # roofline, fitted or aic (kvscope.sim.roofline.cost_model_for)
     async_scheduling: bool | None = None  # vLLM --[no-]async-scheduling; None: its default
     # vLLM --decode-context-parallel-size: a block holds block_size x DCP tokens of a request
     decode_context_parallel_size: int = 1
@@ -117,18 +99,13 @@ class SimConfig:
     spec_acceptance: str | None = None
     spec_seed: int = 0
 
-    @property
-    def step_cost_model(self) -> str:
-        """The cost model that prices this run's steps: ``cost_model``, else the default."""
-        return self.cost_model or default_cost_model(self)
-
     def __post_init__(self) -> None:
         """Every field checked once here, so the CLI, ``--sweep`` points and library callers
         all get the same one-line errors (a sweep value such as ``nan`` included)."""
         for name, flag in _CHOICE_FLAGS.items():
             value = getattr(self, name)
             allowed = _CHOICES[name]
-            if value not in allowed and not (name == "cost_model" and value is None):
+            if value not in allowed:
                 raise KvscopeError(f"--{flag} must be {_or(allowed)}, got '{value}'.")
         count(self.tp, "--tensor-parallel-size", low=1, high=MAX_TP)
         if self.cost_model == "aic":
