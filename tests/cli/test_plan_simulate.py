@@ -78,3 +78,23 @@ def test_simulate_top_needs_search(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--simulate-top", "2"]
     code, _o, err = run_in_process(argv, capsys)
     one_error_line(code, err, "--simulate-top")
+
+
+def test_simulate_top_prices_steps_with_plans_cost_model(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--cost-model fitted`` reaches the simulated candidates: their figures are the
+    simulator's under the fitted roofline, not the default roofline's."""
+    argv = [*SEARCH, "--simulate-top", "1", *WL, "--slo", "ttft_p99=0.5", "--workers", "1"]
+    code, out, err = run_in_process([*argv, "--cost-model", "fitted", "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    c = doc["candidates"][0]
+    w = build_workload(None, "poisson:rate=30", "1000", "200", None, 200, None, 4, None)
+    base = dict(gpu=c["gpu"], tp=c["tp"], pp=c["pp"], dp=c["dp"], max_model_len=4096)
+    base |= dict(kv_cache_dtype=c["kv_dtype"], slo_ttft_s=0.5)
+    fitted = simulate(w, SimConfig(**base, cost_model="fitted")).figures  # type: ignore[arg-type]
+    plain = simulate(w, SimConfig(**base)).figures  # type: ignore[arg-type]
+    got = doc["simulated"][0]["ttft_p99_s"]
+    assert got == pytest.approx(fitted["ttft_p99_s"], rel=1e-12)
+    assert got != pytest.approx(plain["ttft_p99_s"], rel=1e-3)

@@ -180,7 +180,8 @@ def plan(
         None,
         "--simulate-top",
         help="With --search: simulate the K cheapest under the workload flags (--workload, "
-        "--arrival, ...) and --slo, through --workers / --ray [default: off].",
+        "--arrival, ...) and --slo, steps priced by --cost-model, through --workers / --ray "
+        "[default: off].",
     ),
     slo: str | None = typer.Option(
         None, "--slo", help="With --simulate-top: targets, e.g. ttft_p99=0.5,tpot_p99=50ms."
@@ -276,6 +277,7 @@ def plan(
         sim = {
             "k": simulate_top,
             "model": model,
+            "cost_model": cost_model,
             "slo": slo,
             "ray": ray,
             "workers": workers,
@@ -466,7 +468,9 @@ def _search(
         context_source=source,
     )
     warnings = eng.version_warnings()
-    sims = _simulate(res, eng, sim) if sim is not None and res.candidates else None
+    from kvscope.cli.plan_simulate import from_flags
+
+    sims = from_flags(res, eng, sim) if sim is not None and res.candidates else None
     if as_json:
         _warn(warnings)
         doc = {**plan_perf.search_json(res), "warnings": list(warnings)}
@@ -484,15 +488,3 @@ def _search(
         from kvscope.cli.plan_simulate import simulated_table
 
         stdout.print(simulated_table(res, sims))
-
-
-def _simulate(res: Any, eng: Any, sim: dict[str, Any]) -> list[dict[str, Any]]:
-    """``--simulate-top``: the cheapest candidates under the workload (cli/plan_simulate.py)."""
-    from kvscope.bench.metrics import parse_slo
-    from kvscope.cli.plan_simulate import simulate_top
-    from kvscope.cli.workload import build_from_flags
-    from kvscope.executor import parse_backend
-
-    backend = parse_backend(sim["ray"], sim["workers"])
-    w = build_from_flags(*sim["wl"])
-    return simulate_top(res, sim["k"], sim["model"], eng, w, parse_slo(sim["slo"]), backend)

@@ -29,9 +29,17 @@ FIGURES = (
 
 
 def simulate_top(
-    res: Any, k: int, model: str, engine: Any, w: Any, slo: dict[str, float], backend: Any
+    res: Any,
+    k: int,
+    model: str,
+    engine: Any,
+    w: Any,
+    slo: dict[str, float],
+    backend: Any,
+    cost_model: str = "roofline",
 ) -> list[dict[str, Any]]:
-    """Figures of the ``k`` cheapest candidates of ``res`` (one dict each, in rank order)."""
+    """Figures of the ``k`` cheapest candidates of ``res`` (one dict each, in rank order),
+    their steps priced by ``cost_model`` (``plan --cost-model``)."""
     from kvscope.executor import PointStore, PointTask, run_points
     from kvscope.sim import SimConfig
     from kvscope.tune.point import PointJob, simulate_point
@@ -53,6 +61,7 @@ def simulate_top(
             max_model_len=res.target_context,
             slo_ttft_s=next((v for s, v in slo.items() if s.startswith("ttft_")), None),
             slo_tpot_s=next((v for s, v in slo.items() if s.startswith("tpot_")), None),
+            cost_model=cost_model,
         )
         tasks.append(PointTask(f"c{i:03d}", PointJob(cfg, len(w), 1.0, tuple(slo.items()))))
     with tempfile.TemporaryDirectory(prefix="kvscope-plan-") as tmp:
@@ -102,3 +111,16 @@ def simulated_table(res: Any, sims: list[dict[str, Any]]) -> Any:
             "-" if s.get("slo_met") is None else ("met" if s["slo_met"] else "missed"),
         )
     return tab
+
+
+def from_flags(res: Any, eng: Any, sim: dict[str, Any]) -> list[dict[str, Any]]:
+    """``plan --simulate-top``: the cheapest candidates of ``res`` under the workload flags
+    ``plan`` collected in ``sim`` (model, K, SLO, workload, executor, cost model)."""
+    from kvscope.bench.metrics import parse_slo
+    from kvscope.cli.workload import build_from_flags
+    from kvscope.executor import parse_backend
+
+    backend = parse_backend(sim["ray"], sim["workers"])
+    w = build_from_flags(*sim["wl"])
+    slo = parse_slo(sim["slo"])
+    return simulate_top(res, sim["k"], sim["model"], eng, w, slo, backend, sim["cost_model"])
