@@ -87,7 +87,7 @@ def largest_max_model_len(
             par.tp,
             plan.block_size,
             eng.indexer_dtype,
-            dsv4_packed=eng.version >= (0, 24, 0),
+            release=eng.version,
             v0_mla_padding=eng.version < (0, 8, 0),
         )
         for layers in pp_layer_split(model.num_layers, par.pp)
