@@ -10,14 +10,14 @@ under test put first on the path (unpack ``vllm/*.py`` of its PyPI wheel; the ve
 
 Checked with the 0.22.0, 0.23.0, 0.25.0, 0.27.0 and 0.31.0 wheels (0.22 and 0.23 import the
 ``gguf`` package at start-up; the venv lacks it, so give them a stub ``gguf`` package on the
-path; 0.33 moved the grouping to ``kv_cache_planning``, which this script does not call). The script declares the KV specs V4-Flash's layers
-declare in that release (window cache per layer, C4 / C128 MLA pages, indexer pages, fp32
-compressor states; ``fp8_ds_mla``) plus 0, 1 (MTP) or 3 (DSpark) window-only drafter layers,
-lets vLLM group them (``get_kv_cache_groups``), size the pool
-(``get_kv_cache_config_from_groups``) and compute the concurrency
-(``get_max_concurrency_for_kv_cache_config``), and compares group sizes, block count and the
-logged token figure with kvscope's. The VllmConfig is a namespace carrying only the fields
-these functions read. Prints one line per case and exits 1 on any mismatch.
+path; 0.33 moved the grouping to ``kv_cache_planning``, which this script does not call).
+The script declares the KV specs V4-Flash's layers declare in that release (window cache per
+layer, C4 / C128 MLA pages, indexer pages, fp32 compressor states; ``fp8_ds_mla``) plus 0, 1
+(MTP) or 3 (DSpark) window-only drafter layers, lets vLLM group them
+(``get_kv_cache_groups``), size the pool (``get_kv_cache_config_from_groups``) and compute
+the concurrency (``get_max_concurrency_for_kv_cache_config``), and compares group sizes,
+block count and the logged token figure with kvscope's. The VllmConfig is a namespace
+carrying only the fields these functions read. Prints one line per case and exits 1 on any mismatch.
 """
 
 from __future__ import annotations
