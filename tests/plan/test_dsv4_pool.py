@@ -14,6 +14,8 @@ from kvscope.plan.vllm_budget import REPORT_COUNTS_BLOCKS_SINCE
 from kvscope.specs.hardware import GIB
 from kvscope.specs.registry import load_model
 
+from .log_cases import load_cases
+
 FLASH = load_model("deepseek-ai/DeepSeek-V4-Flash")
 LAYERS = tuple(range(43))
 
@@ -102,3 +104,28 @@ def test_h100_0_31_start_counts_blocks() -> None:
     with_stages = flash((0, 31, 0), 3)
     assert with_stages.block_bytes == lay.block_bytes
     assert with_stages.reported_blocks_per_request(262_144, 16_384, False) == 7706
+
+
+@pytest.mark.parametrize(
+    ("release", "drafter_layers", "per_block"),
+    # ``_max_memory_usage_bytes_from_groups`` (vllm/v1/core/kv_cache_utils.py): up to 0.28 the
+    # MLA pages' sum (47,808) x the most layer tuples of a group (22, 23 with DSpark), whatever
+    # the pool's stride; from 0.29 the pool's bytes per block. 0.22 GH200 check above: 6.66 GiB.
+    [((0, 25, 0), 1, 1_051_776), ((0, 27, 0), 3, 1_099_584), ((0, 31, 0), 3, 1_002_240)],
+)
+def test_admission_check_bytes_per_block(
+    release: tuple[int, int, int], drafter_layers: int, per_block: int
+) -> None:
+    lay = flash(release, drafter_layers)
+    assert lay.request_bytes(30_000, 16_384) == lay.blocks_per_request(30_000, 16_384) * per_block
+
+
+def test_0_25_start_refused_by_the_admission_check_despite_the_report() -> None:
+    # With 5.55 GiB left, 0.25's report would say 1.02x (5,731 blocks over 5,593 weighted per
+    # 1M request) but its admission check needs 5,786 blocks x 1,051,776 B = 5.67 GiB: refused.
+    case = next(c for c in load_cases() if c.id == "ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25")
+    plan = case.plan(kv_cache_memory_bytes=int(5.55 * GIB))
+    assert plan.max_concurrency > 1.0
+    assert not plan.fits
+    assert "5.67 GiB" in (plan.problem or "")
+    assert case.plan(kv_cache_memory_bytes=int(5.70 * GIB)).fits

@@ -102,8 +102,9 @@ def _pages(*pairs: tuple[int, int]) -> tuple[tuple[int, int], ...]:
 
 def pool(
     release: tuple[int, int, int], bks: tuple[Bucket, ...]
-) -> tuple[tuple[PoolGroup, ...], int]:
-    """The groups (MLA first) and the block stride of release ``release``."""
+) -> tuple[tuple[PoolGroup, ...], int, int]:
+    """The groups (MLA first), the block stride and the bytes per block of the start-up
+    admission check of release ``release``."""
     mla, windows = bks[0], bks[1:]
     mla_pages = sorted(p for p, _ in mla.pages)
     padded = release < UNPADDED_DENSE_SINCE
@@ -123,7 +124,20 @@ def pool(
         PoolGroup(b.kind, sum(c.values()), b.block_size, b.window, sum(p * n for p, n in c.items()))
         for b, c in groups
     )
-    return out, _stride(release, [c for _, c in groups], mla_pages)
+    counts = [c for _, c in groups]
+    stride = _stride(release, counts, mla_pages)
+    return out, stride, _admission_bytes(release, counts, mla_pages, stride)
+
+
+def _admission_bytes(
+    release: tuple[int, int, int], groups: list[dict[int, int]], mla_pages: list[int], stride: int
+) -> int:
+    """Bytes per block of the "KV cache is needed" check (``_max_memory_usage_bytes_from_
+    groups``): up to 0.28 the MLA pages' sum x the most layer tuples of any group, from 0.29
+    the pool's own bytes per block."""
+    if release >= PACKED_GROUPS_SINCE:
+        return stride
+    return sum(set(mla_pages)) * max(max(g.values()) for g in groups)
 
 
 def _padded(b: Bucket, mla_pages: list[int]) -> dict[int, int]:

@@ -84,6 +84,13 @@ class KVLayout:
     block_size: int
     block_bytes: int
     bytes_per_token: float  # amortised full-history bytes per token on this GPU
+    #: bytes per block of the engine's start-up admission check (0: ``block_bytes``)
+    admission_block_bytes: int = 0
+
+    def request_bytes(self, max_model_len: int, batched_tokens: int) -> int:
+        """KV bytes the engine requires for one ``max_model_len`` request before it starts."""
+        per_block = self.admission_block_bytes or self.block_bytes
+        return self.blocks_per_request(max_model_len, batched_tokens) * per_block
 
     def blocks_per_request(self, max_model_len: int, batched_tokens: int) -> int:
         return sum(g.blocks_for(max_model_len, batched_tokens) for g in self.groups)
@@ -128,12 +135,12 @@ def _dsv4_layout(
         atts[0].head_dim,
         index_dim,
     )
-    pool, stride = dsv4_pool.pool(release, bks)
+    pool, stride, admission = dsv4_pool.pool(release, bks)
     groups = tuple(
         KVGroupLayout(g.kind, g.num_layers, g.block_size, g.window, g.page_bytes) for g in pool
     )
     per_token = n_csa * (DSV4_ENTRY + idx) / 4 + n_hca * DSV4_ENTRY / 128
-    return KVLayout(groups, DSV4_BLOCK, stride, per_token)
+    return KVLayout(groups, DSV4_BLOCK, stride, per_token, admission)
 
 
 def _linear_hybrid_layout(
