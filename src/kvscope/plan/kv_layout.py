@@ -17,7 +17,8 @@ vLLM v1 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``):
   concurrency weighs each group's blocks by its page bytes over the first group's
   (``get_max_concurrency_for_kv_cache_config``: ``num_layer_per_group x`` the groups' summed
   ``max_memory_usage_bytes`` over ``num_layer_per_group x`` the first group's page, 0.21.0-
-  0.26.0); from 0.27 it counts blocks (:meth:`KVLayout.reported_blocks_per_request`).
+  0.26.0); from 0.27 it counts blocks (:meth:`KVLayout.reported_blocks_per_request`). The
+  weighting is the report's only: every group still draws whole blocks from the one pool.
 - Attention + linear-attention hybrids (Qwen3-Next's Gated DeltaNet) keep one fixed state
   per request in the linear layers. vLLM raises the attention block size until one
   attention page (``block_size x`` one layer's per-token bytes) holds a linear layer's state,
