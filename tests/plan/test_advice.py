@@ -154,3 +154,27 @@ def test_online_quantization_is_repeated_in_the_command(engine: str) -> None:
     gptq = load_model(str(DATA / "configs" / "llama-3.1-8b-w4a16.json"))
     plan = plan_memory(gptq, h100, Parallelism(), eng)
     assert "--quantization" not in advise(gptq, h100, Parallelism(), eng, plan, "x").command
+
+
+@pytest.mark.parametrize("version", ["0.25.0", "0.31.0"])
+def test_largest_max_model_len_is_the_edge_for_v4_with_mtp(version: str) -> None:
+    # V4's window groups reserve the tokens in flight (two budgets under 0.26+'s async
+    # scheduling) and the MTP layer joins them; 0.25's start-up check counts 1,051,776 B per
+    # block where the pool strides 1,039,680 (kvscope.plan.dsv4_pool).
+    from kvscope.plan.speculative import parse_vllm
+
+    model, gpu = load_model("deepseek-ai/DeepSeek-V4-Flash"), get_gpu("H200")
+    eng = EngineConfig(
+        engine_version=version,
+        kv_cache_dtype="fp8",
+        gpu_memory_utilization=0.62,
+        speculative=parse_vllm('{"method": "mtp", "num_speculative_tokens": 2}'),
+    )
+    par = Parallelism(tp=2)
+    plan = plan_memory(model, gpu, par, eng)
+    longest = largest_max_model_len(model, gpu, par, eng, plan)
+    assert 0 < longest < model.max_position_embeddings
+    at = plan_memory(model, gpu, par, dataclasses.replace(eng, max_model_len=longest))
+    past = plan_memory(model, gpu, par, dataclasses.replace(eng, max_model_len=longest + 1))
+    assert at.fits
+    assert not past.fits

@@ -41,24 +41,21 @@ REFUSED_PLANNED_AS_FITTING = {
 #: V4 logs of builds whose block rule is not a release's, and what they do instead.
 OFF_RELEASE_BUILDS = {
     # a community GB10 image of a 0.21.1rc1 main-branch commit: from its logged 18.65 GiB the
-    # 0.21 release's tuple layout (1,051,776-byte blocks, two window groups) gives 4.60x
-    # where it logged 5.01x; the packed 1,002,240-byte stride with one window group gives
-    # 4.99x (the row is scored "inferred" for this).
+    # 0.21 release's rule (1,051,776-byte blocks, page-weighted report, MTP layer in the
+    # window halves; kvscope.plan.dsv4_pool) gives 5.07x where it logged 5.01x, and no
+    # release's rule gives 1,001,650 tokens from that pool (the row is scored "inferred").
     "ghlog-2xgb10-v4flash-200k-mtp2-0.21": "fork build",
-    # vllm#51041 quotes the pool, tokens and concurrency but not max_num_batched_tokens, which
-    # the window groups' share depends on (the rows assume the serve default, 8192): from the
-    # logged pools the rule gives 0.73x / 1.15x at the assumed flags, the logs 1.11x / 1.24x.
-    "gh51041-2xh20-v4flash-mtp-0.26": "batched tokens not logged",
-    "gh51041-2xh20-v4flash0731-mtp-0.26": "batched tokens not logged",
+    # vllm#51041 quotes the pool, tokens and concurrency but not max_num_batched_tokens nor
+    # async scheduling, which set the tokens in flight the window groups reserve. The 0731
+    # launch's figures follow from 0.26.0's rule at 2 x 8,192 in flight (the serve defaults,
+    # test above); the preview's only at 8,192 (async off, 4,096 batched tokens, or a 0.25
+    # launch): 0.76x at the row's assumed inputs, 1.11x logged.
+    "gh51041-2xh20-v4flash-mtp-0.26": "tokens in flight not logged",
 }
 #: V4 logs the block rule reproduces only to a tolerance (relative), and why.
-NEAR_MISSES = {
-    # stock 0.25.0 (flashinfer 0.6.14), MTP k=2, T=4096, L=1,048,576: from 10.29 GiB the
-    # rule gives 11,024 packed blocks over 5,786 per request, 1.905x, where the log has
-    # 1.901x (1,993,100 tokens): 14 blocks per request or 26 blocks of pool unaccounted for.
-    # The MTP layer is SWA-only and fits the padding of the 22-layer window groups, so the
-    # drafter is not it (the plan without drafting is identical).
-    "ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25": 0.003,
+NEAR_MISSES: dict[str, float] = {
+    # Empty since vLLM 0.23-0.26's V4 stride (padded page slots, 1,039,680 B) and page-weighted
+    # report (kvscope.plan.dsv4_pool) reproduce the 0.25.0 RTX PRO 6000 MTP start to the token.
 }
 
 

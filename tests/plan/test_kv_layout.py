@@ -14,20 +14,21 @@ PRO = load_model("deepseek-ai/DeepSeek-V4-Pro")
 
 
 @pytest.mark.parametrize(
-    ("model", "indexer", "packed", "stride"),
-    # vLLM's DeepSeek V4 KV specs (vllm/v1/kv_cache_interface.py, packed and older tuple layouts).
+    ("model", "indexer", "release", "stride"),
+    # vLLM's DeepSeek V4 KV specs (vllm/v1/kv_cache_interface.py): the widest group from 0.27,
+    # the MLA pages x 22 / 31 layer tuples of 0.21-0.22 (vllm/v1/core/kv_cache_utils.py).
     [
-        (FLASH, "fp8", True, 1_002_240),
-        (FLASH, "fp4", True, 917_568),
-        (PRO, "fp8", True, 1_435_968),
-        (PRO, "fp4", True, 1_315_008),
-        (FLASH, "fp8", False, 1_051_776),
-        (PRO, "fp8", False, 1_482_048),
+        (FLASH, "fp8", (0, 31, 0), 1_002_240),
+        (FLASH, "fp4", (0, 31, 0), 917_568),
+        (PRO, "fp8", (0, 31, 0), 1_435_968),
+        (PRO, "fp4", (0, 31, 0), 1_315_008),
+        (FLASH, "fp8", (0, 22, 0), 1_051_776),
+        (PRO, "fp8", (0, 22, 0), 1_482_048),
     ],
 )
-def test_dsv4_block_stride(model, indexer: str, packed: bool, stride: int) -> None:  # type: ignore[no-untyped-def]
+def test_dsv4_block_stride(model, indexer: str, release: tuple[int, int, int], stride: int) -> None:  # type: ignore[no-untyped-def]
     layers = tuple(range(model.num_layers))
-    lay = vllm_layout(model, layers, "fp8", 8, 256, indexer, dsv4_packed=packed)
+    lay = vllm_layout(model, layers, "fp8", 8, 256, indexer, release=release)
     assert lay.block_bytes == stride
     assert len(lay.groups) == 5
 
@@ -45,7 +46,7 @@ def test_dsv4_window_blocks_per_request(t: int, f: int) -> None:
 
 def test_gh200_one_request_need_matches_the_logged_error() -> None:
     # vllm#44376: old stride, L = 30,000, T = 16,384 -> "6.66 GiB KV cache is needed".
-    lay = vllm_layout(FLASH, tuple(range(43)), "fp8", 2, 256, dsv4_packed=False)
+    lay = vllm_layout(FLASH, tuple(range(43)), "fp8", 2, 256, release=(0, 22, 0))
     need = lay.blocks_per_request(30_000, 16_384) * lay.block_bytes / (1 << 30)
     assert round(need, 2) == 6.66
 

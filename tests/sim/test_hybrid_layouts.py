@@ -111,7 +111,7 @@ def test_deepseek_v4_planner_groups_match_the_simulator_groups() -> None:
     from kvscope.specs.registry import load_model
 
     model = load_model("deepseek-ai/DeepSeek-V4-Flash")
-    plan = _dsv4_layout(model, tuple(range(len(model.layers))), "fp8", packed=True)
+    plan = _dsv4_layout(model, tuple(range(len(model.layers))), "fp8", (0, 31, 0))
     sim = deepseek_v4_layout()
     assert plan.block_size == sim.block_size
     got = sorted((w.block_tokens, w.window_tokens) for w in sim.windows)

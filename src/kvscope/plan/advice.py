@@ -23,9 +23,10 @@ from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.kv_layout import vllm_layout
 from kvscope.plan.memory import MemoryPlan, plan_memory
+from kvscope.plan.vllm_budget import REPORT_COUNTS_BLOCKS_SINCE
 from kvscope.plan.weights import pp_layer_split
 from kvscope.specs.dtypes import is_fp8
-from kvscope.specs.hardware import GPUSpec
+from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
 
 #: Warn when the KV cache gets less than this share of GPU memory.
@@ -74,11 +75,16 @@ def largest_max_model_len(
 ) -> int:
     """The longest request that still gets its blocks (0 if none), by binary search.
 
-    vLLM: blocks one request needs (all KV groups, window groups included) against
-    ``num_gpu_blocks`` of the tightest stage; SGLang: the token pool itself.
+    vLLM: the blocks one request needs (all KV groups, window groups with the tokens in
+    flight included; DeepSeek V4's drafter layers on the last stage) against
+    ``num_gpu_blocks`` of the tightest stage, and the bytes its start-up check asks for
+    against the KV memory left (they differ for DeepSeek V4 up to 0.28); SGLang: the token
+    pool itself.
     """
     if plan.engine == "sglang" or plan.num_gpu_blocks <= 0:
         return min(plan.kv_tokens, model.max_position_embeddings)
+    drafter = int((plan.speculative or {}).get("drafter_kv_layers", 0))
+    stages = pp_layer_split(model.num_layers, par.pp)
     layouts = [
         vllm_layout(
             model,
@@ -87,16 +93,23 @@ def largest_max_model_len(
             par.tp,
             plan.block_size,
             eng.indexer_dtype,
-            dsv4_packed=eng.version >= (0, 24, 0),
+            release=eng.version,
             v0_mla_padding=eng.version < (0, 8, 0),
+            draft_window_layers=drafter if i == len(stages) - 1 else 0,
         )
-        for layers in pp_layer_split(model.num_layers, par.pp)
+        for i, layers in enumerate(stages)
     ]
+    in_flight = plan.in_flight_tokens or plan.max_num_batched_tokens
+    by_bytes = eng.version < REPORT_COUNTS_BLOCKS_SINCE
+    avail = min(r.kv_cache_gib for r in plan.ranks) * GIB
     lo, hi = 0, model.max_position_embeddings
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        need = max(lay.blocks_per_request(mid, plan.max_num_batched_tokens) for lay in layouts)
-        if need <= plan.num_gpu_blocks:
+        if all(
+            lay.reported_blocks_per_request(mid, in_flight, by_bytes) <= plan.num_gpu_blocks
+            and lay.request_bytes(mid, in_flight) <= avail
+            for lay in layouts
+        ):
             lo = mid
         else:
             hi = mid - 1

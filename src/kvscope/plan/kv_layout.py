@@ -11,11 +11,14 @@ vLLM v1 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``):
   ``group_size`` layers (the smallest per-kind layer count); one tensor is shared by one
   layer of each group, so ``block_bytes = page x group_size`` and each group draws its own
   blocks from the pool.
-- DeepSeek V4 uses one pool of 256-token logical blocks whose stride is the width of the
-  MLA group (C4 KV + C4 indexer + C128 KV pages of all layers) in the packed layout of
-  vLLM >= 0.25, or 47,808 B x layer tuples in earlier builds
-  (vLLM ``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``). Pages are
-  padded to 576 B.
+- DeepSeek V4 uses one pool of 256-token logical blocks; its groups (MLA, window halves,
+  compressor states; a drafter's window-only layers join the window bucket) and the block
+  stride follow the release (:mod:`kvscope.plan.dsv4_pool`). Up to vLLM 0.26 the logged
+  concurrency weighs each group's blocks by its page bytes over the first group's
+  (``get_max_concurrency_for_kv_cache_config``: ``num_layer_per_group x`` the groups' summed
+  ``max_memory_usage_bytes`` over ``num_layer_per_group x`` the first group's page, 0.21.0-
+  0.26.0); from 0.27 it counts blocks (:meth:`KVLayout.reported_blocks_per_request`). The
+  weighting is the report's only: every group still draws whole blocks from the one pool.
 - Attention + linear-attention hybrids (Qwen3-Next's Gated DeltaNet) keep one fixed state
   per request in the linear layers. vLLM raises the attention block size until one
   attention page (``block_size x`` one layer's per-token bytes) holds a linear layer's state,
@@ -34,6 +37,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from kvscope.plan import dsv4_pool
 from kvscope.plan._cache import per_model_cache
 from kvscope.specs.attention import (
     DSV4_ENTRY,
@@ -46,10 +50,10 @@ from kvscope.specs.model import ModelSpec
 #: DeepSeek V4 logical block (tokens) and page alignment (vLLM ``alignment=576``).
 DSV4_BLOCK = 256
 DSV4_ALIGN = 576
+#: a release with the current DeepSeek V4 pool rules (the default of :func:`vllm_layout`)
+DSV4_LATEST_RULES = (0, 31, 0)
 #: vLLM's kernel block alignment for the hybrid attention block size (FlashAttention, 0.10.2).
 HYBRID_BLOCK_ALIGN = 16
-#: Page of the old (pre-packed) V4 layout: C4 KV + C4 fp8 indexer + C128 KV pages, 576-aligned.
-DSV4_OLD_TUPLE_BYTES = 37_440 + 8_640 + 1_728
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ class KVGroupLayout:
     num_layers: int
     block_size: int
     window: int | None = None
+    #: bytes of one block of this group (0: not tracked, every group counts one pool block)
+    page_bytes: int = 0
 
     def blocks_for(self, max_model_len: int, batched_tokens: int) -> int:
         """Blocks one request of ``max_model_len`` needs (vLLM ``max_memory_usage_bytes``)."""
@@ -79,38 +85,63 @@ class KVLayout:
     block_size: int
     block_bytes: int
     bytes_per_token: float  # amortised full-history bytes per token on this GPU
+    #: bytes per block of the engine's start-up admission check (0: ``block_bytes``)
+    admission_block_bytes: int = 0
+
+    def request_bytes(self, max_model_len: int, batched_tokens: int) -> int:
+        """KV bytes the engine requires for one ``max_model_len`` request before it starts."""
+        per_block = self.admission_block_bytes or self.block_bytes
+        return self.blocks_per_request(max_model_len, batched_tokens) * per_block
 
     def blocks_per_request(self, max_model_len: int, batched_tokens: int) -> int:
         return sum(g.blocks_for(max_model_len, batched_tokens) for g in self.groups)
+
+    def reported_blocks_per_request(
+        self, max_model_len: int, batched_tokens: int, by_page_bytes: bool
+    ) -> int:
+        """Blocks per request behind vLLM's logged concurrency. ``by_page_bytes`` (vLLM
+        <= 0.26): ``cdiv(sum of blocks x group page bytes, first group's page bytes)``, which
+        differs from the block count only where group pages differ (DeepSeek V4)."""
+        if not by_page_bytes or any(g.page_bytes <= 0 for g in self.groups):
+            return self.blocks_per_request(max_model_len, batched_tokens)
+        total = sum(g.blocks_for(max_model_len, batched_tokens) * g.page_bytes for g in self.groups)
+        return -(-total // self.groups[0].page_bytes)
 
 
 def _align(n: int, to: int) -> int:
     return -(-n // to) * to
 
 
-def _dsv4_layout(model: ModelSpec, layers: tuple[int, ...], indexer: str, packed: bool) -> KVLayout:
-    kinds = Counter(model.layers[i].attention.kind for i in layers)
+def _dsv4_layout(
+    model: ModelSpec,
+    layers: tuple[int, ...],
+    indexer: str,
+    release: tuple[int, int, int],
+    draft_window_layers: int = 0,
+) -> KVLayout:
+    atts = [model.layers[i].attention for i in layers]
+    kinds = Counter(a.kind for a in atts)
     n_csa, n_hca = kinds.get("dsv4_csa", 0), kinds.get("dsv4_hca", 0)
     idx = INDEXER_FP4_ENTRY if indexer == "fp4" else INDEXER_FP8_ENTRY
     c4 = _align(DSV4_BLOCK // 4 * DSV4_ENTRY, DSV4_ALIGN)
     c4_idx = _align(DSV4_BLOCK // 4 * idx, DSV4_ALIGN)
     c128 = _align(DSV4_BLOCK // 128 * DSV4_ENTRY, DSV4_ALIGN)
-    if packed:
-        stride = n_csa * (c4 + c4_idx) + n_hca * c128
-    else:
-        tuples = max(n_csa, n_hca, math.ceil((len(layers) + model.num_mtp_layers) / 2))
-        stride = DSV4_OLD_TUPLE_BYTES * tuples
-    # Groups as vLLM builds them (§4.3): MLA, two SWA halves (64-token blocks, window 128),
-    # C4 compressor state (4-token blocks, 8-row window) and C128 state (8, 128).
-    groups = (
-        KVGroupLayout("dsv4_mla", n_csa + n_hca, DSV4_BLOCK),
-        KVGroupLayout("dsv4_swa", len(layers) // 2, 64, 128),
-        KVGroupLayout("dsv4_swa", len(layers) - len(layers) // 2, 64, 128),
-        KVGroupLayout("dsv4_state", n_csa, 4, 8),
-        KVGroupLayout("dsv4_state", n_hca, 8, 128),
+    index_dim = next((a.index_head_dim for a in atts if a.kind == "dsv4_csa"), 128)
+    bks = dsv4_pool.buckets(
+        n_csa,
+        n_hca,
+        len(layers) + draft_window_layers,
+        (c4, c4_idx, c128),
+        DSV4_ENTRY,
+        atts[0].head_dim,
+        index_dim,
+    )
+    pool, stride, admission = dsv4_pool.pool(release, bks)
+    groups = tuple(
+        KVGroupLayout(g.kind, g.num_layers, g.block_size, g.window, g.page_bytes) for g in pool
     )
     per_token = n_csa * (DSV4_ENTRY + idx) / 4 + n_hca * DSV4_ENTRY / 128
-    return KVLayout(groups, DSV4_BLOCK, stride, per_token)
+    return KVLayout(groups, DSV4_BLOCK, stride, per_token, admission)
 
 
 def _linear_hybrid_layout(
@@ -140,17 +171,20 @@ def vllm_layout(
     tp: int,
     block_size: int,
     indexer: str = "fp8",
-    dsv4_packed: bool = True,
+    release: tuple[int, int, int] = DSV4_LATEST_RULES,
     v0_mla_padding: bool = False,
     extra: tuple[AttentionLayer, ...] = (),
+    draft_window_layers: int = 0,
 ) -> KVLayout:
     """vLLM's KV layout for the ``layers`` of one GPU (TP rank ``tp`` of a PP stage).
 
+    ``release``: the vLLM release whose DeepSeek V4 pool rules apply.
     ``extra``: a drafter's full-attention layers of another page, counted only beside an
     all-full-attention stage, where vLLM keeps one group whose page is the sum of every
-    layer's (``UniformTypeKVCacheSpecs``)."""
+    layer's (``UniformTypeKVCacheSpecs``). ``draft_window_layers``: a DeepSeek V4 drafter's
+    window-only layers (MTP layer, DSpark stages) on this stage."""
     if any(model.layers[i].attention.kind.startswith("dsv4") for i in layers):
-        return _dsv4_layout(model, layers, indexer, dsv4_packed)
+        return _dsv4_layout(model, layers, indexer, release, draft_window_layers)
     if any(model.layers[i].attention.kind == "gdn" for i in layers):
         return _linear_hybrid_layout(model, layers, kv_dtype, tp, block_size)
     per_layer: list[tuple[str, float, int | None]] = []

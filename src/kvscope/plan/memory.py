@@ -263,6 +263,7 @@ def _plan_vllm(
     tokens, conc = vllm_budget.logged_capacity(tightest.layout, blocks, d, eng.version, dcp)
     r0 = ranks[0]
     kv_problem = _kv_bytes_problem(ranks, gpu, eng, d.cudagraph_subtracted)
+    need_bytes = tightest.layout.request_bytes(d.max_model_len, d.in_flight_tokens) / dcp
     problem = None
     if r0.weights > r0.requested:
         problem = (
@@ -277,11 +278,10 @@ def _plan_vllm(
             f"no memory is left for the KV cache ({tightest.available_kv / GIB:.2f} GiB "
             "after weights, activations and buffers)."
         )
-    elif conc < 1.0:
-        need = tightest.layout.blocks_per_request(d.max_model_len, d.in_flight_tokens)
+    elif conc < 1.0 or need_bytes > tightest.available_kv:
         problem = (
             f"one request of max_model_len {d.max_model_len} needs "
-            f"{need * tightest.layout.block_bytes / dcp / GIB:.2f} GiB of KV cache but only "
+            f"{need_bytes / GIB:.2f} GiB of KV cache but only "
             f"{tightest.available_kv / GIB:.2f} GiB is available."
         )
     per_rank = tuple(

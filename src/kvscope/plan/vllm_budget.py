@@ -19,9 +19,11 @@ Version eras, following ``--engine-version``:
   vllm/v1/core/kv_cache_utils.py of 0.21.0).
 
 Max concurrency = num_blocks / blocks one ``max_model_len`` request needs over all groups
-(V0: tokens / max_model_len). A sliding-window group (DeepSeek V4's window and compressor
-groups, gpt-oss, Gemma) needs ``cdiv(min(window - 1 + in-flight tokens, max_model_len),
-block) + 1`` blocks (``SlidingWindowSpec.max_memory_usage_bytes``). The in-flight tokens are
+(V0: tokens / max_model_len; up to 0.26 each group's blocks weighed by its page bytes over
+the first group's, which only DeepSeek V4's unequal groups feel). A sliding-window group
+(DeepSeek V4's window and compressor groups, gpt-oss, Gemma) needs
+``cdiv(min(window - 1 + in-flight tokens, max_model_len), block) + 1`` blocks
+(``SlidingWindowSpec.max_memory_usage_bytes``). The in-flight tokens are
 ``max_num_batched_tokens`` up to 0.25; from 0.26.0 they are
 ``VllmConfig.max_in_flight_tokens`` = ``max_concurrent_batches x max_num_batched_tokens``,
 where ``max_concurrent_batches`` is 2 with asynchronous scheduling (on by default unless
@@ -57,6 +59,11 @@ CUDAGRAPH_ESTIMATE_DEFAULT_SINCE = (0, 20, 0)
 PEAK_ACTIVATION_HOLDS_GRAPHS_SINCE = (0, 27, 0)
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 
+#: First release whose logged concurrency counts each group's blocks; up to 0.26 it weighs
+#: them by the group's page bytes over the first group's (``get_max_concurrency_for_kv_cache_
+#: config``, vllm/v1/core/kv_cache_utils.py of 0.21.0-0.26.0 vs 0.27.0; only DeepSeek V4's
+#: groups have unequal pages).
+REPORT_COUNTS_BLOCKS_SINCE = (0, 27, 0)
 #: First release whose sliding-window groups reserve every in-flight batch's tokens.
 IN_FLIGHT_TOKENS_SINCE = (0, 26, 0)
 #: DeepSeek V4's pre-``hc_head`` residual buffer for the MTP drafter is allocated whatever
@@ -291,9 +298,10 @@ def plan_ranks(
     """Budget of every pipeline stage (TP ranks of a stage are identical).
 
     ``draft_kv_layers`` drafter attention layers of the target's shape sit on the last stage
-    and join its KV group (:mod:`kvscope.plan.drafter`); DeepSeek V4's layout already counts
-    its MTP layer. ``draft_kv_attention`` are drafter layers of another page that join the
-    target's one full-attention group with their own pages.
+    and join its KV group (:mod:`kvscope.plan.drafter`); on DeepSeek V4 they are window-only
+    layers (MTP layer, DSpark stages) that join the window bucket. ``draft_kv_attention``
+    are drafter layers of another page that join the target's one full-attention group with
+    their own pages.
     """
     v = eng.version
     if v >= (0, 19, 0):
@@ -326,7 +334,8 @@ def plan_ranks(
         if eng.kv_cache_memory_bytes is not None:
             available = float(eng.kv_cache_memory_bytes)
         kv_layers = w.layers
-        if last and draft_kv_layers and not _is_dsv4(model, w.layers):
+        dsv4 = _is_dsv4(model, w.layers)
+        if last and draft_kv_layers and not dsv4:
             kv_layers = (*w.layers, *[model.num_layers - 1] * draft_kv_layers)
         layout = vllm_layout(
             model,
@@ -335,9 +344,10 @@ def plan_ranks(
             attn_tp,
             defaults.block_size,
             eng.indexer_dtype,
-            dsv4_packed=v >= (0, 24, 0),
+            release=v,
             v0_mla_padding=v < (0, 8, 0),
             extra=draft_kv_attention if last else (),
+            draft_window_layers=draft_kv_layers if last and dsv4 else 0,
         )
         blocks = max(0, int(available // layout.block_bytes)) if layout.block_bytes else 0
         if eng.num_gpu_blocks_override is not None:
@@ -376,7 +386,8 @@ def logged_capacity(
     if v < (0, 8, 0):
         tokens = num_blocks * layout.block_size
         return tokens, tokens / length
-    need = layout.blocks_per_request(length, defaults.in_flight_tokens)
+    by_bytes = v < REPORT_COUNTS_BLOCKS_SINCE
+    need = layout.reported_blocks_per_request(length, defaults.in_flight_tokens, by_bytes)
     concurrency = dcp * num_blocks / need if need else 0.0
     if v >= (0, 21, 0):
         return int(concurrency * length), concurrency
