@@ -190,6 +190,8 @@ def test_v4_groups_hold_their_steady_bound_while_decoding() -> None:
 )
 # preempted at 321 tokens, the window cap then asks 42 blocks of a 39-block pool: it waits
 @example([(71, 132, 0, 0), (229, 110, 0, 0)], (16, (32,)), 40, False, 291)
+# the same, with a fitting request stuck behind the preempted one (head-of-line blocking)
+@example([(45, 78, 0, 0), (76, 78, 0, 0), (57, 1, 0, 0)], (8, (16, 64)), 60, False, 130)
 def test_invariants_under_random_traffic(
     reqs: list[tuple[int, int, int, int]],
     shape: tuple[int, tuple[int, ...]],
@@ -222,12 +224,14 @@ def test_invariants_under_random_traffic(
             continue
         plan = s.schedule(float(t))
         if plan.tokens == 0 and not plan.preempted and not pending and not s.running:
-            # where the engine gives up (Engine._give_up): a request preempted after it grew
-            # past what vLLM's full-sequence admission check can ever fit again (the window
-            # cap grows with its length) would wait forever in vLLM too
-            for q in s.waiting():
-                assert q.preemptions > 0
-                assert pool.admission_blocks(q.num_tokens) > pool.capacity
+            # where the engine gives up (Engine._give_up): the head of the queue was preempted
+            # after it grew past what vLLM's full-sequence admission check can ever fit again
+            # (the window cap grows with its length) and would wait forever in vLLM too; the
+            # requests behind it wait with it (FCFS: vLLM's scheduler stops at the first
+            # request it cannot allocate, vllm/v1/core/sched/scheduler.py)
+            head = s.waiting()[0]
+            assert head.preemptions > 0
+            assert pool.admission_blocks(head.num_tokens) > pool.capacity
             break
         for q in s.running:
             if q.in_cohort:
