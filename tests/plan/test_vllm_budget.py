@@ -13,6 +13,8 @@ from kvscope.plan.vllm_budget import sampler_fp32_copies
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
+from .log_cases import Case, load_cases
+
 H100 = get_gpu("H100")
 LLAMA = load_model("meta-llama/Llama-3.1-8B")
 
@@ -66,7 +68,10 @@ def test_default_utilization_rises_to_092_in_020() -> None:
         ("0.7.1", None, 1),  # V0 sampler
         ("0.10.1", None, 1),  # V1 uses FlashInfer when installed until 0.11
         ("0.10.2", False, 5),  # ... else sorts the vocabulary
-        ("0.19.0", None, 3),  # FlashInfer opt-in from 0.12
+        ("0.11.0", None, 1),
+        ("0.11.1", None, 5),  # FlashInfer opt-in from 0.11.1 (PR #26859), 0.11.0's sort path
+        ("0.11.1", True, 1),
+        ("0.19.0", None, 3),  # and from 0.12 on
         ("0.19.0", True, 1),
     ],
 )
@@ -75,6 +80,18 @@ def test_sampler_widths_follow_release_and_flashinfer(
 ) -> None:
     eng = vllm(version, flashinfer_sampler=flashinfer)
     assert sampler_fp32_copies(eng) == copies
+
+
+def test_kimi_k2_thinking_recipe_on_vllm_0111_sorts_the_vocabulary() -> None:
+    # vllm-project/recipes moonshotai/Kimi-K2-Think.md (#115), 8x H200 TP8, a 0.11.1-line
+    # nightly of 2025-11-06 at its defaults: "Available KV cache memory: 46.80 GiB". From
+    # 0.11.1 the profiling sampler sorts 1,024 x 163,840 fp32 logits unless FlashInfer is
+    # opted in (topk_topp_sampler.py of the 0.11.1 wheel); planning FlashInfer's single copy
+    # leaves 3.8 GiB too much for KV.
+    case = {c.id: c for c in load_cases()}["recipes-kimi-k2-thinking-h200-tp8"]
+    assert case.plan().kv_cache_gib == pytest.approx(46.80, rel=0.03)
+    flashinfer = Case({**case.row, "flashinfer_sampler": "1"}).plan().kv_cache_gib
+    assert flashinfer > 46.80 * 1.07
 
 
 def test_logged_tokens_rule_by_version() -> None:

@@ -58,6 +58,9 @@ CUDAGRAPH_ESTIMATE_DEFAULT_SINCE = (0, 20, 0)
 #: estimate (``Worker.determine_available_memory``; 0.26.0 logs the profiling pass alone).
 PEAK_ACTIVATION_HOLDS_GRAPHS_SINCE = (0, 27, 0)
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
+#: First release whose V1 sampler leaves FlashInfer's top-k/top-p kernel off unless
+#: ``VLLM_USE_FLASHINFER_SAMPLER=1`` (vllm PR #26859; see :func:`sampler_fp32_copies`).
+FLASHINFER_SAMPLER_OPT_IN_SINCE = (0, 11, 1)
 
 #: First release whose logged concurrency counts each group's blocks; up to 0.26 it weighs
 #: them by the group's page bytes over the first group's (``get_max_concurrency_for_kv_cache_
@@ -250,16 +253,18 @@ def sampler_fp32_copies(eng: EngineConfig) -> int:
     of 0.8-0.11 sorts the vocabulary: fp32 logits, sorted values, int64 indices and the
     scattered result (``apply_top_k_top_p``: 5 fp32 widths); the one of 0.12+ holds 3
     (calibrated on vLLM 0.19, see :mod:`kvscope.plan.activation`). V0 samples from one fp32
-    copy. FlashInfer is the V1 default when installed up to 0.11 ("None means True" in
-    ``TopKTopPSampler.__init__``) and opt-in from 0.12 (``VLLM_USE_FLASHINFER_SAMPLER=1``;
-    read in the 0.10.2, 0.11.0, 0.12.0 and 0.19.0 wheels).
+    copy. FlashInfer is the V1 default when installed up to 0.11.0 ("None means True" in
+    ``TopKTopPSampler.__init__``) and opt-in from 0.11.1 (vllm PR #26859, merged 2025-10-15:
+    "Users must opt in explicitly via VLLM_USE_FLASHINFER_SAMPLER=1" in
+    vllm/v1/sample/ops/topk_topp_sampler.py of the 0.11.1 wheel, whose sort path is 0.11.0's;
+    read in the 0.10.2, 0.11.0, 0.11.1, 0.12.0 and 0.19.0 wheels).
     """
     v = eng.version
     if v < (0, 8, 0):
         return 1
     flashinfer = eng.flashinfer_sampler
     if flashinfer is None:
-        flashinfer = v < (0, 12, 0)
+        flashinfer = v < FLASHINFER_SAMPLER_OPT_IN_SINCE
     if flashinfer:
         return 1
     return 5 if v < (0, 12, 0) else 3
