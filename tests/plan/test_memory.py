@@ -43,18 +43,6 @@ KNOWN_OFF = {
     # encoder vLLM 0.19 keeps whole on every TP rank; config.json does not say which format
     # the engine will pick (params.json beside it does), so the planner splits it over TP.
     "llmd-mistral-small31-tp4": "weights",
-    # kv_tokens: vLLM 0.15/0.16 logged a 5.64 GiB profiling peak for Qwen3-14B where 0.17/0.18
-    # (same flags) logged 2.23 GiB, a release-wide drop the study names in its report
-    # (jgchn/llm-d-planner accuracy/accuracy_report.md Part 2 at 875a4fd); one model's two
-    # figures do not give the older releases' rule, so the planner follows 0.17+. The
-    # vLLM 0.15.1 row run with --enforce-eager (vllm-a100-40-llama8b-0.15.1) fits the 0.17+
-    # rule, and the profiling pass and dummy sampler run are unchanged between the 0.16.0 and
-    # 0.17.0 wheels but for the top-k/top-p kernel (a Triton kernel replaced the sort from
-    # 0.17.0), so the gap is in the compiled path or the sort, not yet told apart.
-    # kv_tokens 6.7 % high: this start spent 5.58 GiB on the profiling peak and 1.38 GiB of
-    # non-torch memory (its own log) where the planner has 3.73 and 0.25; the layout and block
-    # arithmetic are exact (KV-from-available: 973,760 tokens, 14.77x, as logged).
-    "h200-qwen3-next-80b-tp2-0.10.2": "kv_tokens",
     # kv_tokens 6.9 % high: this vLLM 0.29 start compiled its graphs cold ("Compiling a graph
     # for compile range (1, 512) takes 23.20 s") and logged 1.23 GiB of peak activation and
     # 1.27 GiB of non-torch memory; the same host, release and model with the AOT compile
@@ -62,8 +50,6 @@ KNOWN_OFF = {
     # day). The planner has no notion of a cold compile; the block arithmetic is exact
     # (KV-from-available: 129,312 tokens as logged).
     "lab4090-qwen3-8b-mnbt512-0.29": "kv_tokens",
-    "llmd-qwen3-14b-0.15": "kv_tokens",
-    "llmd-qwen3-14b-0.16": "kv_tokens",
 }
 
 

@@ -67,11 +67,13 @@ def test_default_utilization_rises_to_092_in_020() -> None:
     [
         ("0.7.1", None, 1),  # V0 sampler
         ("0.10.1", None, 1),  # V1 uses FlashInfer when installed until 0.11
-        ("0.10.2", False, 5),  # ... else sorts the vocabulary
+        ("0.10.2", False, 9),  # ... else sorts the vocabulary (PyTorch's segmented sort)
         ("0.11.0", None, 1),
-        ("0.11.1", None, 5),  # FlashInfer opt-in from 0.11.1 (PR #26859), 0.11.0's sort path
+        ("0.11.1", None, 9),  # FlashInfer opt-in from 0.11.1 (PR #26859): the sort again
         ("0.11.1", True, 1),
-        ("0.19.0", None, 3),  # and from 0.12 on
+        ("0.16.0", None, 9),
+        ("0.17.0", None, 3),  # the Triton top-k/top-p kernel (PR #33538) replaces the sort
+        ("0.19.0", None, 3),
         ("0.19.0", True, 1),
     ],
 )
@@ -80,6 +82,17 @@ def test_sampler_widths_follow_release_and_flashinfer(
 ) -> None:
     eng = vllm(version, flashinfer_sampler=flashinfer)
     assert sampler_fp32_copies(eng) == copies
+
+
+@pytest.mark.parametrize(("row", "logged_gib"), [("0.15", 5.64), ("0.16", 5.64), ("0.17", 2.23)])
+def test_qwen3_14b_profiling_peak_follows_the_sort_then_the_triton_kernel(
+    row: str, logged_gib: float
+) -> None:
+    # jgchn/llm-d-planner version sweep, Qwen3-14B on one H100 with the same flags: the run
+    # records log a 5.64 GiB profiling peak on 0.15/0.16 (1,024 x 151,936 logits sorted)
+    # and 2.23 GiB on 0.17 (Triton masking); the sort's 9 fp32 widths are 3.48 GiB of it.
+    case = {c.id: c for c in load_cases()}[f"llmd-qwen3-14b-{row}"]
+    assert case.plan().activation_peak_logged_gib == pytest.approx(logged_gib, abs=0.1)
 
 
 def test_kimi_k2_thinking_recipe_on_vllm_0111_sorts_the_vocabulary() -> None:

@@ -61,6 +61,9 @@ DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 #: First release whose V1 sampler leaves FlashInfer's top-k/top-p kernel off unless
 #: ``VLLM_USE_FLASHINFER_SAMPLER=1`` (vllm PR #26859; see :func:`sampler_fp32_copies`).
 FLASHINFER_SAMPLER_OPT_IN_SINCE = (0, 11, 1)
+#: First release whose top-k/top-p masking runs a Triton kernel instead of sorting the
+#: vocabulary (vllm PR #33538; see :func:`sampler_fp32_copies`).
+TRITON_TOP_K_TOP_P_SINCE = (0, 17, 0)
 
 #: First release whose logged concurrency counts each group's blocks; up to 0.26 it weighs
 #: them by the group's page bytes over the first group's (``get_max_concurrency_for_kv_cache_
@@ -249,15 +252,22 @@ def sampler_fp32_copies(eng: EngineConfig) -> int:
     """fp32 vocab-wide tensors the profiling sampler pass holds at its peak, per release.
 
     The dummy sampler run asks for top-k = vocab - 1 and top-p = 0.9 (``_dummy_sampler_run``).
-    FlashInfer's fused top-k/top-p sampling keeps only the fp32 logits (1). The PyTorch path
-    of 0.8-0.11 sorts the vocabulary: fp32 logits, sorted values, int64 indices and the
-    scattered result (``apply_top_k_top_p``: 5 fp32 widths); the one of 0.12+ holds 3
-    (calibrated on vLLM 0.19, see :mod:`kvscope.plan.activation`). V0 samples from one fp32
-    copy. FlashInfer is the V1 default when installed up to 0.11.0 ("None means True" in
-    ``TopKTopPSampler.__init__``) and opt-in from 0.11.1 (vllm PR #26859, merged 2025-10-15:
-    "Users must opt in explicitly via VLLM_USE_FLASHINFER_SAMPLER=1" in
-    vllm/v1/sample/ops/topk_topp_sampler.py of the 0.11.1 wheel, whose sort path is 0.11.0's;
-    read in the 0.10.2, 0.11.0, 0.11.1, 0.12.0 and 0.19.0 wheels).
+    FlashInfer's fused top-k/top-p sampling keeps only the fp32 logits (1). Up to 0.16 the
+    PyTorch path sorts the vocabulary (``apply_top_k_top_p``: ``logits.sort(dim=-1)``), and
+    its peak is inside the sort: the fp32 logits (1), the sorted values (1) and int64 indices
+    (2) it returns, plus what PyTorch's segmented sort allocates for the call
+    (aten/src/ATen/native/cuda/SortStable.cu ``segmented_sort_pairs``, taken from 128 rows on:
+    an int64 index input (2) and cub's alternate key and value buffers in the radix sort's
+    temporary storage (1 + 2)): 9 fp32 widths. Published check: vllm PR #32558 measured the
+    PyTorch path at 1.25 GB for 256 x 131,072 logits (9.3 widths). From 0.17.0 a Triton
+    kernel replaces the sort for batches of 8 rows or more (vllm PR #33538,
+    ``apply_top_k_top_p_triton``); it holds 3 (calibrated on vLLM 0.19, see
+    :mod:`kvscope.plan.activation`). V0 samples from one fp32 copy. FlashInfer is the V1
+    default when installed up to 0.11.0 ("None means True" in ``TopKTopPSampler.__init__``)
+    and opt-in from 0.11.1 (vllm PR #26859, merged 2025-10-15: "Users must opt in explicitly
+    via VLLM_USE_FLASHINFER_SAMPLER=1" in vllm/v1/sample/ops/topk_topp_sampler.py of the
+    0.11.1 wheel; the 0.15.0 wheel still sorts, the 0.20.0 wheel runs the Triton kernel;
+    read in the 0.10.2, 0.11.0, 0.11.1, 0.12.0, 0.15.0, 0.19.0 and 0.20.0 wheels).
     """
     v = eng.version
     if v < (0, 8, 0):
@@ -267,7 +277,7 @@ def sampler_fp32_copies(eng: EngineConfig) -> int:
         flashinfer = v < FLASHINFER_SAMPLER_OPT_IN_SINCE
     if flashinfer:
         return 1
-    return 5 if v < (0, 12, 0) else 3
+    return 9 if v < TRITON_TOP_K_TOP_P_SINCE else 3
 
 
 def logged_activation(rank: VllmRank, defaults: VllmDefaults, v: tuple[int, int, int]) -> float:
