@@ -19,8 +19,11 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
   it returns (``LlamaMLP.forward``), so all of them are live at once.
 - ``moe_workspace``: fused-MoE scratch for every routed copy of a token, gate/up output and
   down output (``C k (2 I_e + h) b``, I_e divided by tp without EP, C = min(T, 32768) =
-  ``VLLM_FUSED_MOE_CHUNK_SIZE``). vLLM keeps these buffers between layers (its MoE
-  workspace is reused, not freed), so they add to every later peak, the sampler's included.
+  ``VLLM_FUSED_MOE_CHUNK_SIZE``). Where vLLM runs the experts through its modular kernel it
+  keeps these buffers between layers (its MoE workspace is reused, not freed), so they add
+  to every later peak, the sampler's included. Kernels called directly allocate them per
+  call (``moe_persistent=False``): then they only stack on the MoE layer's own hidden
+  state and residual (see ``vllm_budget.moe_scratch_persists``).
 - ``sampler``: the sampler pass over S = ``min(max_num_seqs, T)`` rows: logits in the model
   dtype plus three fp32 tensors of the same shape (float logits, probabilities, log-probs),
   ``S V (b + 12)`` in the V1 engine; the V0 engine's profiling sampler keeps one fp32 copy
@@ -64,6 +67,8 @@ class ActivationPeak:
     moe_workspace: float
     sampler: float
     runtime: float = RUNTIME_BYTES
+    #: whether the MoE scratch stays allocated between layers (modular kernel workspace)
+    moe_persistent: bool = True
 
     @property
     def layer_peak(self) -> float:
@@ -71,7 +76,10 @@ class ActivationPeak:
 
     @property
     def total_bytes(self) -> float:
-        return max(self.layer_peak, self.sampler) + self.moe_workspace + self.runtime
+        if self.moe_persistent:
+            return max(self.layer_peak, self.sampler) + self.moe_workspace + self.runtime
+        moe_layer = self.residual + self.moe_workspace if self.moe_workspace else 0.0
+        return max(self.layer_peak, moe_layer, self.sampler) + self.runtime
 
 
 @per_model_cache()
@@ -82,6 +90,7 @@ def activation_peak(
     max_num_seqs: int,
     last_stage: bool = True,
     sampler_fp32_copies: int = 3,
+    moe_persistent: bool = True,
 ) -> ActivationPeak:
     """The profiling-pass peak for ``tokens`` batched tokens and ``max_num_seqs`` sequences."""
     b = element_bytes(model.dtype)
@@ -127,4 +136,6 @@ def activation_peak(
     else:
         sampler = 0.0
         residual += 2.0 * t * h * b  # hidden state and residual handed to the next stage
-    return ActivationPeak(t, residual, attention, mlp, workspace, sampler)
+    return ActivationPeak(
+        t, residual, attention, mlp, workspace, sampler, moe_persistent=moe_persistent
+    )

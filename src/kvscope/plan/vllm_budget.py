@@ -61,6 +61,9 @@ DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 #: First release whose V1 sampler leaves FlashInfer's top-k/top-p kernel off unless
 #: ``VLLM_USE_FLASHINFER_SAMPLER=1`` (vllm PR #26859; see :func:`sampler_fp32_copies`).
 FLASHINFER_SAMPLER_OPT_IN_SINCE = (0, 11, 1)
+#: Releases before this one call the Triton fused-MoE kernel directly for unquantized and
+#: fp8 experts (see :func:`moe_scratch_persists`).
+DIRECT_FUSED_EXPERTS_UNTIL = (0, 12, 0)
 #: First release whose top-k/top-p masking runs a Triton kernel instead of sorting the
 #: vocabulary (vllm PR #33538; see :func:`sampler_fp32_copies`).
 TRITON_TOP_K_TOP_P_SINCE = (0, 17, 0)
@@ -280,6 +283,32 @@ def sampler_fp32_copies(eng: EngineConfig) -> int:
     return 9 if v < TRITON_TOP_K_TOP_P_SINCE else 3
 
 
+def moe_scratch_persists(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
+    """Whether the fused-MoE scratch of the profiling pass stays allocated between layers.
+
+    Direct kernel calls allocate their intermediate caches per call (``torch.empty`` in
+    ``fused_experts_impl``, vllm/model_executor/layers/fused_moe/fused_moe.py, and in
+    ``_fused_marlin_moe``, fused_marlin_moe.py), so the scratch is freed when the MoE layer
+    returns. Up to 0.11 the unquantized and fp8 methods call ``fused_experts`` directly
+    (``UnquantizedFusedMoEMethod.forward_cuda``, ``Fp8MoEMethod.apply`` of the 0.11.1
+    wheel); from 0.15 they run the modular kernel, whose workspace the worker's
+    ``WorkspaceManager`` keeps (``modular_kernel.py``, 0.15.0 and 0.20.0 wheels). The
+    compressed-tensors int4/int8 weight-only ("WNA16") experts stay a direct
+    ``fused_marlin_moe`` call in 0.11.1, 0.15.0 and 0.20.0
+    (``CompressedTensorsWNA16MarlinMoEMethod.apply``, no caches passed). Block-fp8 experts
+    on Hopper and Blackwell may take DeepGEMM's modular kernel (shared buffers) in 0.11 as
+    well, and 0.12-0.14 are not read: both keep the persistent rule, as do ROCm GPUs (AITER
+    kernels).
+    """
+    if not is_moe(model) or gpu.architecture.startswith("CDNA"):
+        return True
+    quant = model.quantization
+    if quant.method == "compressed-tensors" and quant.weight_only_int:
+        return False
+    deep_gemm = quant.block is not None and gpu.architecture.startswith(("Hopper", "Blackwell"))
+    return not (eng.version < DIRECT_FUSED_EXPERTS_UNTIL and not deep_gemm)
+
+
 def logged_activation(rank: VllmRank, defaults: VllmDefaults, v: tuple[int, int, int]) -> float:
     """The "peak activation" figure this release prints for ``rank``, bytes."""
     holds_graphs = defaults.cudagraph_subtracted and v >= PEAK_ACTIVATION_HOLDS_GRAPHS_SINCE
@@ -334,6 +363,7 @@ def plan_ranks(
             defaults.max_num_seqs,
             last,
             sampler_fp32_copies=sampler_fp32_copies(eng),
+            moe_persistent=moe_scratch_persists(model, eng, gpu),
         )
         non_torch = non_torch_bytes(gpu, par, v)
         graphs = CUDAGRAPH_GIB["base"] + CUDAGRAPH_GIB["per_layer"] * len(w.layers)
