@@ -7,8 +7,10 @@ generator run in the real-time FIFO class where allowed (root, as in CI), so oth
 on the machine do not stretch its steps.
 
 Tolerance: the issue's targets, TTFT and TPOT P50 within 10 % and P99 within 20 % on the
-held-out levels, each widened by the run-to-run noise of that percentile measured in the same
-run (twice the repeat's difference; the repeat sends the same requests at the same times).
+held-out levels, each widened by twice the noise of that measured percentile: the larger of
+the repeat's difference (the repeat sends the same requests at the same times) and the
+percentile's own bootstrap spread over the level's requests (a P99 of 80 requests moved from
+2.90 to 4.07 ms between runs of one load, more than one repeat shows).
 TPOT P50 at 2 req/s keeps a wider bound (35 %) because it depends on the host: in the runs of
 2026-12-02 on 2-core VMs the lone requests' steps ran slower at one level than at another
 (+11 % to +22 % at 2 req/s, -28 % at 6 req/s), while on the quiet 2-core VM of 2026-12-05
@@ -30,6 +32,22 @@ from llama_cpp import llama_server_binary
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = {50: 0.10, 99: 0.20}
 KNOWN_MISS = 0.35
+
+
+def sampling_noise(run: Path, metric: str, pct: int, draws: int = 500) -> float:
+    """Relative standard deviation of a measured percentile over bootstrap resamples of the
+    run's requests: how far the percentile itself moves with the sample (the P99 of 80
+    requests is about their largest value, so it moves a lot). Seeded, so deterministic."""
+    import numpy as np
+
+    from kvscope.sim.calibrate import load_requests
+    from kvscope.sim.holdout import measured_latencies
+
+    vals = measured_latencies(run, load_requests(run))[metric]
+    vals = vals[np.isfinite(vals)]
+    rng = np.random.default_rng(0)
+    boots = np.percentile(rng.choice(vals, (draws, vals.size)), pct, axis=1)
+    return float(np.std(boots) / np.percentile(vals, pct))
 
 
 def _loop_module() -> object:
@@ -64,7 +82,11 @@ def test_calibrated_on_one_level_predicts_the_others(tmp_path: Path) -> None:
         target = TARGET[r["percentile"]]
         if (r["metric"], r["percentile"], r["rate"]) == ("tpot", 50, 2.0):
             target = KNOWN_MISS
-        bound = target + 2 * noise[(r["metric"], r["percentile"])]
+        run = tmp_path / f"rate-{r['rate']:g}"
+        spread = max(
+            noise[(r["metric"], r["percentile"])], sampling_noise(run, r["metric"], r["percentile"])
+        )
+        bound = target + 2 * spread
         if not abs(r["error"]) <= bound:
             bad.append(
                 f"{r['rate']:g}/s {r['metric']} P{r['percentile']} {r['error']:+.1%} "

@@ -51,6 +51,13 @@ def replica_pools(
     gpu = get_gpu(cfg.gpu)
     par = cfg.parallelism
     check_layout(par, model.is_moe, model.name)
+    # the drafter's weights, KV layers and lookahead slots come out of the pool as vLLM
+    # sizes it (kvscope.plan.drafter): the same plan `kvscope plan --speculative-config` shows
+    speculative = None
+    if cfg.speculative_config is not None:
+        from kvscope.plan.speculative import parse_vllm
+
+        speculative = parse_vllm(cfg.speculative_config)
     plan = plan_memory(
         model,
         gpu,
@@ -69,6 +76,7 @@ def replica_pools(
             async_scheduling=cfg.async_scheduling,
             decode_context_parallel_size=cfg.decode_context_parallel_size,
             mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
+            speculative=speculative,
         ),
     )
     shape = _shape(par, gpu.name)
