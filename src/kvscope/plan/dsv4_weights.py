@@ -32,10 +32,6 @@ DSV4_ROPE_CACHE_BYTES = 4
 DSV4_HC_BYTES = 4
 
 
-def _dsv4(model: ModelSpec) -> bool:
-    return any(layer.attention.kind.startswith("dsv4") for layer in model.layers)
-
-
 def dsv4_rope_cache_bytes(model: ModelSpec) -> float:
     """The DeepSeek V4 rotary tables on every GPU, vLLM and SGLang alike; 0 for other models.
 
@@ -71,7 +67,7 @@ def dsv4_wide_param_bytes(model: ModelSpec, layers: tuple[int, ...], last_stage:
     ``hc x hc x hidden + hc + 1`` on the last stage, are float32 where it priced the model
     dtype. V4-Flash in FP8/FP4: 0.288 GiB of projections and 0.063 GiB of mixers a rank.
     """
-    if not _dsv4(model):
+    if not model.is_deepseek_v4:
         return 0.0
     native = element_bytes(model.dtype)
     linear = model.quantization.linear_bytes

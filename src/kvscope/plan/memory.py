@@ -150,7 +150,7 @@ def plan_memory(
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
     kinds = attention_kinds(model)
     _check_inputs(model, gpu, par, eng, kv_dtype)
-    if any(k.startswith("dsv4") for k in kinds) or ("mla_sparse" in kinds and is_fp8(kv_dtype)):
+    if model.is_deepseek_v4 or ("mla_sparse" in kinds and is_fp8(kv_dtype)):
         # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).
         kv_dtype = "fp8_ds_mla"

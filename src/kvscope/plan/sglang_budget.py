@@ -150,7 +150,7 @@ def engine_defaults(
             vit_hidden_size=model.vision_width or None,
             mla=any(k.startswith("mla") for k in kinds),
             deepseek_nsa="mla_sparse" in kinds,
-            deepseek_v4=any(k.startswith("dsv4") for k in kinds),
+            deepseek_v4=model.is_deepseek_v4,
         )
     except ValueError as err:
         hint = (
@@ -311,7 +311,7 @@ def plan_ranks(
         )
     m0 = gpu.memory_bytes - context_bytes(gpu, par)
     attn_tp = par.attn_tp
-    dsv4 = any(k.startswith("dsv4") for k in attention_kinds(model))
+    dsv4 = model.is_deepseek_v4
     old = eng.version <= DSV4_OLD_FORMULA_UNTIL
     scaled = eng.version <= DSV4_SCALED_C128_UNTIL
     spec = _sglang_algorithm(eng) is not None
@@ -340,7 +340,7 @@ def dsv4_warnings(model: ModelSpec, eng: EngineConfig) -> tuple[str, ...]:
     """A warning where the V4 pool rule of ``eng``'s release is not the one planned."""
     if eng.version < DSV4_SWA_CAP_SINCE:
         return ()
-    if not any(k.startswith("dsv4") for k in attention_kinds(model)):
+    if not model.is_deepseek_v4:
         return ()
     return (
         f"SGLang {eng.version_text} sizes DeepSeek V4's SWA pool by a per-request cap "
@@ -352,7 +352,7 @@ def dsv4_warnings(model: ModelSpec, eng: EngineConfig) -> tuple[str, ...]:
 def default_page_size(model: ModelSpec) -> int:
     """SGLang page size: 1 by default, 64 for the V3.2 NSA backend, 256 for V4."""
     kinds = attention_kinds(model)
-    if any(k.startswith("dsv4") for k in kinds):
+    if model.is_deepseek_v4:
         return DSV4_BLOCK
     if "mla_sparse" in kinds:
         return 64

@@ -239,7 +239,7 @@ def dsv4_buffer_bytes(
 def _default_block_size(model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int]) -> int:
     """Block size the attention backend forces (``vllm/platforms/cuda.py``, 0.11 / 0.19)."""
     kinds = attention_kinds(model)
-    if any(k.startswith("dsv4") for k in kinds):
+    if model.is_deepseek_v4:
         return 256  # sparse-SWA backend; the recipes pass --block-size 256
     if "mla_sparse" in kinds:
         return 64  # FLASHMLA_SPARSE

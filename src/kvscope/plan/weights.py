@@ -344,8 +344,7 @@ def _sglang_dsv4_fp4_experts(model: ModelSpec, gpu: GPUSpec) -> ExpertLayout:
     """SGLang's V4 FP4 experts on NVIDIA GPUs before Blackwell's DeepGEMM e8m0 path (SM100
     packs the scales back to one byte: ``transform_sf_into_required_layout``)."""
     fp4 = model.quantization.expert_bytes is not None and model.quantization.expert_bytes < 0.6
-    dsv4 = any(layer.attention.kind.startswith("dsv4") for layer in model.layers)
-    if not (fp4 and dsv4) or gpu.vendor.lower() != "nvidia":
+    if not (fp4 and model.is_deepseek_v4) or gpu.vendor.lower() != "nvidia":
         return ExpertLayout()
     cc = gpu.compute_capability
     major = int(cc.split(".")[0]) if cc else 9

@@ -138,8 +138,7 @@ def layout_for(model: object, block_size: int | None = None) -> KVLayout:
     from kvscope.specs.model import ModelSpec
 
     assert isinstance(model, ModelSpec)
-    kinds = model.attention_kinds
-    if any(k.startswith("dsv4") for k in kinds):
+    if model.is_deepseek_v4:
         if block_size not in (None, V4_BLOCK_SIZE):
             raise KvscopeError(
                 f"DeepSeek V4 runs with --block-size {V4_BLOCK_SIZE} in vLLM "

@@ -135,6 +135,11 @@ class ModelSpec:
         return dict(Counter(layer.attention.kind for layer in self.layers))
 
     @property
+    def is_deepseek_v4(self) -> bool:
+        """DeepSeek V4's compressed attention (sliding, C4 and C128 layers) in any layer."""
+        return any(layer.attention.kind.startswith("dsv4") for layer in self.layers)
+
+    @property
     def uses_mla(self) -> bool:
         return any(layer.attention.is_mla_family for layer in self.layers)
 
