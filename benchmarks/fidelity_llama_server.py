@@ -232,7 +232,7 @@ def run_loop(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "rates": rates,
         "coefficients": {
             k: getattr(cal.coefficients, k)
-            for k in ("overhead_s", "mfu", "mbu", "decode_token_s", "source")
+            for k in ("overhead_s", "mfu", "mbu", "decode_token_s", "request_s", "source")
         },
         "tpot_mape_in_sample": cal.report["tpot_mape"],
         "bench_s": bench_s,
@@ -276,7 +276,8 @@ def print_table(res: dict[str, Any]) -> None:
     print(
         f"fit on rate {res['fit_rate']:g}/s: overhead {c['overhead_s'] * 1e3:.3f} ms, "
         f"MFU {c['mfu']:.3g}, MBU {c['mbu']:.3g}, per decoded token "
-        f"{c['decode_token_s'] * 1e6:.1f} us (bench {res['bench_s']:.0f} s, "
+        f"{c['decode_token_s'] * 1e6:.1f} us, per request {c['request_s'] * 1e3:.2f} ms "
+        f"(bench {res['bench_s']:.0f} s, "
         f"calibrate {res['calibrate_s']:.1f} s)"
     )
     print(f"{'level':>8} {'metric':<6} {'pct':>4} {'measured':>11} {'simulated':>11} {'error':>8}")

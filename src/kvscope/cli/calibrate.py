@@ -101,8 +101,8 @@ def calibrate(
         return
     c = cal.coefficients
     stdout.print(
-        f"fitted overhead {c.overhead_s * 1e3:.3f} ms, MFU {c.mfu:.3f}, MBU {c.mbu:.3f} from "
-        f"{cal.report['requests_used']} requests (in-sample TPOT error "
+        f"fitted overhead {c.overhead_s * 1e3:.3f} ms, MFU {c.mfu:.3f}, MBU {c.mbu:.3f}"
+        f"{c.host_terms_text()} from {cal.report['requests_used']} requests (in-sample TPOT error "
         f"{cal.report['tpot_mape']:.1%})",
         highlight=False,
     )

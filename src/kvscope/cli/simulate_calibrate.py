@@ -54,6 +54,6 @@ def calibrate_into(run_dir: Path, cfg: Any, out: Path | None, force: bool, json_
     )
     stdout.print(
         f"fitted overhead {c.overhead_s * 1e3:.2f} ms, MFU {c.mfu:.2f}, "
-        f"MBU {c.mbu:.2f} from {fit.report['requests_used']} requests "
+        f"MBU {c.mbu:.2f}{c.host_terms_text()} from {fit.report['requests_used']} requests "
         f"(TPOT error {fit.report['tpot_mape']:.1%}); {saved}"
     )

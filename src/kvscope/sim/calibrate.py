@@ -42,31 +42,31 @@ class Fit:
     report: dict[str, Any]
 
 
-def _linear_terms(base: F64, y: F64, w: F64, a: F64, b: F64 | None) -> tuple[float, float]:
-    """Non-negative (overhead, per-decode-token) minimising sum w((base + ov a + d b)/y - 1)^2."""
+def _linear_terms(base: F64, y: F64, w: F64, cols: list[F64]) -> list[float]:
+    """Non-negative coefficients c minimising sum w((base + sum_k c_k cols_k)/y - 1)^2: the
+    least-squares solution on each subset of the columns (the rest held at 0), the best one
+    whose coefficients are all non-negative (at most 3 columns: 7 small solves)."""
     r = (y - base) / y
-    xa, xb = a / y, None if b is None else b / y
-
-    def one(x: F64) -> float:
-        den = float(np.sum(w * x * x))
-        return max(float(np.sum(w * x * r)) / den, 0.0) if den > 0 else 0.0
-
-    if xb is None:
-        return one(xa), 0.0
-    m = np.array(
-        [[np.sum(w * xa * xa), np.sum(w * xa * xb)], [np.sum(w * xa * xb), np.sum(w * xb * xb)]]
-    )
-    v = np.array([np.sum(w * xa * r), np.sum(w * xb * r)])
-    try:
-        ov, d = np.linalg.solve(m, v)
-    except np.linalg.LinAlgError:
-        ov, d = -1.0, -1.0
-    if ov >= 0 and d >= 0:
-        return float(ov), float(d)
-    # one of them on its bound: the better of the two one-term fits
-    cands = [(one(xa), 0.0), (0.0, one(xb))]
-    err = [float(np.sum(w * (c[0] * xa + c[1] * xb - r) ** 2)) for c in cands]
-    return cands[int(np.argmin(err))]
+    xs = [c / y for c in cols]
+    best: tuple[float, list[float]] = (float(np.sum(w * r * r)), [0.0] * len(cols))
+    for mask in range(1, 1 << len(cols)):
+        use = [k for k in range(len(cols)) if mask >> k & 1]
+        m = np.array([[np.sum(w * xs[i] * xs[j]) for j in use] for i in use])
+        v = np.array([np.sum(w * xs[i] * r) for i in use])
+        try:
+            sol = np.linalg.solve(m, v)
+        except np.linalg.LinAlgError:
+            continue
+        if not np.all(np.isfinite(sol)) or np.any(sol < 0):
+            continue
+        coef = [0.0] * len(cols)
+        for k, c in zip(use, sol, strict=True):
+            coef[k] = float(c)
+        resid = r - sum(c * x for c, x in zip(coef, xs, strict=True))
+        err = float(np.sum(w * resid * resid))
+        if err < best[0]:
+            best = (err, coef)
+    return best[1]
 
 
 def fit_coefficients(
@@ -77,16 +77,21 @@ def fit_coefficients(
     least squares on relative error. Decode and prefill samples weigh half each. Returns the
     coefficients and the in-sample TPOT MAPE."""
     y = data.tpot
-    a_dec = np.ones_like(y)
-    b_dec = data.batch
-    w_dec = np.full_like(y, 1.0 / len(y))
+    n_dec = len(y)
+    w_dec = np.full_like(y, 1.0 / n_dec)
+    # The linear terms: the per-step overhead (1.5 steps for a prompt that waited on a step in
+    # flight), the per-decoded-token host cost, and, on TTFT only, the per-request latency.
+    cols = [np.ones_like(y), data.batch]
     if prefill is not None:
         y = np.concatenate([y, prefill.ttft])
-        a = np.concatenate([a_dec, np.where(prefill.batch > 0, 1.5, 1.0)])
-        b: F64 | None = np.concatenate([b_dec, 1.5 * prefill.batch])
+        cols = [
+            np.concatenate([cols[0], np.where(prefill.batch > 0, 1.5, 1.0)]),
+            np.concatenate([cols[1], 1.5 * prefill.batch]),
+            np.concatenate([np.zeros(n_dec), np.ones_like(prefill.ttft)]),
+        ]
         w = np.concatenate([0.5 * w_dec, np.full(len(prefill.ttft), 0.5 / len(prefill.ttft))])
     else:
-        a, b, w = a_dec, None, w_dec
+        cols, w = cols[:1], w_dec
 
     def base_of(mfu: float, mbu: float) -> F64:
         model = CostModel(terms, CostCoefficients(0.0, mfu, mbu))
@@ -95,29 +100,35 @@ def fit_coefficients(
             parts.append(prefill.predict(model))
         return np.concatenate(parts)
 
-    def score(mfu: float, mbu: float) -> tuple[float, float, float]:
+    def score(mfu: float, mbu: float) -> tuple[float, list[float]]:
         base = base_of(mfu, mbu)
-        ov, d = _linear_terms(base, y, w, a, b)
-        pred = np.maximum(base + ov * a + (0.0 if b is None else d * b), 1e-12)
-        return float(np.sum(w * np.log(pred / y) ** 2)), ov, d
+        lin = _linear_terms(base, y, w, cols)
+        pred = np.maximum(base + sum(c * x for c, x in zip(lin, cols, strict=False)), 1e-12)
+        return float(np.sum(w * np.log(pred / y) ** 2)), lin
 
-    best = (np.inf, 0.5, 0.5, 0.0, 0.0)
+    best: tuple[float, float, float, list[float]] = (np.inf, 0.5, 0.5, [0.0] * len(cols))
     grid = np.geomspace(0.002, 1.0, 28)
     for mfu in grid:
         for mbu in grid:
-            err, ov, d = score(float(mfu), float(mbu))
+            err, lin = score(float(mfu), float(mbu))
             if err < best[0]:
-                best = (err, float(mfu), float(mbu), ov, d)
+                best = (err, float(mfu), float(mbu), lin)
     for _ in range(2):  # refine around the best point
-        _, m0, b0, _, _ = best
+        _, m0, b0, _ = best
         for mfu in np.clip(m0 * np.geomspace(0.8, 1.25, 11), 1e-4, 1.0):
             for mbu in np.clip(b0 * np.geomspace(0.8, 1.25, 11), 1e-4, 1.0):
-                err, ov, d = score(float(mfu), float(mbu))
+                err, lin = score(float(mfu), float(mbu))
                 if err < best[0]:
-                    best = (err, float(mfu), float(mbu), ov, d)
-    _, mfu, mbu, ov, d = best
+                    best = (err, float(mfu), float(mbu), lin)
+    _, mfu, mbu, lin = best
+    ov, d, req = [*lin, 0.0, 0.0][:3]
     coef = CostCoefficients(
-        ov, mfu, mbu, source="fitted by kvscope simulate --calibrate", decode_token_s=d
+        ov,
+        mfu,
+        mbu,
+        source="fitted by kvscope simulate --calibrate",
+        decode_token_s=d,
+        request_s=req,
     )
     pred = data.predict(CostModel(terms, coef))
     mape = float(np.mean(np.abs(pred - data.tpot) / data.tpot))

@@ -121,6 +121,7 @@ class Engine:
         sample_interval_s: float = 0.1,
         on_step: Callable[[StepPlan, float], None] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
+        request_s: float = 0.0,
     ) -> None:
         self.sched = scheduler
         self.pool: BlockAllocator = scheduler.pool
@@ -130,6 +131,9 @@ class Engine:
         self.sample_interval_s = sample_interval_s
         self.on_step = on_step
         self.on_progress = on_progress  # (requests done, requests in all), now and then
+        # The engine sees a request this long after it arrives (the server's front end: HTTP,
+        # tokenising, the hand-off to the loop); its TTFT still counts from the arrival.
+        self.request_s = request_s
         self.stats = EngineStats()
         self.t = 0.0
         self._next_sample = 0.0
@@ -166,7 +170,7 @@ class Engine:
         arrival instead of giving up; :meth:`finish` serves what is left.
         """
         i = self._next
-        if self.t >= until and (i >= len(seqs) or seqs[i].arrival_s > self.t):
+        if self.t >= until and (i >= len(seqs) or seqs[i].arrival_s + self.request_s > self.t):
             return  # already there, nothing new to add: the loop would return at once
         self._loop(seqs, until)
 
@@ -199,22 +203,23 @@ class Engine:
         sched = self.sched
         n = len(seqs)
         i = self._next
+        delay = self.request_s
         loops = 0
         while True:
             loops += 1
             if self.on_progress is not None and not loops & 8191:
                 self.on_progress(len(sched.finished), n)
-            while i < n and seqs[i].arrival_s <= self.t:
+            while i < n and seqs[i].arrival_s + delay <= self.t:
                 sched.add(seqs[i])
                 i += 1
             if sched.idle:
                 if i >= n:
                     return i
-                self.t = seqs[i].arrival_s
+                self.t = seqs[i].arrival_s + delay
                 continue
             if self.t >= until:
                 return i  # a driver's horizon (advance): the next step starts at or after it
-            next_arrival = seqs[i].arrival_s if i < n else until
+            next_arrival = seqs[i].arrival_s + delay if i < n else until
             if self.spans and self._span(next_arrival):
                 continue
             plan = sched.schedule(self.t)

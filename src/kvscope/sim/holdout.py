@@ -201,19 +201,33 @@ REFINE_TARGETS = (
 )
 
 
+#: The refinement's coordinates, in order: (field, floor, ceiling). A coordinate the
+#: regression left at 0 starts at its floor, which stands for 0 on the log scale.
+REFINE_FIELDS = (
+    ("overhead_s", 1e-6, float("inf")),
+    ("mfu", 1e-4, 1.0),
+    ("mbu", 1e-4, 1.0),
+    ("decode_token_s", 1e-7, float("inf")),
+    ("request_s", 1e-6, float("inf")),
+)
+
+
 def refine_by_replay(
     cases: list[ReplayCase], cfg: Any, start: Any, scratch: Path, rounds: int = 10
 ) -> tuple[Any, float]:
-    """Pattern search (log steps, halved when no move helps) over overhead, MFU, MBU and the
-    per-decode-token cost from ``start``, minimising the weighted squared log error between
-    the replays' and the measured percentiles of :data:`REFINE_TARGETS`. Deterministic.
-    Returns the coefficients and their error."""
+    """Pattern search (log steps, halved when no move helps) over overhead, MFU, MBU, the
+    per-decode-token cost and the per-request latency from ``start``, minimising the weighted
+    squared log error between the replays' and the measured percentiles of
+    :data:`REFINE_TARGETS`. Deterministic. Returns the coefficients and their error."""
     path = str(scratch / "refine-cost.json")
     want = [[(w, _pct(c.measured[m], p)) for m, p, w in REFINE_TARGETS] for c in cases]
+    names = [f for f, _lo, _hi in REFINE_FIELDS]
 
-    def loss(x: tuple[float, float, float, float]) -> float:
-        coef = replace(start, overhead_s=x[0], mfu=x[1], mbu=x[2], decode_token_s=x[3])
-        coef.save(path)
+    def coef_of(x: list[float]) -> Any:
+        return replace(start, **dict(zip(names, x, strict=True)))
+
+    def loss(x: list[float]) -> float:
+        coef_of(x).save(path)
         total = 0.0
         for case, targets in zip(cases, want, strict=True):
             sim = case.simulate(cfg, path, itl=False)
@@ -223,20 +237,18 @@ def refine_by_replay(
                     total += w * float(np.log(got / meas)) ** 2
         return total
 
-    floor = (1e-6, 1e-4, 1e-4, 1e-7)
-    x = [max(start.overhead_s, floor[0]), start.mfu, start.mbu, max(start.decode_token_s, floor[3])]
-    best = loss((x[0], x[1], x[2], x[3]))
+    x = [max(float(getattr(start, f)), lo) for f, lo, _hi in REFINE_FIELDS]
+    best = loss(x)
     step = 1.0  # natural-log step: x e^{+-step}
     for _ in range(rounds):
         moved = False
-        for k in range(4):
+        for k, (_f, lo, hi) in enumerate(REFINE_FIELDS):
             for sign in (1.0, -1.0):
                 y = list(x)
-                y[k] = float(min(y[k] * np.exp(sign * step), 1.0 if k in (1, 2) else np.inf))
-                y[k] = max(y[k], floor[k])
+                y[k] = max(float(min(y[k] * np.exp(sign * step), hi)), lo)
                 if y[k] == x[k]:
                     continue
-                err = loss((y[0], y[1], y[2], y[3]))
+                err = loss(y)
                 if err < best:
                     best, x, moved = err, y, True
                     break
@@ -244,8 +256,7 @@ def refine_by_replay(
             step /= 2
             if step < 0.02:
                 break
-    coef = replace(start, overhead_s=x[0], mfu=x[1], mbu=x[2], decode_token_s=x[3])
-    return coef, best
+    return coef_of(x), best
 
 
 def _ms(v: float) -> str:

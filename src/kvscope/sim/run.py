@@ -392,7 +392,12 @@ def engine_for(
         if spec is not None:
             cost.drafter = drafter_cost(spec, cfg, terms, coef)
     engine = Engine(
-        sched, cost, mode=cfg.mode, sample_interval_s=cfg.sample_interval_s, on_progress=progress
+        sched,
+        cost,
+        mode=cfg.mode,
+        sample_interval_s=cfg.sample_interval_s,
+        on_progress=progress,
+        request_s=coef.request_s,
     )
     return engine, alloc, coef
 
