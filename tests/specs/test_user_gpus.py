@@ -67,6 +67,8 @@ def test_adds_a_gpu_and_overrides_one_field_of_another(tmp_path: Path) -> None:
         ("  - name: H100\n    bf16_dense_tflops: 0\n", "bf16_dense_tflops must be > 0"),
         ("  - name: H100\n    memory_total_bytes: 1.5e9\n    pcie_gen: 4.5\n", "pcie_gen"),
         ("  - name: H100\n    gpu_hour_usd: 1e9\n", "gpu_hour_usd must be <= 1e+06"),
+        ("  - name: H100\n    gpus_per_node: 0\n", "gpus_per_node must be >= 1"),
+        ("  - name: H100\n    gpus_per_node: 1.5\n", "gpus_per_node"),
         ("  - name: H100\n    hbm_bandwith_gbps: 3\n", "unknown field 'hbm_bandwith_gbps'"),
         ("  - name: H100\n    bf16_dense_tflops: yes\n", "must be a number"),
         ("  - name: H100\n    aliases: h1\n", "aliases must be a list"),

@@ -88,6 +88,12 @@ DSV4_MTP_BUFFER_ONLY_WITH_SPEC_SINCE = (0, 27, 0)
 #: NVLink custom all-reduce is off beyond two GPUs and only NCCL's buffers remain.
 #: Releases before 0.11 logged ~0.2-0.25 GiB at TP >= 2 whatever the link: V0 on
 #: 2x RTX 4090 0.25 GiB (vllm#13061), 4x 24 GB cards 0.20 GiB (vllm PR #14447 logs).
+#: A group that spans nodes has no custom all-reduce either: ``ParallelConfig`` sets
+#: ``disable_custom_all_reduce`` when ``nnodes > 1`` (vllm/config/parallel.py, 0.11.1-0.23.0)
+#: and ``CustomAllreduce`` refuses a group that "spans across nodes"
+#: (vllm/distributed/device_communicators/custom_all_reduce.py), so NCCL's buffers remain, as
+#: on more than two PCIe GPUs (a 2x DGX Spark TP2 log: "disable_custom_all_reduce=True",
+#: "Using ['PYNCCL'] all-reduce backends").
 NON_TORCH_GIB = {"tp1": 0.25, "tp_custom_ar": 2.1, "tp_old": 0.25, "tp_pcie": 0.25, "pp_only": 0.07}
 
 #: CUDA-graph memory estimate on one GPU, GiB = base + per_layer x layers (+ moe): a least-
@@ -319,6 +325,8 @@ def non_torch_bytes(gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int]) -> 
     """Estimated non-torch memory growth on one GPU (see :data:`NON_TORCH_GIB`)."""
     if par.tp > 1 and v < (0, 11, 0):
         gib = NON_TORCH_GIB["tp_old"]
+    elif par.tp > 1 and gpu.spans_nodes(par.tp * par.pp):
+        gib = NON_TORCH_GIB["tp_pcie"]  # no custom all-reduce across nodes: NCCL only
     elif par.tp > 2 and gpu.nvlink_bandwidth <= 0:
         gib = NON_TORCH_GIB["tp_pcie"]  # custom all-reduce needs NVLink beyond two GPUs
     elif par.tp > 1:

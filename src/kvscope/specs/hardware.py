@@ -65,6 +65,13 @@ class GPUSpec:
     origin: str = ""
     #: USD per GPU-hour a user GPU file gives for this GPU (``gpu_hour_usd``), else None.
     gpu_hour_usd: float | None = None
+    #: GPUs one system holds where the product is one whole machine (DGX Spark: one GB10),
+    #: so any larger tensor/pipeline group spans nodes; None where systems vary.
+    gpus_per_node: int | None = None
+
+    def spans_nodes(self, gpus: int) -> bool:
+        """Whether ``gpus`` GPUs of this kind need more than one node (False if unknown)."""
+        return self.gpus_per_node is not None and gpus > self.gpus_per_node
 
     @property
     def memory_gib(self) -> float:
@@ -121,6 +128,7 @@ def _from_entry(e: dict[str, Any], origin: str = "") -> GPUSpec:
         notes=str(e.get("notes") or ""),
         origin=origin,
         gpu_hour_usd=None if usd is None else float(usd),
+        gpus_per_node=None if e.get("gpus_per_node") is None else int(e["gpus_per_node"]),
     )
 
 

@@ -59,6 +59,7 @@ _NUMBERS: dict[str, tuple[float, float, bool, bool, bool]] = {
     "pcie_gen": (0, 10, False, True, True),
     "tdp_w": (0, 1e5, False, False, True),
     "gpu_hour_usd": (0, MAX_GPU_HOUR_USD, True, False, True),
+    "gpus_per_node": (1, 1024, False, True, True),
 }
 _TEXTS = (
     "name",
