@@ -48,7 +48,10 @@ KNOWN_OFF = {
     # 1.27 GiB of non-torch memory; the same host, release and model with the AOT compile
     # cache warm logged 0.44 GiB and 0.11 GiB (row lab4090-qwen3-8b-blocks1024-0.29, same
     # day). The planner has no notion of a cold compile; the block arithmetic is exact
-    # (KV-from-available: 129,312 tokens as logged).
+    # (KV-from-available: 129,312 tokens as logged). Not the token budget: the cold start at
+    # 4,096 tokens of the same day (kv_server_normal_20260923-185707.log) logged 1.28 GiB of
+    # peak but 0.11 GiB of non-torch memory, and 0.29's profile at 512 tokens holds 8 rows
+    # of logits (V2 runner ``_dummy_run``: min(tokens, max_num_seqs) requests).
     "lab4090-qwen3-8b-mnbt512-0.29": "kv_tokens",
 }
 

@@ -145,6 +145,21 @@ def test_kimi_k2_thinking_recipe_on_vllm_0111_sorts_the_vocabulary() -> None:
     assert flashinfer > 46.80 * 1.07
 
 
+def test_minimax_m25_fp8_tp4_on_vllm_0151_sorts_the_vocabulary() -> None:
+    # voipmonitor/rtx6kpro models/minimax-m25.md, 4x RTX PRO 6000 at vLLM's defaults:
+    # "Available KV cache memory: 23.62 GiB", 399,424 tokens. The start is of 2026-02-13 from
+    # `uv pip install vllm`, PyPI's 0.15.1: its profiling sampler sorts 1,024 x 200,064 fp32
+    # logits (topk_topp_sampler.py of the 0.15.1 wheel), 7.3 GiB a rank. The Triton top-k /
+    # top-p kernel of 0.17 would leave 4.6 GiB too much for KV (+19.6 % tokens).
+    case = {c.id: c for c in load_cases()}["rtx6kpro-minimax-m25-fp8-tp4"]
+    assert case.row["version"] == "0.15.1"
+    plan = case.plan()
+    assert plan.kv_cache_gib == pytest.approx(23.62, rel=0.01)
+    assert plan.kv_tokens == pytest.approx(399_424, rel=0.01)
+    triton = Case({**case.row, "version": "0.17.0"}).plan()
+    assert triton.kv_cache_gib > 23.62 + 4.0
+
+
 def test_logged_tokens_rule_by_version() -> None:
     # Not block-aligned max_model_len: >= 0.21 logs int(concurrency x L), earlier blocks x 16.
     old = plan_memory(LLAMA, H100, Parallelism(), vllm("0.19.0", max_model_len=10_001))
