@@ -109,6 +109,26 @@ def test_dspark_start_report_follows_from_its_scraped_block_count() -> None:
     assert old.max_concurrency > 6.5
 
 
+def test_gh51041_lengths_follow_from_the_start_up_check() -> None:
+    # vllm#51041 (vLLM 0.26.0, 2x H20, MTP): the 0731 start's max_model_len 121,344 is the
+    # longest length the start-up check (_max_memory_usage_bytes_from_groups, 16,384 tokens
+    # in flight under async scheduling) admits with 7.01 GiB, the preview start's logged pool:
+    # it fits with the upper rounding bound and the next token does not with the lower one.
+    # Under 0.25.0 (8,192 in flight) the same memory would admit about 970,000 tokens.
+    row = CASES["gh51041-2xh20-v4flash0731-mtp-0.26"].row
+
+    def fits(length: int, gib: float, version: str = "0.26.0") -> bool:
+        case = Case({**row, "max_model_len": str(length), "version": version})
+        return case.plan(kv_cache_memory_bytes=int(gib * GIB)).fits
+
+    assert fits(121_344, 7.015)
+    assert not fits(121_345, 7.005)
+    assert fits(960_000, 7.005, "0.25.0")
+    # and 0.26.0 would have refused the preview's logged 912,128 at 7.01 GiB (10.04 needed)
+    preview = CASES["gh51041-2xh20-v4flash-mtp-0.26"]
+    assert not preview.plan(kv_cache_memory_bytes=int(7.015 * GIB)).fits
+
+
 def test_gh200_refusal_reproduces_the_logged_need() -> None:
     # vllm#44376: "6.66 GiB KV cache is needed, which is larger than the available KV cache
     # memory (5.44 GiB)" for max_model_len 30000, LLM() on 2x GH200 (T = 16384).
