@@ -21,7 +21,7 @@ from kvscope.plan.vllm_budget import dsv4_buffer_bytes, in_flight_tokens
 from kvscope.specs.hardware import GIB
 from kvscope.specs.registry import load_model
 
-from .log_cases import DATA, load_cases
+from .log_cases import DATA, Case, load_cases
 
 CASES = {c.id: c for c in load_cases()}
 DEEPSEEK_CSV = DATA / "engine_logs_deepseek.csv"
@@ -90,6 +90,43 @@ def test_logged_tokens_follow_from_logged_available_memory(case_id: str) -> None
     logged_conc = case.num("max_concurrency")
     if logged_conc is not None:
         assert round(low.max_concurrency, 2) <= logged_conc <= round(high.max_concurrency, 2)
+
+
+def test_dspark_start_report_follows_from_its_scraped_block_count() -> None:
+    # tant2tls/Deepseek-serving at ae9b27e, reports/v41-vs-0731/data/v4-0731/concurrency/
+    # dspark-fixed-k5/isl16384_osl256_c1/repeat-1/telemetry/metrics_before.prom: the 0.30.1
+    # DSpark k=5 server's vllm:cache_config_info reads num_gpu_blocks="45821",
+    # kv_cache_max_concurrency="5.946145860368544", kv_cache_size_tokens="1558746". From
+    # that block count the planner's layout (stages in the window bucket, 0.29+ packed
+    # groups, unweighted report, 16,384 tokens in flight) gives both figures exactly, so
+    # the row's 5.8 % is the pool's memory (2,649 blocks, ~2.5 GiB a rank), not its layout.
+    case = CASES["tant2tls-v4flash0731-h100-tp8-0.30-dspark5"]
+    plan = Case({**case.row, "num_gpu_blocks_override": "45821"}).plan()
+    assert plan.kv_tokens == 1_558_746
+    assert plan.max_concurrency == pytest.approx(5.946145860368544, rel=1e-12)
+    # the 0.26 report (page-weighted window groups) would have read 6.57x from those blocks
+    old = Case({**case.row, "num_gpu_blocks_override": "45821", "version": "0.26.0"}).plan()
+    assert old.max_concurrency > 6.5
+
+
+def test_gh51041_lengths_follow_from_the_start_up_check() -> None:
+    # vllm#51041 (vLLM 0.26.0, 2x H20, MTP): the 0731 start's max_model_len 121,344 is the
+    # longest length the start-up check (_max_memory_usage_bytes_from_groups, 16,384 tokens
+    # in flight under async scheduling) admits with 7.01 GiB, the preview start's logged pool:
+    # it fits with the upper rounding bound and the next token does not with the lower one.
+    # Under 0.25.0 (8,192 in flight) the same memory would admit about 970,000 tokens.
+    row = CASES["gh51041-2xh20-v4flash0731-mtp-0.26"].row
+
+    def fits(length: int, gib: float, version: str = "0.26.0") -> bool:
+        case = Case({**row, "max_model_len": str(length), "version": version})
+        return case.plan(kv_cache_memory_bytes=int(gib * GIB)).fits
+
+    assert fits(121_344, 7.015)
+    assert not fits(121_345, 7.005)
+    assert fits(960_000, 7.005, "0.25.0")
+    # and 0.26.0 would have refused the preview's logged 912,128 at 7.01 GiB (10.04 needed)
+    preview = CASES["gh51041-2xh20-v4flash-mtp-0.26"]
+    assert not preview.plan(kv_cache_memory_bytes=int(7.015 * GIB)).fits
 
 
 def test_gh200_refusal_reproduces_the_logged_need() -> None:
