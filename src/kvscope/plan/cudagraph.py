@@ -8,7 +8,10 @@ from 0.29.0, capped by ``max_num_batched_tokens``; the sizes are 1, 2, 4, then e
 256, then every 16 up to the cap, plus ``max_num_batched_tokens`` when it is below the cap.
 With drafting, the V1 runner rounds every size up to a multiple of ``1 + k``
 (``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode``), and from 0.29.0 the decode
-sizes ``n x (1 + k)`` for the request-count grid up to ``max_num_seqs`` join the list.
+sizes ``n x (1 + k)`` for the request-count grid up to ``max_num_seqs`` join the list. The V2
+runner (vllm/v1/worker/gpu/cudagraph_utils.py, 0.29.0) keeps the PIECEWISE list unrounded and
+rounds only its FULL decode sizes; kvscope follows the V1 runner (the counts differ only with
+drafting).
 
 ``CudagraphDispatcher.initialize_cudagraph_keys`` (vllm/v1/cudagraph_dispatcher.py, 0.20.0 and
 0.25.0) then keys one PIECEWISE graph per size and, under the default ``FULL_AND_PIECEWISE``,
