@@ -111,7 +111,11 @@ class Case:
         value = self.num(key)
         return None if value is None else int(value)
 
-    def plan(self, kv_cache_memory_bytes: int | None = None) -> MemoryPlan:
+    def plan(
+        self,
+        kv_cache_memory_bytes: int | None = None,
+        max_cudagraph_capture_size: int | None = None,
+    ) -> MemoryPlan:
         r = self.row
         if kv_cache_memory_bytes is None:
             kv_cache_memory_bytes = self.opt_int("kv_cache_memory_bytes")
@@ -145,6 +149,7 @@ class Case:
             num_gpu_blocks_override=self.opt_int("num_gpu_blocks_override"),
             decode_context_parallel_size=self.opt_int("decode_context_parallel_size") or 1,
             mm_encoder_tp_mode=r.get("mm_encoder_tp_mode", "") or "weights",
+            max_cudagraph_capture_size=max_cudagraph_capture_size,
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

@@ -22,6 +22,14 @@ CudagraphMemory = Annotated[
         help="Subtract vLLM's CUDA-graph estimate (default: by version, >= 0.20 does).",
     ),
 ]
+MaxCudagraphCaptureSize = Annotated[
+    int | None,
+    typer.Option(
+        "--max-cudagraph-capture-size",
+        help="vLLM: largest batch (tokens) captured as a CUDA graph; the graph estimate then "
+        "follows the graphs captured [default: min(max-num-seqs x (1 + spec tokens) x 2, 512)].",
+    ),
+]
 FlashinferSampler = Annotated[
     bool | None,
     typer.Option(

@@ -19,6 +19,7 @@ from kvscope.cli.engine_options import (
     FlashinferSampler,
     FlopsEfficiency,
     HbmEfficiency,
+    MaxCudagraphCaptureSize,
     MmEncoderTpMode,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
@@ -138,6 +139,7 @@ def plan(
     async_scheduling: AsyncScheduling = None,
     enforce_eager: EnforceEager = False,
     cudagraph_memory: CudagraphMemory = None,
+    max_cudagraph_capture_size: MaxCudagraphCaptureSize = None,
     flashinfer_sampler: FlashinferSampler = None,
     decode_context_parallel_size: DecodeContextParallelSize = 1,
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
@@ -261,6 +263,7 @@ def plan(
         kv_cache_dtype=kv_cache_dtype,
         enforce_eager=enforce_eager,
         cudagraph_memory=cudagraph_memory,
+        max_cudagraph_capture_size=max_cudagraph_capture_size,
         flashinfer_sampler=flashinfer_sampler,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
         speculative=speculative,

@@ -207,6 +207,9 @@ class EngineConfig:
         cudagraph_memory: subtract the CUDA-graph estimate from the KV budget: ``None`` = the
             version's default (vLLM >= 0.20 subtracts, earlier ones only log it), True/False
             forces it (vLLM env ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``).
+        max_cudagraph_capture_size: vLLM ``--max-cudagraph-capture-size``: the largest batch
+            (tokens) captured as a CUDA graph. Given, the graph estimate follows the number of
+            graphs captured (:mod:`kvscope.plan.cudagraph`); ``None`` keeps the H100 fit.
         num_gpu_blocks_override: ``--num-gpu-blocks-override``.
         kv_cache_memory_bytes: vLLM ``--kv-cache-memory-bytes`` (replaces the budget).
         indexer_dtype: DeepSeek V3.2/V4 indexer key cache, ``fp8`` or ``fp4``.
@@ -239,6 +242,7 @@ class EngineConfig:
     enforce_eager: bool = False
     async_scheduling: bool | None = None
     cudagraph_memory: bool | None = None
+    max_cudagraph_capture_size: int | None = None
     num_gpu_blocks_override: int | None = None
     kv_cache_memory_bytes: int | None = None
     indexer_dtype: str = "fp8"
@@ -270,6 +274,9 @@ class EngineConfig:
                 count(value, f"--{name.replace('_', '-')}", low=1, high=MAX_TOKENS)
         if self.block_size is not None and self.engine == "vllm":
             _check_vllm_block_size(int(self.block_size))
+        if self.max_cudagraph_capture_size is not None:
+            count(self.max_cudagraph_capture_size, "--max-cudagraph-capture-size", low=1,
+                  high=MAX_TOKENS)  # fmt: skip
         if self.num_gpu_blocks_override is not None:
             count(self.num_gpu_blocks_override, "--num-gpu-blocks-override", low=1)
         if self.kv_cache_memory_bytes is not None:
@@ -299,6 +306,7 @@ class EngineConfig:
                 "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
                 "num_gpu_blocks_override": "--num-gpu-blocks-override",
                 "cudagraph_memory": "--cudagraph-memory/--no-cudagraph-memory",
+                "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
                 "flashinfer_sampler": "--flashinfer-sampler/--no-flashinfer-sampler",
             }
             if self.decode_context_parallel_size > 1:

@@ -40,6 +40,11 @@ from dataclasses import dataclass
 from kvscope.plan._cache import attention_kinds, is_moe
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.cudagraph import (
+    FIT_GRAPH_UNITS,
+    estimate_bytes,
+    graph_units,
+)
 from kvscope.plan.kv_layout import KVLayout, vllm_layout
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
@@ -95,14 +100,6 @@ DSV4_MTP_BUFFER_ONLY_WITH_SPEC_SINCE = (0, 27, 0)
 #: on more than two PCIe GPUs (a 2x DGX Spark TP2 log: "disable_custom_all_reduce=True",
 #: "Using ['PYNCCL'] all-reduce backends").
 NON_TORCH_GIB = {"tp1": 0.25, "tp_custom_ar": 2.1, "tp_old": 0.25, "tp_pcie": 0.25, "pp_only": 0.07}
-
-#: CUDA-graph memory estimate on one GPU, GiB = base + per_layer x layers (+ moe): a least-
-#: squares fit to 18 "Estimated CUDA graph memory" lines of vLLM 0.19 on H100 for dense
-#: models of 8-80 layers (mean absolute error 0.14 GiB), plus the mean excess of six MoE
-#: rows (jgchn/llm-d-planner results_raw.csv, column cuda_graph_estimated_gib). The same
-#: estimator (PR #30515) is what 0.20+ subtracts. Issues #45178/#45197 report cases where it
-#: runs far higher; ``EngineConfig.cudagraph_memory=False`` switches it off.
-CUDAGRAPH_GIB = {"base": 0.22, "per_layer": 0.018, "moe": 0.35}
 
 
 @dataclass(frozen=True)
@@ -361,6 +358,20 @@ def plan_ranks(
     else:
         requested = gpu.memory_bytes * defaults.gpu_memory_utilization
     attn_tp = par.tp
+    units = FIT_GRAPH_UNITS
+    if eng.max_cudagraph_capture_size is not None:
+        # An explicit cap: the estimate follows the graphs captured. At the default cap the
+        # fit stays; the rows that rule would move are in benchmarks/RESULTS.md ("Issue 17
+        # rows: CUDA-graph estimate by capture list").
+        spec = eng.speculative
+        units = graph_units(
+            defaults.max_num_seqs,
+            defaults.max_num_batched_tokens,
+            v,
+            spec.num_speculative_tokens if spec is not None else 0,
+            eng.max_cudagraph_capture_size,
+            gpu,
+        )
     out = []
     for w in stage_weights:
         last = w.pp_rank == par.pp - 1
@@ -374,8 +385,7 @@ def plan_ranks(
             moe_persistent=moe_scratch_persists(model, eng, gpu),
         )
         non_torch = non_torch_bytes(gpu, par, v)
-        graphs = CUDAGRAPH_GIB["base"] + CUDAGRAPH_GIB["per_layer"] * len(w.layers)
-        graphs = (graphs + (CUDAGRAPH_GIB["moe"] if is_moe(model) else 0.0)) * GIB
+        graphs = estimate_bytes(len(w.layers), is_moe(model), units)
         if eng.enforce_eager:
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
