@@ -158,6 +158,8 @@ def command_line(
         ]
         if is_fp8(kv):
             parts.append(f"--kv-cache-dtype {_kv_flag('sglang', 'fp8')}")
+        if eng.disable_custom_all_reduce:
+            parts.append("--disable-custom-all-reduce")
         return " ".join(parts)
     parts = ["vllm serve", model_id, f"--tensor-parallel-size {plan.tp}", *quant]
     if plan.pp > 1:
@@ -177,6 +179,8 @@ def command_line(
         parts.append("--kv-cache-dtype fp8")
     if eng.enforce_eager:
         parts.append("--enforce-eager")
+    if eng.disable_custom_all_reduce:
+        parts.append("--disable-custom-all-reduce")
     return " ".join(parts)
 
 
