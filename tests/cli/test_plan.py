@@ -74,6 +74,21 @@ def test_human_table_has_units() -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_disable_custom_all_reduce_leaves_nccl_buffers_and_is_repeated(engine: str) -> None:
+    args = ("--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--tp", "4")
+    args += ("--engine", engine, "--max-model-len", "8192", "--json")
+    on = run(*args)
+    off = run(*args, "--disable-custom-all-reduce")
+    assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
+    on_doc, off_doc = json.loads(on.stdout), json.loads(off.stdout)
+    assert off_doc["non_torch_gib"] < on_doc["non_torch_gib"] - 0.5
+    assert off_doc["kv_cache_gib"] > on_doc["kv_cache_gib"]
+    assert off_doc["advice"]["command"].endswith("--disable-custom-all-reduce")
+    assert "--disable-custom-all-reduce" not in on_doc["advice"]["command"]
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

@@ -54,6 +54,14 @@ MmEncoderTpMode = Annotated[
         "keeps it whole on every rank.",
     ),
 ]
+DisableCustomAllReduce = Annotated[
+    bool,
+    typer.Option(
+        "--disable-custom-all-reduce",
+        help="No custom all-reduce on the TP group (vLLM's and SGLang's flag): only NCCL's "
+        "buffers, so less memory outside the KV cache [default: off].",
+    ),
+]
 HbmEfficiency = Annotated[
     float,
     typer.Option("--hbm-efficiency", help="Achievable fraction of HBM bandwidth (kvscope option)."),

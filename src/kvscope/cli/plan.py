@@ -15,6 +15,7 @@ from kvscope.cli.cost_options import CostModelOpt, GpuHourPrice, GpuSpecFile, Pr
 from kvscope.cli.engine_options import (
     CudagraphMemory,
     DecodeContextParallelSize,
+    DisableCustomAllReduce,
     EnforceEager,
     FlashinferSampler,
     FlopsEfficiency,
@@ -143,6 +144,7 @@ def plan(
     flashinfer_sampler: FlashinferSampler = None,
     decode_context_parallel_size: DecodeContextParallelSize = 1,
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
+    disable_custom_all_reduce: DisableCustomAllReduce = False,
     context: int | None = typer.Option(
         None,
         "--context",
@@ -269,6 +271,7 @@ def plan(
         speculative=speculative,
         decode_context_parallel_size=decode_context_parallel_size,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
+        disable_custom_all_reduce=disable_custom_all_reduce,
     )
     from kvscope.plan.roofline import Efficiency
 

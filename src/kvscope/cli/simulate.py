@@ -16,7 +16,11 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
-from kvscope.cli.engine_options import DecodeContextParallelSize, MmEncoderTpMode
+from kvscope.cli.engine_options import (
+    DecodeContextParallelSize,
+    DisableCustomAllReduce,
+    MmEncoderTpMode,
+)
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.fleet_options import Autoscale, ClusterFile, Replicas, Router, RouterWeights
 from kvscope.cli.offload_options import KvOffloadOpt, KvOffloadStoreOpt, KvTiersOpt, offload_config
@@ -78,6 +82,7 @@ def simulate(
     async_scheduling: AsyncScheduling = None,
     decode_context_parallel_size: DecodeContextParallelSize = 1,
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
+    disable_custom_all_reduce: DisableCustomAllReduce = False,
     replicas: Replicas = None,
     router: Router = None,
     router_weights: RouterWeights = None,
@@ -291,6 +296,7 @@ def simulate(
         async_scheduling=async_scheduling,
         decode_context_parallel_size=decode_context_parallel_size,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
+        disable_custom_all_reduce=disable_custom_all_reduce,
         dtype=dtype,
         kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.dsv4_workspace import dsv4_profile_workspace
 from kvscope.plan.kv_layout import vllm_layout
 from kvscope.plan.memory import MemoryPlan, plan_memory
 from kvscope.plan.vllm_budget import REPORT_COUNTS_BLOCKS_SINCE
@@ -101,12 +102,22 @@ def largest_max_model_len(
     ]
     in_flight = plan.in_flight_tokens or plan.max_num_batched_tokens
     by_bytes = eng.version < REPORT_COUNTS_BLOCKS_SINCE
-    avail = min(r.kv_cache_gib for r in plan.ranks) * GIB
+    # DeepSeek V4's profiling workspace grows with max_model_len, so its budget is re-planned
+    # at each length tried (kvscope.plan.dsv4_workspace).
+    grows = dsv4_profile_workspace(model, eng, 1, 1) is not None
+
+    def budget(length: int) -> tuple[int, float]:
+        p = plan
+        if grows:
+            p = plan_memory(model, gpu, par, dataclasses.replace(eng, max_model_len=length))
+        return p.num_gpu_blocks, min(r.kv_cache_gib for r in p.ranks) * GIB
+
     lo, hi = 0, model.max_position_embeddings
     while lo < hi:
         mid = (lo + hi + 1) // 2
+        blocks, avail = budget(mid)
         if all(
-            lay.reported_blocks_per_request(mid, in_flight, by_bytes) <= plan.num_gpu_blocks
+            lay.reported_blocks_per_request(mid, in_flight, by_bytes) <= blocks
             and lay.request_bytes(mid, in_flight) <= avail
             for lay in layouts
         ):
@@ -158,6 +169,8 @@ def command_line(
         ]
         if is_fp8(kv):
             parts.append(f"--kv-cache-dtype {_kv_flag('sglang', 'fp8')}")
+        if eng.disable_custom_all_reduce:
+            parts.append("--disable-custom-all-reduce")
         return " ".join(parts)
     parts = ["vllm serve", model_id, f"--tensor-parallel-size {plan.tp}", *quant]
     if plan.pp > 1:
@@ -177,6 +190,8 @@ def command_line(
         parts.append("--kv-cache-dtype fp8")
     if eng.enforce_eager:
         parts.append("--enforce-eager")
+    if eng.disable_custom_all_reduce:
+        parts.append("--disable-custom-all-reduce")
     return " ".join(parts)
 
 

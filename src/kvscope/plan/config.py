@@ -223,6 +223,9 @@ class EngineConfig:
         decode_context_parallel_size: vLLM ``--decode-context-parallel-size``: the TP ranks of
             a DCP group each keep 1/DCP of every request's tokens, so the same memory holds
             DCP times the tokens (the logged capacity and concurrency are multiplied by it).
+        disable_custom_all_reduce: ``--disable-custom-all-reduce`` (vLLM and SGLang): no
+            custom all-reduce buffers, NCCL's only (:mod:`kvscope.plan.vllm_collectives`,
+            :func:`kvscope.plan.sglang_budget.context_bytes`).
         mm_encoder_tp_mode: vLLM ``--mm-encoder-tp-mode``: ``weights`` (default) shards a
             vision-language model's encoder over the TP ranks, ``data`` keeps a full copy on
             every rank and splits the images instead
@@ -251,6 +254,7 @@ class EngineConfig:
     speculative: SpeculativeDecoding | None = None
     decode_context_parallel_size: int = 1
     mm_encoder_tp_mode: str = "weights"
+    disable_custom_all_reduce: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:

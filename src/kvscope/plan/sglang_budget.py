@@ -202,13 +202,18 @@ def rocm_wna16_index_bytes(
     return float(total)
 
 
-def context_bytes(gpu: GPUSpec, par: Parallelism) -> float:
-    """Estimated total - M0 on one GPU (see :data:`CONTEXT_GIB`, :data:`DIST_GIB`)."""
+def context_bytes(gpu: GPUSpec, par: Parallelism, custom_all_reduce_off: bool = False) -> float:
+    """Estimated total - M0 on one GPU (see :data:`CONTEXT_GIB`, :data:`DIST_GIB`).
+
+    ``custom_all_reduce_off``: SGLang's ``--disable-custom-all-reduce`` (``ServerArgs.
+    disable_custom_all_reduce``, srt/server_args.py of 0.5.12): the group keeps the figure
+    read where custom all-reduce cannot run (PCIe), NCCL's buffers only.
+    """
     newer = gpu.architecture.lower() in ("hopper", "blackwell")
     gib = CONTEXT_GIB["hopper_or_newer" if newer else "older"]
     group = par.tp * par.pp
     if group > 1:
-        if gpu.nvlink_bandwidth <= 0:
+        if gpu.nvlink_bandwidth <= 0 or (custom_all_reduce_off and par.tp > 1):
             gib += DIST_GIB["pcie"]
         else:
             gib += DIST_GIB["nvlink_8plus" if group >= 8 else "nvlink"]
@@ -309,7 +314,7 @@ def plan_ranks(
             "keep state in a separate mamba pool (max_mamba_cache_size) kvscope does not size.",
             "Plan it for vLLM (--engine vllm), or pass --kv-cache-memory-bytes.",
         )
-    m0 = gpu.memory_bytes - context_bytes(gpu, par)
+    m0 = gpu.memory_bytes - context_bytes(gpu, par, eng.disable_custom_all_reduce)
     attn_tp = par.attn_tp
     dsv4 = model.is_deepseek_v4
     old = eng.version <= DSV4_OLD_FORMULA_UNTIL

@@ -40,12 +40,17 @@ from dataclasses import dataclass
 from kvscope.plan._cache import attention_kinds, is_moe
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
+<<<<<<< HEAD
 from kvscope.plan.cudagraph import (
     FIT_GRAPH_UNITS,
     estimate_bytes,
     graph_units,
 )
+=======
+from kvscope.plan.dsv4_workspace import dsv4_profile_workspace, with_profile_workspace
+>>>>>>> h17-car
 from kvscope.plan.kv_layout import KVLayout, vllm_layout
+from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.dtypes import element_bytes
@@ -86,20 +91,7 @@ IN_FLIGHT_TOKENS_SINCE = (0, 26, 0)
 #: nvidia/model.py of the 0.26.0 and 0.27.0 wheels).
 DSV4_MTP_BUFFER_ONLY_WITH_SPEC_SINCE = (0, 27, 0)
 
-#: Non-torch memory grown during start-up (NCCL, custom all-reduce, cuBLAS workspaces), GiB.
-#: Read from 0.19 H100 logs: ~0.25 at TP1, 2.06-2.21 at TP >= 2 over NVLink (custom
-#: all-reduce and symmetric-memory buffers), 0.07 for the first stage of PP2/PP4 with TP1
-#: (llm-d-planner results_raw.csv; vLLM ``Worker.determine_available_memory``). Without
-#: NVLink custom all-reduce is off beyond two GPUs and only NCCL's buffers remain.
-#: Releases before 0.11 logged ~0.2-0.25 GiB at TP >= 2 whatever the link: V0 on
-#: 2x RTX 4090 0.25 GiB (vllm#13061), 4x 24 GB cards 0.20 GiB (vllm PR #14447 logs).
-#: A group that spans nodes has no custom all-reduce either: ``ParallelConfig`` sets
-#: ``disable_custom_all_reduce`` when ``nnodes > 1`` (vllm/config/parallel.py, 0.11.1-0.23.0)
-#: and ``CustomAllreduce`` refuses a group that "spans across nodes"
-#: (vllm/distributed/device_communicators/custom_all_reduce.py), so NCCL's buffers remain, as
-#: on more than two PCIe GPUs (a 2x DGX Spark TP2 log: "disable_custom_all_reduce=True",
-#: "Using ['PYNCCL'] all-reduce backends").
-NON_TORCH_GIB = {"tp1": 0.25, "tp_custom_ar": 2.1, "tp_old": 0.25, "tp_pcie": 0.25, "pp_only": 0.07}
+#: Non-torch memory (NCCL, custom all-reduce): :mod:`kvscope.plan.vllm_collectives`.
 
 
 @dataclass(frozen=True)
@@ -318,21 +310,6 @@ def logged_activation(rank: VllmRank, defaults: VllmDefaults, v: tuple[int, int,
     return rank.activation + (rank.cudagraph if holds_graphs else 0.0)
 
 
-def non_torch_bytes(gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int]) -> float:
-    """Estimated non-torch memory growth on one GPU (see :data:`NON_TORCH_GIB`)."""
-    if par.tp > 1 and v < (0, 11, 0):
-        gib = NON_TORCH_GIB["tp_old"]
-    elif par.tp > 1 and gpu.spans_nodes(par.tp * par.pp):
-        gib = NON_TORCH_GIB["tp_pcie"]  # no custom all-reduce across nodes: NCCL only
-    elif par.tp > 2 and gpu.nvlink_bandwidth <= 0:
-        gib = NON_TORCH_GIB["tp_pcie"]  # custom all-reduce needs NVLink beyond two GPUs
-    elif par.tp > 1:
-        gib = NON_TORCH_GIB["tp_custom_ar"]
-    else:
-        gib = NON_TORCH_GIB["tp1"] + (NON_TORCH_GIB["pp_only"] if par.pp > 1 else 0.0)
-    return gib * GIB
-
-
 def plan_ranks(
     model: ModelSpec,
     gpu: GPUSpec,
@@ -384,8 +361,19 @@ def plan_ranks(
             sampler_fp32_copies=sampler_fp32_copies(eng),
             moe_persistent=moe_scratch_persists(model, eng, gpu),
         )
+<<<<<<< HEAD
         non_torch = non_torch_bytes(gpu, par, v)
         graphs = estimate_bytes(len(w.layers), is_moe(model), units)
+=======
+        ws = dsv4_profile_workspace(
+            model, eng, defaults.max_model_len, defaults.max_num_batched_tokens
+        )
+        if ws is not None:
+            act = with_profile_workspace(act, ws)
+        non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
+        graphs = CUDAGRAPH_GIB["base"] + CUDAGRAPH_GIB["per_layer"] * len(w.layers)
+        graphs = (graphs + (CUDAGRAPH_GIB["moe"] if is_moe(model) else 0.0)) * GIB
+>>>>>>> h17-car
         if eng.enforce_eager:
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)

@@ -76,6 +76,7 @@ def replica_pools(
             async_scheduling=cfg.async_scheduling,
             decode_context_parallel_size=cfg.decode_context_parallel_size,
             mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
+            disable_custom_all_reduce=cfg.disable_custom_all_reduce,
             speculative=speculative,
         ),
     )

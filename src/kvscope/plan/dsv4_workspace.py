@@ -1,0 +1,114 @@
+"""DeepSeek V4's share of vLLM's profiling pass: the worker's shared workspace and the indexer's
+transient logits tensor, bytes on one GPU, growing with ``max_model_len``.
+
+vLLM keeps one workspace buffer per worker (``WorkspaceManager``, vllm/v1/worker/workspace.py),
+grown to the largest ``get_simultaneous`` request (each view rounded up to 256 B) and shared
+with the fused-MoE modular kernel, so after the profiling pass it holds the largest of:
+
+- the sparse indexer's K-gather (``sparse_attn_indexer`` with no attention metadata,
+  vllm/model_executor/layers/sparse_attn_indexer.py): ``get_max_prefill_buffer_size`` // the
+  compress ratio rows, i.e. 40 x ``max_model_len`` // 4 on V4's CSA layers
+  (vllm/v1/attention/backends/mla/indexer.py; the indexer in vllm/models/deepseek_v4/
+  attention.py), of ``index_head_dim`` fp8 bytes plus 4 scale bytes (an fp4 indexer cache:
+  ``index_head_dim`` / 2 + ``index_head_dim`` / 32), plus the radix top-k's 1 MiB;
+- the compressed layers' bf16 gather (``DeepseekV4FlashMLAAttention``, vllm/models/
+  deepseek_v4/nvidia/flashmla.py; model_executor/layers/deepseek_v4_attention.py in 0.20.0):
+  ``PREFILL_CHUNK_SIZE`` (4) x (cdiv(L, ratio) + window + T) x ``head_dim`` bf16 at the
+  smallest ratio, from 0.27.0 with two int32 top-k arrays of T x round_up(index_topk + window,
+  128) and T;
+- the MoE scratch the planner already keeps (:mod:`kvscope.plan.activation`).
+
+The indexer also allocates a ``VLLM_SPARSE_INDEXER_MAX_LOGITS_MB`` tensor (512 MiB by
+default, vllm/envs.py) that lives while the layer runs, from 0.20.0 (absent in 0.15.0).
+Read in the vLLM wheels 0.20.0, 0.22.0, 0.23.0, 0.25.0, 0.26.0, 0.27.0 and 0.31.0; 0.20.0 is
+the first wheel holding DeepSeek V4. DeepSeek V3.2 runs the same indexer reservation at
+40 x ``max_model_len`` rows beside its FlashMLA-sparse workspace; it is not modelled here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kvscope.plan.activation import ActivationPeak
+from kvscope.plan.config import EngineConfig
+from kvscope.specs.model import ModelSpec
+
+#: First wheel with DeepSeek V4 and the indexer's logits reservation.
+DSV4_WORKSPACE_SINCE = (0, 20, 0)
+#: First release whose V4 gather reservation adds the combined top-k arrays.
+TOPK_ARRAYS_SINCE = (0, 27, 0)
+#: ``get_max_prefill_buffer_size`` = max_model_len x 40 (vllm/v1/attention/backends/mla/indexer.py)
+PREFILL_BUFFER_PER_TOKEN = 40
+#: ``RADIX_TOPK_WORKSPACE_SIZE`` (sparse_attn_indexer.py), bytes.
+RADIX_TOPK_BYTES = 1 << 20
+#: ``VLLM_SPARSE_INDEXER_MAX_LOGITS_MB`` default, bytes.
+MAX_LOGITS_BYTES = 512 << 20
+#: ``DeepseekV4MLAAttention.PREFILL_CHUNK_SIZE``.
+PREFILL_CHUNK_SIZE = 4
+#: ``WorkspaceManager.get_simultaneous`` aligns each view to this many bytes.
+ALIGN = 256
+MXFP4_BLOCK = 32
+
+
+@dataclass(frozen=True)
+class ProfileWorkspace:
+    """V4's terms of the profiling pass on one GPU, bytes."""
+
+    indexer_gather: float
+    attention_gather: float
+    #: the indexer's transient logits tensor
+    logits: float
+
+    @property
+    def workspace(self) -> float:
+        """What the shared workspace must hold for V4's layers alone."""
+        return max(self.indexer_gather, self.attention_gather)
+
+
+def _aligned(*sizes: int) -> int:
+    return sum(-(-s // ALIGN) * ALIGN for s in sizes)
+
+
+def dsv4_profile_workspace(
+    model: ModelSpec, eng: EngineConfig, max_model_len: int, batched_tokens: int
+) -> ProfileWorkspace | None:
+    """V4's profiling workspace for ``max_model_len`` and ``batched_tokens`` (None when the
+    model is not DeepSeek V4 or the release has no such pass)."""
+    if not model.is_deepseek_v4 or eng.version < DSV4_WORKSPACE_SINCE:
+        return None
+    length, t = max_model_len, batched_tokens
+    indexer = 0
+    gather = 0
+    for layer in model.layers:
+        att = layer.attention
+        ratio = max(1, att.compress_ratio)
+        if att.kind == "dsv4_csa" and att.index_head_dim:
+            rows = PREFILL_BUFFER_PER_TOKEN * length // ratio
+            hd = att.index_head_dim
+            if eng.indexer_dtype == "fp4":
+                values, scales = rows * (hd // 2), rows * (hd // MXFP4_BLOCK)
+            else:
+                values, scales = rows * hd, rows * 4
+            indexer = max(indexer, _aligned(values, scales, RADIX_TOPK_BYTES))
+        compressed = -(-length // ratio) if ratio > 1 else 0
+        window = att.window or 0
+        rows_m = compressed + window + t
+        sizes = [PREFILL_CHUNK_SIZE * rows_m * att.head_dim * 2]
+        if eng.version >= TOPK_ARRAYS_SINCE:
+            top_k = model.index_topk if ratio > 1 else 0
+            combined = -(-(top_k + window) // 128) * 128
+            sizes += [t * combined * 4, t * 4]
+        gather = max(gather, _aligned(*sizes))
+    return ProfileWorkspace(float(indexer), float(gather), float(MAX_LOGITS_BYTES))
+
+
+def with_profile_workspace(act: ActivationPeak, ws: ProfileWorkspace) -> ActivationPeak:
+    """``act`` with V4's terms: the shared workspace holds the larger of the MoE scratch and
+    V4's gathers for the whole pass, and the indexer layer's logits tensor stands beside the
+    layer's hidden state and residual (it is freed when the layer returns)."""
+    return replace(
+        act,
+        attention=max(act.attention, ws.logits),
+        moe_workspace=max(act.moe_workspace, ws.workspace),
+        moe_persistent=True,
+    )

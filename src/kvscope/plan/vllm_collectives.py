@@ -1,0 +1,82 @@
+"""Whether vLLM's custom all-reduce runs on a tensor-parallel group, and the non-torch memory
+that start-up then grows on one GPU (NCCL, custom all-reduce, cuBLAS workspaces), bytes.
+
+The rule, by release (vLLM wheels 0.10.2, 0.11.1, 0.12.0, 0.15.0, 0.20.0, 0.22.0, 0.23.0,
+0.25.0, 0.26.0, 0.27.0, 0.31.0):
+
+- ``--disable-custom-all-reduce`` (``ParallelConfig.disable_custom_all_reduce``) turns it off;
+  the worker passes ``not disable_custom_all_reduce`` to ``set_custom_all_reduce``
+  (vllm/v1/worker/gpu_worker.py), and ``CudaCommunicator`` builds no ``CustomAllreduce``.
+- ``ParallelConfig._verify_args`` (vllm/config/parallel.py) also sets it where
+  ``current_platform.use_custom_allreduce()`` is False: ROCm builds keep it only on gfx94x /
+  gfx95x (MI300-series and MI350-series, CDNA 3 / CDNA 4; vllm/platforms/rocm.py), CUDA keeps
+  it. Up to 0.26.0 the same method sets it when ``nnodes > 1``; 0.27.0 drops that line and
+  lets ``CustomAllreduce`` run a multi-node group only over MNNVL multicast, else "Custom
+  collectives are disabled because this multi-node group does not support MNNVL multicast"
+  (vllm/distributed/device_communicators/custom_all_reduce.py of 0.27.0). No catalogue part
+  that spans nodes here (DGX Spark) has MNNVL, so a group across nodes has none in any release.
+- ``CustomAllreduce.__init__`` (custom_all_reduce.py) stays disabled for a world size outside
+  ``_SUPPORTED_WORLD_SIZES`` ([2, 4, 6, 8] up to 0.26.0, [2, 4, 6, 8, 16] from 0.27.0) and for
+  more than two GPUs that are not fully connected (PCIe only). Its P2P probe is not decidable
+  from the planner's inputs and is not modelled.
+
+Figures, GiB (``Worker.determine_available_memory``'s non-torch growth): ~0.25 at TP1; 2.06-2.21
+at TP >= 2 with custom all-reduce over NVLink (custom all-reduce and symmetric-memory
+buffers), 0.07 more for the first stage of PP2/PP4 with TP1 (jgchn/llm-d-planner
+results_raw.csv, vLLM 0.19 on H100). Where custom all-reduce is off only NCCL's buffers
+remain: 0.25 (more than two PCIe GPUs; a 2x DGX Spark TP2 log, "disable_custom_all_reduce=True",
+"Using ['PYNCCL'] all-reduce backends"). Releases before 0.11 logged ~0.2-0.25 at TP >= 2
+whatever the link: V0 on 2x RTX 4090 0.25 (vllm#13061), 4x 24 GB cards 0.20 (vllm PR #14447).
+The NCCL-only figure was read on PCIe and across nodes; over NVSwitch NCCL may keep more (its
+NVLS buffers), which no log here measures.
+"""
+
+from __future__ import annotations
+
+from kvscope.plan.config import Parallelism
+from kvscope.specs.hardware import GIB, GPUSpec
+
+NON_TORCH_GIB = {"tp1": 0.25, "tp_custom_ar": 2.1, "tp_old": 0.25, "tp_pcie": 0.25, "pp_only": 0.07}
+
+#: ``CustomAllreduce._SUPPORTED_WORLD_SIZES`` (custom_all_reduce.py): 16 joins in 0.27.0.
+SUPPORTED_WORLD_SIZES = (2, 4, 6, 8)
+SUPPORTED_WORLD_SIZES_027 = (2, 4, 6, 8, 16)
+WORLD_SIZE_16_SINCE = (0, 27, 0)
+#: Releases before this one log NCCL-sized non-torch growth at every TP (see the module text).
+CUSTOM_AR_GROWTH_SINCE = (0, 11, 0)
+#: ROCm architectures whose platform keeps custom all-reduce (gfx94x, gfx95x).
+ROCM_CUSTOM_AR_ARCHS = ("CDNA 3", "CDNA 4")
+
+
+def custom_all_reduce_runs(
+    gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int], disabled: bool = False
+) -> bool:
+    """Whether vLLM release ``v`` builds a working custom all-reduce for ``par``'s TP group
+    (``disabled``: ``--disable-custom-all-reduce``)."""
+    tp = par.tp
+    if disabled or tp <= 1:
+        return False
+    if gpu.architecture.startswith("CDNA") and gpu.architecture not in ROCM_CUSTOM_AR_ARCHS:
+        return False  # ROCmPlatform.use_custom_allreduce: gfx94x / gfx95x only
+    if gpu.spans_nodes(tp * par.pp):
+        return False  # nnodes > 1 (<= 0.26); no MNNVL multicast on a catalogue part (0.27+)
+    sizes = SUPPORTED_WORLD_SIZES_027 if v >= WORLD_SIZE_16_SINCE else SUPPORTED_WORLD_SIZES
+    if tp not in sizes:
+        return False
+    # more than two GPUs must be fully connected (NVLink, or XGMI in the catalogue's field)
+    return not (tp > 2 and gpu.nvlink_bandwidth <= 0)
+
+
+def non_torch_bytes(
+    gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int], disable_custom_all_reduce: bool = False
+) -> float:
+    """Estimated non-torch memory growth on one GPU (see :data:`NON_TORCH_GIB`)."""
+    if par.tp > 1 and v < CUSTOM_AR_GROWTH_SINCE:
+        gib = NON_TORCH_GIB["tp_old"]
+    elif custom_all_reduce_runs(gpu, par, v, disable_custom_all_reduce):
+        gib = NON_TORCH_GIB["tp_custom_ar"]
+    elif par.tp > 1:
+        gib = NON_TORCH_GIB["tp_pcie"]  # custom all-reduce off: NCCL's buffers only
+    else:
+        gib = NON_TORCH_GIB["tp1"] + (NON_TORCH_GIB["pp_only"] if par.pp > 1 else 0.0)
+    return gib * GIB

@@ -1,0 +1,97 @@
+"""Where vLLM runs without custom all-reduce, and the NCCL-only non-torch memory that follows.
+
+Engine facts (vllm/config/parallel.py, vllm/platforms/rocm.py and vllm/distributed/
+device_communicators/custom_all_reduce.py of the 0.26.0 and 0.27.0 wheels) and the one public
+start that passed ``--disable-custom-all-reduce`` (2x RTX PRO 6000 over PCIe, vLLM 0.25.0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kvscope.plan.advice import command_line
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.memory import plan_memory
+from kvscope.plan.vllm_collectives import custom_all_reduce_runs
+from kvscope.specs.hardware import get_gpu
+from kvscope.specs.registry import load_model
+
+from .log_cases import Case, load_cases
+
+V026, V027 = (0, 26, 0), (0, 27, 0)
+#: "--disable-custom-all-reduce" in its docker-compose, "Using ['PYNCCL']" in its log.
+RTXPRO = "ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25"
+
+
+def test_the_flag_and_one_gpu_leave_no_custom_all_reduce() -> None:
+    h100 = get_gpu("H100")
+    assert custom_all_reduce_runs(h100, Parallelism(tp=8), V026)
+    assert not custom_all_reduce_runs(h100, Parallelism(tp=8), V026, disabled=True)
+    assert not custom_all_reduce_runs(h100, Parallelism(tp=1, pp=2), V026)
+
+
+def test_world_sizes_follow_the_release() -> None:
+    # _SUPPORTED_WORLD_SIZES: [2, 4, 6, 8] up to 0.26.0, [2, 4, 6, 8, 16] from 0.27.0
+    h100 = get_gpu("H100")
+    for tp in (3, 5, 7):
+        assert not custom_all_reduce_runs(h100, Parallelism(tp=tp), V027)
+    assert not custom_all_reduce_runs(h100, Parallelism(tp=16), V026)
+    assert custom_all_reduce_runs(h100, Parallelism(tp=16), V027)
+
+
+def test_pcie_only_gpus_keep_it_for_two_and_drop_it_beyond() -> None:
+    # "not supported on more than two PCIe-only GPUs"
+    l40s = get_gpu("L40S")
+    assert custom_all_reduce_runs(l40s, Parallelism(tp=2), V026)
+    assert not custom_all_reduce_runs(l40s, Parallelism(tp=4), V026)
+
+
+def test_rocm_keeps_it_only_on_mi300_and_mi350_parts() -> None:
+    # ROCmPlatform.use_custom_allreduce: gfx94x / gfx95x (CDNA 3 / CDNA 4)
+    mi300x = get_gpu("MI300X")
+    assert custom_all_reduce_runs(mi300x, Parallelism(tp=8), V026)
+    assert custom_all_reduce_runs(get_gpu("MI355X"), Parallelism(tp=8), V026)
+    mi250 = dataclasses.replace(mi300x, name="MI250X-128GB", architecture="CDNA 2")
+    assert not custom_all_reduce_runs(mi250, Parallelism(tp=8), V026)
+
+
+def test_groups_across_sparks_have_none_before_and_after_027() -> None:
+    # nnodes > 1 up to 0.26.0; from 0.27.0 only MNNVL multicast, which a DGX Spark lacks
+    spark = get_gpu("GB10")
+    assert not custom_all_reduce_runs(spark, Parallelism(tp=2), V026)
+    assert not custom_all_reduce_runs(spark, Parallelism(tp=2), V027)
+
+
+def test_the_flag_plans_the_nccl_only_figure_on_both_engines() -> None:
+    model = load_model("meta-llama/Llama-3.1-70B")
+    h100 = get_gpu("H100")
+    par = Parallelism(tp=4)
+    for engine in ("vllm", "sglang"):
+        base = EngineConfig(engine=engine, max_model_len=8192)
+        off = EngineConfig(engine=engine, max_model_len=8192, disable_custom_all_reduce=True)
+        on_plan, off_plan = plan_memory(model, h100, par, base), plan_memory(model, h100, par, off)
+        pcie = plan_memory(model, get_gpu("RTX PRO 6000"), par, base)  # no NVLink
+        assert off_plan.non_torch_gib == pytest.approx(pcie.non_torch_gib)
+        assert off_plan.non_torch_gib < on_plan.non_torch_gib - 0.5
+        assert off_plan.kv_cache_gib > on_plan.kv_cache_gib
+        command = command_line(model.name, off_plan, off, par)
+        assert command.endswith("--disable-custom-all-reduce")
+
+
+def test_the_rtx_pro_start_with_the_flag_keeps_nccl_sized_non_kv_memory() -> None:
+    # vLLM 0.25.0, 2x RTX PRO 6000 over PCIe, TP2 with --disable-custom-all-reduce: "Model
+    # loading took 75.64 GiB", "Estimated CUDA graph memory: 1.58 GiB total", "Available KV
+    # cache memory: 10.29 GiB", so the profiling peak and non-torch growth took the rest of
+    # the budget (about 2.7 GiB). The 2.1 GiB of custom all-reduce buffers would overshoot it
+    # with V4's profiling workspace alone.
+    case = {c.id: c for c in load_cases()}[RTXPRO]
+    assert case.row["disable_custom_all_reduce"] == "1"
+    plan = case.plan()
+    logged = plan.budget_gib - 75.64 - 1.58 - 10.29
+    assert 2.6 < logged < 2.8
+    assert plan.non_torch_gib == pytest.approx(0.25)
+    assert abs(plan.activation_peak_gib + plan.non_torch_gib - logged) < 0.6
+    custom_ar = Case({**case.row, "disable_custom_all_reduce": ""}).plan()
+    assert custom_ar.activation_peak_gib + custom_ar.non_torch_gib > logged + 1.2
