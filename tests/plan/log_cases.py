@@ -149,11 +149,8 @@ class Case:
             num_gpu_blocks_override=self.opt_int("num_gpu_blocks_override"),
             decode_context_parallel_size=self.opt_int("decode_context_parallel_size") or 1,
             mm_encoder_tp_mode=r.get("mm_encoder_tp_mode", "") or "weights",
-<<<<<<< HEAD
             max_cudagraph_capture_size=max_cudagraph_capture_size,
-=======
             disable_custom_all_reduce=_opt_bool(r.get("disable_custom_all_reduce", "")) or False,
->>>>>>> h17-car
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

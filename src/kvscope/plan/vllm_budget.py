@@ -40,15 +40,12 @@ from dataclasses import dataclass
 from kvscope.plan._cache import attention_kinds, is_moe
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
-<<<<<<< HEAD
 from kvscope.plan.cudagraph import (
     FIT_GRAPH_UNITS,
     estimate_bytes,
     graph_units,
 )
-=======
 from kvscope.plan.dsv4_workspace import dsv4_profile_workspace, with_profile_workspace
->>>>>>> h17-car
 from kvscope.plan.kv_layout import KVLayout, vllm_layout
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.weights import RankWeights
@@ -361,19 +358,13 @@ def plan_ranks(
             sampler_fp32_copies=sampler_fp32_copies(eng),
             moe_persistent=moe_scratch_persists(model, eng, gpu),
         )
-<<<<<<< HEAD
-        non_torch = non_torch_bytes(gpu, par, v)
-        graphs = estimate_bytes(len(w.layers), is_moe(model), units)
-=======
         ws = dsv4_profile_workspace(
             model, eng, defaults.max_model_len, defaults.max_num_batched_tokens
         )
         if ws is not None:
             act = with_profile_workspace(act, ws)
         non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
-        graphs = CUDAGRAPH_GIB["base"] + CUDAGRAPH_GIB["per_layer"] * len(w.layers)
-        graphs = (graphs + (CUDAGRAPH_GIB["moe"] if is_moe(model) else 0.0)) * GIB
->>>>>>> h17-car
+        graphs = estimate_bytes(len(w.layers), is_moe(model), units)
         if eng.enforce_eager:
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
