@@ -21,8 +21,24 @@ with the fused-MoE modular kernel, so after the profiling pass it holds the larg
 The indexer also allocates a ``VLLM_SPARSE_INDEXER_MAX_LOGITS_MB`` tensor (512 MiB by
 default, vllm/envs.py) that lives while the layer runs, from 0.20.0 (absent in 0.15.0).
 Read in the vLLM wheels 0.20.0, 0.22.0, 0.23.0, 0.25.0, 0.26.0, 0.27.0 and 0.31.0; 0.20.0 is
-the first wheel holding DeepSeek V4. DeepSeek V3.2 runs the same indexer reservation at
-40 x ``max_model_len`` rows beside its FlashMLA-sparse workspace; it is not modelled here.
+the first wheel holding DeepSeek V4.
+
+DeepSeek V3.2 (``mla_sparse`` layers, :func:`dsv32_profile_workspace`) reserves into the same
+workspace, read in the wheels 0.11.1, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.17.0, 0.18.0, 0.19.0,
+0.20.0, 0.22.0, 0.25.0 and 0.27.0:
+
+- from 0.13.0 the indexer's K-gather at 40 x ``max_model_len`` rows of ``index_head_dim`` fp8
+  bytes plus 4 scale bytes (no compression), and the FlashMLA-sparse impl's bf16 prefill
+  workspace of 5 x ``max_model_len`` x (``kv_lora_rank`` + ``qk_rope_head_dim``) when the
+  cache is ``fp8_ds_mla`` (``get_prefill_workspace_size``, vllm/v1/attention/backends/mla/
+  flashmla_sparse.py), reserved in the impl's ``__init__``;
+- from 0.18.0 FlashMLA-sparse adds its ``q_concat`` buffer (T x local heads x head size,
+  bf16) to that request, with or without the fp8 cache (absent in 0.17.0);
+- from 0.19.0 the indexer's logits tensor (absent in 0.18.0);
+- from 0.20.0 the radix top-k's 1 MiB in the indexer's request (absent in 0.19.0).
+
+Before 0.13.0 the indexer's profiling tensors were 2 x ``max_model_len`` rows, freed per layer;
+they are not modelled. These are the CUDA paths (FLASHMLA_SPARSE); ROCm's are not read.
 """
 
 from __future__ import annotations
@@ -48,6 +64,16 @@ PREFILL_CHUNK_SIZE = 4
 #: ``WorkspaceManager.get_simultaneous`` aligns each view to this many bytes.
 ALIGN = 256
 MXFP4_BLOCK = 32
+#: First wheel where V3.2's indexer and FlashMLA-sparse reserve through ``WorkspaceManager``.
+DSV32_WORKSPACE_SINCE = (0, 13, 0)
+#: First wheel whose FlashMLA-sparse request holds ``q_concat`` (absent in 0.17.0).
+Q_CONCAT_SINCE = (0, 18, 0)
+#: First wheel whose V3.2 indexer allocates the logits tensor in profiling (absent in 0.18.0).
+DSV32_LOGITS_SINCE = (0, 19, 0)
+#: First wheel whose indexer request holds the radix top-k bytes (absent in 0.19.0).
+RADIX_TOPK_SINCE = (0, 20, 0)
+#: ``get_prefill_workspace_size`` = max_model_len x 5 (FlashMLA-sparse, fp8_ds_mla only).
+FLASHMLA_SPARSE_PREFILL_PER_TOKEN = 5
 
 
 @dataclass(frozen=True)
@@ -111,4 +137,42 @@ def with_profile_workspace(act: ActivationPeak, ws: ProfileWorkspace) -> Activat
         attention=max(act.attention, ws.logits),
         moe_workspace=max(act.moe_workspace, ws.workspace),
         moe_persistent=True,
+    )
+
+
+def dsv32_profile_workspace(
+    model: ModelSpec,
+    eng: EngineConfig,
+    kv_dtype: str,
+    tp: int,
+    max_model_len: int,
+    batched_tokens: int,
+) -> ProfileWorkspace | None:
+    """DeepSeek V3.2's profiling workspace on one GPU (None when the model has no
+    ``mla_sparse`` layer, is DeepSeek V4, or the release predates the workspace manager).
+
+    ``kv_dtype`` is the resolved cache dtype (``fp8_ds_mla`` turns on FlashMLA-sparse's
+    prefill workspace); ``tp`` splits the attention heads that size ``q_concat``.
+    """
+    if model.is_deepseek_v4 or eng.version < DSV32_WORKSPACE_SINCE:
+        return None
+    sparse = [ly.attention for ly in model.layers if ly.attention.kind == "mla_sparse"]
+    if not sparse or not sparse[0].index_head_dim:
+        return None
+    att = sparse[0]
+    v = eng.version
+    rows = PREFILL_BUFFER_PER_TOKEN * max_model_len
+    indexer_sizes = [rows * att.index_head_dim, rows * 4]
+    if v >= RADIX_TOPK_SINCE:
+        indexer_sizes.append(RADIX_TOPK_BYTES)
+    head_size = att.kv_lora_rank + att.qk_rope_head_dim
+    gather_sizes = []
+    if v >= Q_CONCAT_SINCE:
+        gather_sizes.append(batched_tokens * (att.num_heads // tp) * head_size * 2)
+    if kv_dtype == "fp8_ds_mla":
+        gather_sizes.append(FLASHMLA_SPARSE_PREFILL_PER_TOKEN * max_model_len * head_size * 2)
+    return ProfileWorkspace(
+        float(_aligned(*indexer_sizes)),
+        float(_aligned(*gather_sizes)),
+        float(MAX_LOGITS_BYTES if v >= DSV32_LOGITS_SINCE else 0),
     )

@@ -45,7 +45,11 @@ from kvscope.plan.cudagraph import (
     estimate_bytes,
     graph_units,
 )
-from kvscope.plan.dsv4_workspace import dsv4_profile_workspace, with_profile_workspace
+from kvscope.plan.dsv4_workspace import (
+    dsv4_profile_workspace,
+    dsv32_profile_workspace,
+    with_profile_workspace,
+)
 from kvscope.plan.kv_layout import KVLayout, vllm_layout
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.weights import RankWeights
@@ -195,7 +199,8 @@ DSPARK_TOPK_BUFFER_SINCE = (0, 27, 0)
 def dsv4_buffer_bytes(
     model: ModelSpec, eng: EngineConfig, batched_tokens: int, last_stage: bool
 ) -> float:
-    """Buffers DeepSeek V4's model allocates at load, sized by ``max_num_batched_tokens``.
+    """Buffers DeepSeek V4's (and V3.2's) model allocates at load, sized by
+    ``max_num_batched_tokens``.
 
     ``DeepseekV4Model.__init__`` (vllm/models/deepseek_v4/nvidia/model.py, 0.22.0-0.31.0)
     reserves the indexers' shared top-k index buffer (T x ``index_topk`` int32) and, on the
@@ -205,7 +210,10 @@ def dsv4_buffer_bytes(
     own top-k index buffer.
     """
     if not model.hc_mult:
-        return 0.0
+        # DeepSeek V3.2 (a config with ``index_topk``): ``DeepseekV2Model.__init__`` keeps the
+        # same T x index_topk int32 buffer (vllm/model_executor/models/deepseek_v2.py in the
+        # 0.11.1, 0.13.0 and 0.20.0 wheels; vllm/models/deepseek_v32/nvidia/model.py in 0.25.0)
+        return batched_tokens * model.index_topk * 4.0
     buffers = batched_tokens * model.index_topk * 4.0
     spec = eng.speculative
     # SpeculativeConfig.use_eagle() (mtp, eagle, eagle3, dflash, dspark) or a draft model
@@ -361,6 +369,16 @@ def plan_ranks(
         ws = dsv4_profile_workspace(
             model, eng, defaults.max_model_len, defaults.max_num_batched_tokens
         )
+        if ws is None and gpu.vendor == "nvidia":
+            # V3.2's indexer and FlashMLA-sparse reservations (the CUDA backend's)
+            ws = dsv32_profile_workspace(
+                model,
+                eng,
+                kv_dtype,
+                attn_tp,
+                defaults.max_model_len,
+                defaults.max_num_batched_tokens,
+            )
         if ws is not None:
             act = with_profile_workspace(act, ws)
         non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
