@@ -98,3 +98,14 @@ def test_a_longer_context_costs_v32_kv_budget_by_release(v32) -> None:  # type: 
     assert kv(tp8, "0.20.0", 16_384) > kv(tp8, "0.20.0", LENGTH) + 0.05
     # at TP1 (the recipe's DP8 + EP) q_concat spans all 128 heads: 1.13 GiB more
     assert kv(dp8, "0.20.0", 16_384) > kv(dp8, "0.20.0", LENGTH) + 0.5
+
+
+def test_rocm_gpus_keep_their_unread_path(v32) -> None:  # type: ignore[no-untyped-def]
+    # the rule models FLASHMLA_SPARSE (CUDA); ROCm's sparse-MLA backend is not read
+    mi300x, par = get_gpu("MI300X"), Parallelism(tp=8)
+
+    def kv(length: int) -> float:
+        eng = EngineConfig(engine_version="0.20.0", max_model_len=length, kv_cache_dtype="fp8")
+        return plan_memory(v32, mi300x, par, eng).kv_cache_gib
+
+    assert kv(16_384) == pytest.approx(kv(LENGTH), abs=1e-6)
