@@ -37,6 +37,12 @@ workspace, read in the wheels 0.11.1, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.17.0, 0.
 - from 0.19.0 the indexer's logits tensor (absent in 0.18.0);
 - from 0.20.0 the radix top-k's 1 MiB in the indexer's request (absent in 0.19.0).
 
+The impl keeps views on its load-time request, so when the MoE scratch or the indexer asks
+for more during profiling the manager's new buffer comes on top of it
+(:meth:`ProfileWorkspace.held_with`); the load-time request falls inside "Model loading took".
+Experts that run per-call scratch (WNA16 Marlin) are planned as if their scratch shared the
+buffer.
+
 Before 0.13.0 the indexer's profiling tensors were 2 x ``max_model_len`` rows, freed per layer;
 they are not modelled. These are the CUDA paths (FLASHMLA_SPARSE); ROCm's are not read.
 """
@@ -78,17 +84,33 @@ FLASHMLA_SPARSE_PREFILL_PER_TOKEN = 5
 
 @dataclass(frozen=True)
 class ProfileWorkspace:
-    """V4's terms of the profiling pass on one GPU, bytes."""
+    """V4's (or V3.2's) terms of the profiling pass on one GPU, bytes."""
 
     indexer_gather: float
     attention_gather: float
     #: the indexer's transient logits tensor
     logits: float
+    #: whether the attention request is made at load and kept as views by the attention
+    #: impl (V3.2's FlashMLA-sparse), so a later, larger request cannot reuse its storage
+    attention_held: bool = False
 
     @property
     def workspace(self) -> float:
-        """What the shared workspace must hold for V4's layers alone."""
+        """What the shared workspace must hold for these layers alone."""
         return max(self.indexer_gather, self.attention_gather)
+
+    def held_with(self, moe_scratch: float) -> float:
+        """Workspace bytes alive after the pass beside ``moe_scratch`` of fused-MoE requests.
+
+        ``WorkspaceManager._ensure_workspace_size`` drops its own reference and allocates the
+        larger buffer; FlashMLA-sparse's views (``self.prefill_bf16_workspace``,
+        ``self.q_concat_buffer``) keep the load-time storage alive, so a later request larger
+        than it adds a second buffer instead of replacing the first.
+        """
+        others = max(moe_scratch, self.indexer_gather)
+        if not self.attention_held:
+            return max(others, self.attention_gather)
+        return self.attention_gather + (others if others > self.attention_gather else 0.0)
 
 
 def _aligned(*sizes: int) -> int:
@@ -135,7 +157,7 @@ def with_profile_workspace(act: ActivationPeak, ws: ProfileWorkspace) -> Activat
     return replace(
         act,
         attention=max(act.attention, ws.logits),
-        moe_workspace=max(act.moe_workspace, ws.workspace),
+        moe_workspace=ws.held_with(act.moe_workspace),
         moe_persistent=True,
     )
 
@@ -175,4 +197,5 @@ def dsv32_profile_workspace(
         float(_aligned(*indexer_sizes)),
         float(_aligned(*gather_sizes)),
         float(MAX_LOGITS_BYTES if v >= DSV32_LOGITS_SINCE else 0),
+        attention_held=bool(gather_sizes),
     )
