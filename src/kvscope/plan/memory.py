@@ -21,8 +21,8 @@ from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.drafter import Drafter, plan_drafter
-from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
+from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.weights import (
     RankWeights,
     all_stage_weights,
