@@ -22,10 +22,11 @@ import pytest
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
-from kvscope.plan.memory import plan_memory
+from kvscope.plan.memory import MemoryPlan, plan_memory
 from kvscope.plan.sglang_moe_runner import resolve_moe_runner_backend, sglang_expert_layout
 from kvscope.plan.weights import all_stage_weights
 from kvscope.specs.hardware import GIB, get_gpu
+from kvscope.specs.model import ModelSpec
 from kvscope.specs.registry import load_model
 
 FLASH, PRO = "deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Pro"
@@ -103,18 +104,18 @@ def test_auto_is_marlin_on_sm120_from_0_5_13() -> None:
 
 
 def test_marlin_shrinks_the_sglang_pool_and_other_models_keep_their_bytes() -> None:
-    v4, gpu, par = load_model(FLASH), get_gpu("H200"), Parallelism(tp=4)
+    gpu = get_gpu("H200")
 
-    def plan(model, runner: str):  # noqa: ANN001, ANN202
+    def plan(model: ModelSpec, runner: str, tp: int) -> MemoryPlan:
         eng = EngineConfig(engine="sglang", engine_version="0.5.14", moe_runner_backend=runner)
-        return plan_memory(model, gpu, par, eng)
+        return plan_memory(model, gpu, Parallelism(tp=tp), eng)
 
-    auto, marlin = plan(v4, "auto"), plan(v4, "marlin")
+    v4 = load_model(FLASH)
+    auto, marlin = plan(v4, "auto", 4), plan(v4, "marlin", 4)
     assert marlin.weights_gib - auto.weights_gib == pytest.approx(2.02, abs=0.02)
     assert marlin.kv_tokens < auto.kv_tokens
     v3 = load_model("deepseek-ai/DeepSeek-V3")  # FP8 block experts: the checkpoint's bytes
-    par = Parallelism(tp=8)
-    assert plan(v3, "marlin").weights_gib == plan(v3, "auto").weights_gib
+    assert plan(v3, "marlin", 8).weights_gib == plan(v3, "auto", 8).weights_gib
 
 
 @pytest.mark.parametrize(
