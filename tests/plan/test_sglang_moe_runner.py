@@ -138,3 +138,36 @@ def test_vllm_refuses_the_flag_and_unknown_runners_are_refused() -> None:
         EngineConfig(engine="vllm", moe_runner_backend="marlin")
     with pytest.raises(KvscopeError, match="must be one of"):
         EngineConfig(engine="sglang", moe_runner_backend="trition")
+
+
+@pytest.mark.parametrize(
+    ("gpu", "runner", "version", "width", "hidden"),
+    [
+        # Mxfp4MoEMethod.create_weights: w13 [E, 2 x width, hidden/2] uint8 and its scales.
+        ("H100", "auto", (0, 5, 14), 768, 2880),  # triton_kernel: 720 -> 64-aligned
+        ("H100", "auto", (0, 5, 9), 736, 2880),  # 0.5.9 aligns to mxfp4_block (32)
+        ("H100", "marlin", (0, 5, 14), 768, 3072),  # 128 / 256
+        ("H100", "flashinfer_mxfp4", (0, 5, 14), 768, 2944),  # SM90 CUTLASS rebuild: 128/128
+        ("B200", "auto", (0, 5, 14), 768, 3072),  # flashinfer_mxfp4 on SM100: 256 / 256
+        ("B200", "auto", (0, 5, 23), 768, 2944),  # 128 / 128 at 0.5.23
+        ("B200", "triton", (0, 5, 14), 768, 2880),
+    ],
+)
+def test_gpt_oss_mxfp4_pads_by_runner(
+    gpu: str, runner: str, version: tuple[int, ...], width: int, hidden: int
+) -> None:
+    model, par = load_model("openai/gpt-oss-120b"), Parallelism(tp=4)
+    layout = sglang_expert_layout(model, get_gpu(gpu), version, runner, par)
+    padded = all_stage_weights(model, par, 0, layout)[0].by_component["routed_experts"]
+    bare = all_stage_weights(model, par)[0].by_component["routed_experts"]
+    assert padded / bare == pytest.approx(width / 720 * hidden / 2880, rel=1e-9)
+
+
+def test_gpt_oss_auto_runner_by_gpu_and_release() -> None:
+    oss = load_model("openai/gpt-oss-20b")
+    sm120 = get_gpu("RTX-PRO-6000-Blackwell-96GB")
+    assert resolve_moe_runner_backend(oss, get_gpu("B200"), (0, 5, 12)) == "flashinfer_mxfp4"
+    assert resolve_moe_runner_backend(oss, sm120, (0, 5, 13)) == "triton_kernel"
+    assert resolve_moe_runner_backend(oss, sm120, (0, 5, 14)) == "marlin"
+    assert resolve_moe_runner_backend(oss, sm120, (0, 5, 23)) == "flashinfer_mxfp4"
+    assert resolve_moe_runner_backend(oss, get_gpu("H100"), (0, 5, 23)) == "triton_kernel"

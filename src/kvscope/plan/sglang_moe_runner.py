@@ -5,8 +5,13 @@ parameter, per-rank pads), read in ``srt/server_args.py``, ``srt/layers/quantiza
 ``mxfp4_flashinfer_trtllm_moe.py`` and ``marlin_utils_fp4.py`` of the 0.5.12, 0.5.13 and
 0.5.14 wheels.
 
-Other quantised MoE checkpoints (FP8 block, W4A16, gpt-oss MXFP4) keep the checkpoint's own
-bytes in the planner whatever the runner (not read by backend yet).
+MXFP4 checkpoints (gpt-oss; ``Mxfp4MoEMethod.create_weights`` in mxfp4.py, read at 0.5.9,
+0.5.12, 0.5.13, 0.5.14 and 0.5.23; a release between two read ones takes the earlier one's
+rule) keep one-byte scales and pad the per-rank expert width (and for some runners the hidden
+size) by runner. FP8-block and W4A16 experts keep the checkpoint's bytes under every runner:
+``Fp8MoEMethod`` has no Marlin MoE path, and the W4A16 Marlin repack
+(``CompressedTensorsWNA16MoE``, ``gptq_marlin_moe_repack`` + ``replace_parameter``) swaps
+tensors of the same size, adding only a ``workspace`` of SMs x 4 int32 a layer.
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ SGLANG_MARLIN_PADS_SINCE = (0, 5, 14)
 SGLANG_DSV4_SM120_MARLIN_SINCE = (0, 5, 13)
 
 
+#: gpt-oss MXFP4 runners read at these releases (``Mxfp4MoEMethod.create_weights``).
+_V0_5_12, _V0_5_14, _V0_5_23 = (0, 5, 12), (0, 5, 14), (0, 5, 23)
+
+
 def _cc_major(gpu: GPUSpec) -> int:
     cc = gpu.compute_capability
     return int(cc.split(".")[0]) if cc else 9
@@ -55,6 +64,18 @@ def resolve_moe_runner_backend(
     (``auto`` stays ``auto`` elsewhere: its pick keeps the checkpoint's expert bytes)."""
     if backend != "auto":
         return backend
+    if model.quantization.method == "mxfp4" and gpu.vendor.lower() == "nvidia":
+        # GptOssForCausalLM in ServerArgs (srt/arg_groups/model_overrides/gpt_oss.py at 0.5.23):
+        # SM100 -> flashinfer_mxfp4; SM120 -> triton_kernel (0.5.12, 0.5.13), marlin (0.5.14),
+        # flashinfer_mxfp4 (0.5.23); otherwise triton_kernel (ep 1, no --quantization).
+        major = _cc_major(gpu)
+        if major == 10:
+            return "flashinfer_mxfp4"
+        if major == 12 and version >= _V0_5_23:
+            return "flashinfer_mxfp4"
+        if major == 12 and version >= _V0_5_14:
+            return "marlin"
+        return "triton_kernel"
     if (
         model.is_deepseek_v4
         and gpu.vendor.lower() == "nvidia"
@@ -81,7 +102,12 @@ def sglang_expert_layout(
 ) -> ExpertLayout:
     """How SGLang's MoE runner stores the routed experts on this GPU (checkpoint bytes for
     everything but DeepSeek V4's FP4 experts on NVIDIA parts)."""
-    if not has_dsv4_fp4_experts(model) or gpu.vendor.lower() != "nvidia":
+    if gpu.vendor.lower() != "nvidia":
+        return ExpertLayout()
+    if model.quantization.method == "mxfp4" and not model.is_deepseek_v4:
+        return _mxfp4_layout(_cc_major(gpu), version, resolve_moe_runner_backend(
+            model, gpu, version, backend))  # fmt: skip
+    if not has_dsv4_fp4_experts(model):
         return ExpertLayout()
     par = par or Parallelism()
     major = _cc_major(gpu)
@@ -110,3 +136,20 @@ def sglang_expert_layout(
         # Blackwell's DeepGEMM packs the scales back to e8m0 (transform_sf_into_required_layout).
         return ExpertLayout()
     return ExpertLayout(bytes=SGLANG_DSV4_FP4_EXPERT_BYTES)
+
+
+def _mxfp4_layout(major: int, version: tuple[int, ...], runner: str) -> ExpertLayout:
+    """``Mxfp4MoEMethod.create_weights``'s pads (per-rank width, hidden) by runner and GPU; the
+    weights and scales stay one byte per two values / per 32 (the checkpoint's bytes)."""
+    if runner == "marlin" and version >= _V0_5_14:
+        return ExpertLayout(128, 256)
+    if runner == "deep_gemm" and version >= _V0_5_23:
+        return ExpertLayout()
+    if runner == "flashinfer_mxfp4":
+        if major == 10:
+            return ExpertLayout(128, 128) if version >= _V0_5_23 else ExpertLayout(256, 256)
+        # SM90 (0.5.12+) and SM120 (0.5.23) CUTLASS: the buffer is rebuilt padded after load.
+        if (major == 9 and version >= _V0_5_12) or (major == 12 and version >= _V0_5_23):
+            return ExpertLayout(128, 128)
+    # triton_kernels' alignment: 64 on SM100 and, from 0.5.12, everywhere; 32 before.
+    return ExpertLayout(64 if major == 10 or version >= _V0_5_12 else 32)
