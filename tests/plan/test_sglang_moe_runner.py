@@ -122,6 +122,7 @@ def test_marlin_shrinks_the_sglang_pool_and_other_models_keep_their_bytes() -> N
     ("model_id", "gpu", "tp", "runner", "needle"),
     [
         (FLASH, "B200", 4, "marlin", "needs SM90 or SM120"),
+        (FLASH, "MI300X", 4, "marlin", "needs SM90 or SM120"),
         (PRO, "H20", 16, "flashinfer_mxfp4", "multiples of 128"),
     ],
 )

@@ -103,6 +103,12 @@ def sglang_expert_layout(
     """How SGLang's MoE runner stores the routed experts on this GPU (checkpoint bytes for
     everything but DeepSeek V4's FP4 experts on NVIDIA parts)."""
     if gpu.vendor.lower() != "nvidia":
+        if backend == "marlin" and has_dsv4_fp4_experts(model):
+            raise KvscopeError(
+                f"SGLang's Marlin runner for DeepSeek V4's FP4 experts needs SM90 or SM120; "
+                f"{gpu.name} is not an NVIDIA GPU.",
+                "Drop --moe-runner-backend marlin (MXFP4 Marlin requires SM90 or SM120).",
+            )
         return ExpertLayout()
     if model.quantization.method == "mxfp4" and not model.is_deepseek_v4:
         return _mxfp4_layout(_cc_major(gpu), version, resolve_moe_runner_backend(
