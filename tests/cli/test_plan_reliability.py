@@ -53,6 +53,8 @@ def assert_one_error(code: int, out: str, err: str, needle: str) -> None:
         (("--target-context", "200000"), "longer than the max-model-len 131072"),
         (("--kv-cache-dtype", "fp8_ds_mla"), "no MLA layers"),
         (("--gpu-hour-price", "1e308"), "--gpu-hour-price must be <="),
+        (("--moe-runner-backend", "marlin"), "--moe-runner-backend is SGLang's"),
+        (("--engine", "sglang", "--moe-runner-backend", "x"), "--moe-runner-backend must be one"),
     ],
 )
 def test_bad_plan_flags_are_one_line(

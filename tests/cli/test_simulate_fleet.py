@@ -107,3 +107,12 @@ def test_bad_fleet_flags_are_one_line(
 ) -> None:
     code, _, err = run_in_process(["simulate", *WL, *flags], capsys)
     one_error_line(code, err, needle)
+
+
+def test_moe_runner_backend_is_refused_for_vllm_in_simulate(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``simulate`` shares ``plan``'s flag and its one validation (SGLang's flag only)."""
+    argv = ["simulate", *WL, "--engine", "vllm", "--moe-runner-backend", "marlin"]
+    code, _, err = run_in_process([*argv, "--out", str(tmp_path / "run")], capsys)
+    one_error_line(code, err, "--moe-runner-backend is SGLang's")

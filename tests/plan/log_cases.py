@@ -151,6 +151,7 @@ class Case:
             mm_encoder_tp_mode=r.get("mm_encoder_tp_mode", "") or "weights",
             max_cudagraph_capture_size=max_cudagraph_capture_size,
             disable_custom_all_reduce=_opt_bool(r.get("disable_custom_all_reduce", "")) or False,
+            moe_runner_backend=r.get("moe_runner_backend", "") or "auto",
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

@@ -152,18 +152,18 @@ def test_sglang_loads_v4_fp4_experts_with_float32_scales() -> None:
     H200 and refused to start. The checkpoint's share is 101.2 GiB (e8m0 scales, 0.53125
     B/param); SGLang keeps one float32 per 32 FP4 values (0.625 B/param): 118.0 GiB, 6 % under
     the log; the Marlin runner keeps its e8m0 copy too (0.65625): 123.7 GiB, 1.6 % under."""
-    from kvscope.plan.weights import (
+    from kvscope.plan.sglang_moe_runner import (
         SGLANG_DSV4_FP4_MARLIN_EXPERT_BYTES,
-        ExpertLayout,
-        all_stage_weights,
-        expert_layout,
+        sglang_expert_layout,
     )
+    from kvscope.plan.weights import ExpertLayout, all_stage_weights, expert_layout
 
     model = load_model("deepseek-ai/DeepSeek-V4-Pro")
     par = Parallelism(tp=8)
     h200, b200 = get_gpu("H200"), get_gpu("B200")
+    v = (0, 5, 14)
     ckpt = all_stage_weights(model, par)[0].total_bytes / GIB
-    sgl = all_stage_weights(model, par, 0, expert_layout(model, h200, "sglang"))[0]
+    sgl = all_stage_weights(model, par, 0, sglang_expert_layout(model, h200, v, "auto", par))[0]
     marlin = ExpertLayout(bytes=SGLANG_DSV4_FP4_MARLIN_EXPERT_BYTES)
     high = all_stage_weights(model, par, 0, marlin)[0].total_bytes / GIB
     assert 0.93 < sgl.total_bytes / GIB / 125.65 < 0.95
@@ -171,7 +171,7 @@ def test_sglang_loads_v4_fp4_experts_with_float32_scales() -> None:
     assert ckpt / 125.65 < 0.81  # the checkpoint's own bytes: 19 % short
     # vLLM, and SGLang on Blackwell (DeepGEMM packs the scales back to e8m0), keep the checkpoint's
     assert expert_layout(model, h200, "vllm") == ExpertLayout()
-    assert expert_layout(model, b200, "sglang") == ExpertLayout()
+    assert sglang_expert_layout(model, b200, v, "auto", par) == ExpertLayout()
 
 
 def test_both_engines_keep_two_float32_rope_tables_for_deepseek_v4() -> None:

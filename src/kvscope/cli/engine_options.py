@@ -62,6 +62,14 @@ DisableCustomAllReduce = Annotated[
         "buffers, so less memory outside the KV cache [default: off].",
     ),
 ]
+MoeRunnerBackend = Annotated[
+    str,
+    typer.Option(
+        "--moe-runner-backend",
+        help="SGLang: the MoE runner (auto, triton, deep_gemm, marlin, flashinfer_mxfp4, ...); "
+        "it decides how DeepSeek V4's FP4 experts are stored [default: auto, the release's pick].",
+    ),
+]
 HbmEfficiency = Annotated[
     float,
     typer.Option("--hbm-efficiency", help="Achievable fraction of HBM bandwidth (kvscope option)."),

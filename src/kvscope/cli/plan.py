@@ -22,6 +22,7 @@ from kvscope.cli.engine_options import (
     HbmEfficiency,
     MaxCudagraphCaptureSize,
     MmEncoderTpMode,
+    MoeRunnerBackend,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.parallel_options import (
@@ -145,6 +146,7 @@ def plan(
     decode_context_parallel_size: DecodeContextParallelSize = 1,
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
+    moe_runner_backend: MoeRunnerBackend = "auto",
     context: int | None = typer.Option(
         None,
         "--context",
@@ -272,6 +274,7 @@ def plan(
         decode_context_parallel_size=decode_context_parallel_size,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         disable_custom_all_reduce=disable_custom_all_reduce,
+        moe_runner_backend=moe_runner_backend,
     )
     from kvscope.plan.roofline import Efficiency
 

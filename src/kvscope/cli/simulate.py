@@ -20,6 +20,7 @@ from kvscope.cli.engine_options import (
     DecodeContextParallelSize,
     DisableCustomAllReduce,
     MmEncoderTpMode,
+    MoeRunnerBackend,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.fleet_options import Autoscale, ClusterFile, Replicas, Router, RouterWeights
@@ -83,6 +84,7 @@ def simulate(
     decode_context_parallel_size: DecodeContextParallelSize = 1,
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
+    moe_runner_backend: MoeRunnerBackend = "auto",
     replicas: Replicas = None,
     router: Router = None,
     router_weights: RouterWeights = None,
@@ -297,6 +299,7 @@ def simulate(
         decode_context_parallel_size=decode_context_parallel_size,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         disable_custom_all_reduce=disable_custom_all_reduce,
+        moe_runner_backend=moe_runner_backend,
         dtype=dtype,
         kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization,

@@ -171,6 +171,8 @@ def command_line(
             parts.append(f"--kv-cache-dtype {_kv_flag('sglang', 'fp8')}")
         if eng.disable_custom_all_reduce:
             parts.append("--disable-custom-all-reduce")
+        if eng.moe_runner_backend != "auto":
+            parts.append(f"--moe-runner-backend {eng.moe_runner_backend}")
         return " ".join(parts)
     parts = ["vllm serve", model_id, f"--tensor-parallel-size {plan.tp}", *quant]
     if plan.pp > 1:

@@ -141,6 +141,24 @@ def check_layout(par: Parallelism, is_moe: bool, model_name: str) -> None:
 #: Engines the planner models.
 ENGINES = ("vllm", "sglang")
 
+#: ``MOE_RUNNER_BACKEND_CHOICES`` (srt/server_args.py): 0.5.12 has these but
+#: ``experimental_sgl_trtllm``, which 0.5.13 and 0.5.14 add.
+SGLANG_MOE_RUNNER_BACKENDS = (
+    "auto",
+    "deep_gemm",
+    "triton",
+    "triton_kernel",
+    "flashinfer_trtllm",
+    "experimental_sgl_trtllm",
+    "flashinfer_trtllm_routed",
+    "flashinfer_cutlass",
+    "flashinfer_mxfp4",
+    "flashinfer_cutedsl",
+    "cutlass",
+    "aiter",
+    "marlin",
+)
+
 #: Engine versions assumed when ``--engine-version`` is not given, and the newest whose rules
 #: are modelled (a later ``--engine-version`` plans with a warning). The releases the
 #: reference notes were read from: vLLM 0.33.0, SGLang 0.5.23.
@@ -230,6 +248,9 @@ class EngineConfig:
             vision-language model's encoder over the TP ranks, ``data`` keeps a full copy on
             every rank and splits the images instead
             (:func:`kvscope.plan.weights.encoder_replica_bytes`).
+        moe_runner_backend: SGLang ``--moe-runner-backend`` (``auto`` = the release's pick):
+            how the MoE runner stores the routed experts
+            (:mod:`kvscope.plan.sglang_moe_runner`). vLLM has no such flag.
     """
 
     engine: str = "vllm"
@@ -255,6 +276,7 @@ class EngineConfig:
     decode_context_parallel_size: int = 1
     mm_encoder_tp_mode: str = "weights"
     disable_custom_all_reduce: bool = False
+    moe_runner_backend: str = "auto"
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -291,6 +313,11 @@ class EngineConfig:
         if self.mm_encoder_tp_mode not in ("weights", "data"):
             raise KvscopeError(
                 f"--mm-encoder-tp-mode must be weights or data, got '{self.mm_encoder_tp_mode}'."
+            )
+        if self.moe_runner_backend not in SGLANG_MOE_RUNNER_BACKENDS:
+            raise KvscopeError(
+                f"--moe-runner-backend must be one of {', '.join(SGLANG_MOE_RUNNER_BACKENDS)}; "
+                f"got '{self.moe_runner_backend}'."
             )
         if self.indexer_dtype not in ("fp8", "fp4"):
             raise KvscopeError(f"indexer dtype must be fp8 or fp4, got '{self.indexer_dtype}'.")
@@ -337,6 +364,11 @@ class EngineConfig:
                     "(--mm-enable-dp-encoder) is not modelled.",
                     "Drop --mm-encoder-tp-mode with --engine sglang.",
                 )
+        elif self.moe_runner_backend != "auto":
+            raise KvscopeError(
+                "--moe-runner-backend is SGLang's; vLLM picks its MoE kernel itself.",
+                "Drop --moe-runner-backend with --engine vllm.",
+            )
         elif self.mem_fraction_static is not None:
             raise KvscopeError(
                 "vLLM sizes its KV cache with --gpu-memory-utilization; "

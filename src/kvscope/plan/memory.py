@@ -22,6 +22,7 @@ from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
+from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.weights import (
     RankWeights,
     all_stage_weights,
@@ -154,7 +155,11 @@ def plan_memory(
         # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).
         kv_dtype = "fp8_ds_mla"
-    layout = expert_layout(model, gpu, eng.engine)
+    layout = (
+        sglang_expert_layout(model, gpu, eng.version, eng.moe_runner_backend, par)
+        if eng.engine == "sglang"
+        else expert_layout(model, gpu, eng.engine)
+    )
     drafter = plan_drafter(model, eng.speculative, par) if eng.speculative else None
     draft_layers = eng.speculative_layers or (drafter.mtp_layers if drafter else 0)
     stages = tuple(

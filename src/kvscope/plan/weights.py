@@ -313,11 +313,9 @@ def expert_layout(model: ModelSpec, gpu: GPUSpec, engine: str) -> ExpertLayout:
     ``mxfp4_marlin_process_scales``). gpt-oss-120b at TP4 on A100 logs 17.22 GiB per rank:
     17.17 with both pads, 16.16 with neither.
     On Hopper and newer the per-rank width is padded to 256 (what gpt-oss-20b's logged 13.64
-    GiB on H100 needs); ROCm rounds it up to 128. Other engines and formats: the checkpoint
-    as it is.
+    GiB on H100 needs); ROCm rounds it up to 128. Other formats: the checkpoint as it is.
+    SGLang's runners: :func:`kvscope.plan.sglang_moe_runner.sglang_expert_layout`.
     """
-    if engine == "sglang":
-        return _sglang_dsv4_fp4_experts(model, gpu)
     if engine != "vllm" or model.quantization.method != "mxfp4":
         return ExpertLayout()
     if gpu.vendor.lower() == "amd":
@@ -327,29 +325,3 @@ def expert_layout(model: ModelSpec, gpu: GPUSpec, engine: str) -> ExpertLayout:
     if major < 9:
         return ExpertLayout(128, 256)
     return ExpertLayout(256)
-
-
-#: SGLang's DeepSeek V4 FP4 routed experts at load, bytes per parameter: the int8-packed
-#: 4-bit values plus one float32 scale per 32 (``Fp8MoEMethod.create_weights`` /
-#: ``Mxfp4MarlinMoEMethod.create_weights``, ``srt/layers/quantization/fp8.py`` and
-#: ``mxfp4_marlin_moe.py`` at 0.5.12-0.5.14), where the checkpoint holds one e8m0 byte per
-#: 32. The Marlin runner (SGLang's default on SM120) repacks beside them
-#: (``prepare_moe_mxfp4_layer_for_marlin`` sets ``w13_weight_scale`` while the float32
-#: ``w13_weight_scale_inv`` stays registered) and adds the e8m0 Marlin scales.
-SGLANG_DSV4_FP4_EXPERT_BYTES = 0.5 + 4 / 32
-SGLANG_DSV4_FP4_MARLIN_EXPERT_BYTES = SGLANG_DSV4_FP4_EXPERT_BYTES + 1 / 32
-
-
-def _sglang_dsv4_fp4_experts(model: ModelSpec, gpu: GPUSpec) -> ExpertLayout:
-    """SGLang's V4 FP4 experts on NVIDIA GPUs before Blackwell's DeepGEMM e8m0 path (SM100
-    packs the scales back to one byte: ``transform_sf_into_required_layout``)."""
-    fp4 = model.quantization.expert_bytes is not None and model.quantization.expert_bytes < 0.6
-    if not (fp4 and model.is_deepseek_v4) or gpu.vendor.lower() != "nvidia":
-        return ExpertLayout()
-    cc = gpu.compute_capability
-    major = int(cc.split(".")[0]) if cc else 9
-    if major == 12:
-        return ExpertLayout(bytes=SGLANG_DSV4_FP4_MARLIN_EXPERT_BYTES)
-    if major < 10:
-        return ExpertLayout(bytes=SGLANG_DSV4_FP4_EXPERT_BYTES)
-    return ExpertLayout()

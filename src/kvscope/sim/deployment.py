@@ -77,6 +77,7 @@ def replica_pools(
             decode_context_parallel_size=cfg.decode_context_parallel_size,
             mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
             disable_custom_all_reduce=cfg.disable_custom_all_reduce,
+            moe_runner_backend=cfg.moe_runner_backend,
             speculative=speculative,
         ),
     )
