@@ -56,7 +56,7 @@ def test_capture_counts_match_logged(
 
 
 def test_fit_configuration_is_101_units() -> None:
-    assert graph_units(1024, 8192, (0, 19, 0)) == FIT_GRAPH_UNITS
+    assert graph_units(capture_sizes(1024, 8192, (0, 19, 0)), 1024) == FIT_GRAPH_UNITS
 
 
 def test_data_center_blackwell_captures_to_1024_from_029() -> None:
@@ -84,8 +84,8 @@ def test_capture_list_invariants(
         assert all(s % (1 + k) == 0 for s in sizes)
     piecewise, full = graph_counts(sizes, seqs, k)
     assert full <= piecewise
-    more = graph_units(seqs + 1, tokens, release, k)
-    assert more >= graph_units(seqs, tokens, release, k)
+    more = graph_units(capture_sizes(seqs + 1, tokens, release, k), seqs + 1, k)
+    assert more >= graph_units(capture_sizes(seqs, tokens, release, k), seqs, k)
 
 
 def test_explicit_cap_at_the_default_leaves_the_fit() -> None:

@@ -109,18 +109,9 @@ def graph_counts(
     return len(sizes), full
 
 
-def graph_units(
-    max_num_seqs: int,
-    max_num_batched_tokens: int,
-    release: tuple[int, int, int],
-    speculative_tokens: int = 0,
-    max_capture_size: int | None = None,
-    gpu: GPUSpec | None = None,
-) -> int:
-    """Graph units of the estimate: the shared first capture plus every further graph."""
-    sizes = capture_sizes(
-        max_num_seqs, max_num_batched_tokens, release, speculative_tokens, max_capture_size, gpu
-    )
+def graph_units(sizes: tuple[int, ...], max_num_seqs: int, speculative_tokens: int = 0) -> int:
+    """Graph units of the estimate for the capture list ``sizes`` (:func:`capture_sizes`):
+    the shared first capture plus every further graph."""
     piecewise, full = graph_counts(sizes, max_num_seqs, speculative_tokens)
     return max(0, piecewise + full - 1)
 

@@ -42,6 +42,7 @@ from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.cudagraph import (
     FIT_GRAPH_UNITS,
+    capture_sizes,
     estimate_bytes,
     graph_units,
 )
@@ -346,14 +347,16 @@ def plan_ranks(
         # fit stays; the rows that rule would move are in benchmarks/RESULTS.md ("Issue 17
         # rows: CUDA-graph estimate by capture list").
         spec = eng.speculative
-        units = graph_units(
+        k = spec.num_speculative_tokens if spec is not None else 0
+        sizes = capture_sizes(
             defaults.max_num_seqs,
             defaults.max_num_batched_tokens,
             v,
-            spec.num_speculative_tokens if spec is not None else 0,
+            k,
             eng.max_cudagraph_capture_size,
             gpu,
         )
+        units = graph_units(sizes, defaults.max_num_seqs, k)
     out = []
     for w in stage_weights:
         last = w.pp_rank == par.pp - 1
