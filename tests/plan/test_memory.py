@@ -53,10 +53,11 @@ KNOWN_OFF = {
     # peak but 0.11 GiB of non-torch memory, and 0.29's profile at 512 tokens holds 8 rows
     # of logits (V2 runner ``_dummy_run``: min(tokens, max_num_seqs) requests).
     "lab4090-qwen3-8b-mnbt512-0.29": "kv_tokens",
-    # kv_tokens 7.5 % high: vLLM 0.25.0 over PCIe with --disable-custom-all-reduce (NCCL only,
+    # kv_tokens 7.1 % high: vLLM 0.25.0 over PCIe with --disable-custom-all-reduce (NCCL only,
     # 0.25 GiB) and V4's profiling workspace at 1M context (1.29 GiB indexer gather, 0.5 GiB
     # logits): the log leaves 2.71 GiB for activation plus non-torch memory, the plan 2.22.
-    # Part of the rest is the CUDA-graph term: 1.34 GiB planned (a constant fit), 1.58 logged.
+    # The CUDA-graph term is 1.39 GiB planned (capture list plus V4's first-capture logits
+    # block), 1.58 logged; the logged 1.58 alone would leave the row at 5.2 %.
     # It passed at 1.8 % while the planner charged 2.1 GiB of custom all-reduce buffers this
     # start never allocated and no workspace.
     "ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25": "kv_tokens",

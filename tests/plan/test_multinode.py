@@ -74,7 +74,10 @@ def test_two_spark_v4_logs_land_within_five_percent_only_with_the_rule(tmp_path:
     logged_kv = ghlog.num("kv_cache_gib")
     logged_tokens = gh41834.num("kv_tokens")
     assert logged_kv is not None and logged_tokens is not None
-    assert rel_err(ghlog.plan().kv_cache_gib, logged_kv) < 0.02
+    # 4.5 % high: the CUDA-graph term now follows this start's capture list and V4's first
+    # capture (0.59 GiB planned, 0.55 logged), which exposes the ~0.8 GiB of non-KV growth on
+    # unified memory that no rule holds yet (benchmarks/RESULTS.md, h17-gb10 and h17-v4graph).
+    assert rel_err(ghlog.plan().kv_cache_gib, logged_kv) < 0.05
     assert rel_err(gh41834.plan().kv_tokens, logged_tokens) < 0.05
     with user_gpus(_spark_per_node_unknown(tmp_path)):
         assert rel_err(ghlog.plan().kv_cache_gib, logged_kv) > 0.05

@@ -24,11 +24,14 @@ number of graphs: kvscope takes the first capture as one graph's worth (the 8-gr
 ``--max-num-seqs 8`` log 0.03-0.07 GiB for a 36-layer model, where the 101-graph default costs
 0.87), and spreads the H100 fit of :data:`CUDAGRAPH_GIB` over the 101 graph units of the
 configuration it was read at.
+
+DeepSeek V4 on the V1 runner adds one term to the first capture (:func:`dsv4_first_capture_bytes`).
 """
 
 from __future__ import annotations
 
 from kvscope.specs.hardware import GIB, GPUSpec
+from kvscope.specs.model import ModelSpec
 
 #: CUDA-graph estimate on one GPU at 0.19's H100 defaults, GiB = base + per_layer x layers
 #: (+ moe): a least-squares fit to 18 "Estimated CUDA graph memory" lines of vLLM 0.19 on H100
@@ -121,3 +124,40 @@ def estimate_bytes(layers: int, moe: bool, units: int) -> float:
     at_fit = CUDAGRAPH_GIB["base"] + CUDAGRAPH_GIB["per_layer"] * layers
     at_fit += CUDAGRAPH_GIB["moe"] if moe else 0.0
     return at_fit * GIB * units / FIT_GRAPH_UNITS
+
+
+#: ``VLLM_SPARSE_INDEXER_MAX_LOGITS_MB`` default (vllm/envs.py, 0.20.0-0.31.0), bytes.
+INDEXER_DUMMY_LOGITS_BYTES = 512 << 20
+#: First wheel with DeepSeek V4 (and the indexer's dummy logits tensor).
+DSV4_FIRST_CAPTURE_SINCE = (0, 20, 0)
+#: First wheel where ``DeepseekV4ForCausalLM`` defaults to the V2 model runner on CUDA
+#: (``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``, vllm/config/vllm.py of 0.28.0; absent in
+#: 0.26.0 and 0.27.0, where V4 as a hybrid MoE model stays on the V1 runner).
+DSV4_V2_RUNNER_SINCE = (0, 28, 0)
+
+
+def dsv4_first_capture_bytes(
+    model: ModelSpec, layers: tuple[int, ...], release: tuple[int, int, int], gpu: GPUSpec
+) -> float:
+    """DeepSeek V4's first PIECEWISE capture beyond one graph's worth, bytes on one GPU.
+
+    vLLM's V1 runner profiles PIECEWISE graphs with dummy runs that carry no attention
+    metadata; in such a run ``sparse_attn_indexer`` (vllm/model_executor/layers/
+    sparse_attn_indexer.py, 0.20.0-0.27.0) allocates a ``VLLM_SPARSE_INDEXER_MAX_LOGITS_MB``
+    tensor and frees it. ``profile_cudagraph_memory`` (vllm/v1/worker/gpu_model_runner.py)
+    empties the cache once, then reads the device's free memory around each warmup-and-capture
+    on a new stream (``graph_capture``, vllm/distributed/parallel_state.py), so the first
+    (largest) PIECEWISE sample keeps that block cached; each later capture empties the cache
+    before it (``torch.cuda.graph``, or ``BreakableCUDAGraphWrapper._capture`` from 0.25.0) and
+    allocates it again, so the second sample, and with it the per-graph term, does not.
+    Zero where no layer of ``layers`` holds the indexer, before V4, on the V2 runner (its
+    PIECEWISE dummy runs build attention metadata, vllm/v1/worker/gpu/cudagraph_utils.py of
+    0.31.0) and off NVIDIA (ROCm's paths are not read).
+    """
+    if not DSV4_FIRST_CAPTURE_SINCE <= release < DSV4_V2_RUNNER_SINCE or gpu.vendor != "nvidia":
+        return 0.0
+    for i in layers:
+        att = model.layers[i].attention
+        if att.kind == "dsv4_csa" and att.index_head_dim:
+            return float(INDEXER_DUMMY_LOGITS_BYTES)
+    return 0.0

@@ -43,6 +43,7 @@ from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.cudagraph import (
     FIT_GRAPH_UNITS,
     capture_sizes,
+    dsv4_first_capture_bytes,
     estimate_bytes,
     graph_units,
 )
@@ -341,22 +342,21 @@ def plan_ranks(
     else:
         requested = gpu.memory_bytes * defaults.gpu_memory_utilization
     attn_tp = par.tp
-    units = FIT_GRAPH_UNITS
-    if eng.max_cudagraph_capture_size is not None:
-        # An explicit cap: the estimate follows the graphs captured. At the default cap the
-        # fit stays; the rows that rule would move are in benchmarks/RESULTS.md ("Issue 17
-        # rows: CUDA-graph estimate by capture list").
-        spec = eng.speculative
-        k = spec.num_speculative_tokens if spec is not None else 0
-        sizes = capture_sizes(
-            defaults.max_num_seqs,
-            defaults.max_num_batched_tokens,
-            v,
-            k,
-            eng.max_cudagraph_capture_size,
-            gpu,
-        )
-        units = graph_units(sizes, defaults.max_num_seqs, k)
+    # The estimate follows the graphs captured under an explicit cap and on DeepSeek V4's
+    # V1-runner starts (first capture plus per-graph terms); elsewhere the fit stays, see
+    # benchmarks/RESULTS.md ("Issue 17 rows: CUDA-graph estimate by capture list").
+    spec = eng.speculative
+    k = spec.num_speculative_tokens if spec is not None else 0
+    sizes = capture_sizes(
+        defaults.max_num_seqs,
+        defaults.max_num_batched_tokens,
+        v,
+        k,
+        eng.max_cudagraph_capture_size,
+        gpu,
+    )
+    listed_units = graph_units(sizes, defaults.max_num_seqs, k)
+    units = FIT_GRAPH_UNITS if eng.max_cudagraph_capture_size is None else listed_units
     out = []
     for w in stage_weights:
         last = w.pp_rank == par.pp - 1
@@ -385,7 +385,10 @@ def plan_ranks(
         if ws is not None:
             act = with_profile_workspace(act, ws)
         non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
-        graphs = estimate_bytes(len(w.layers), is_moe(model), units)
+        first = dsv4_first_capture_bytes(model, w.layers, v, gpu)
+        graphs = first + estimate_bytes(
+            len(w.layers), is_moe(model), listed_units if first else units
+        )
         if eng.enforce_eager:
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
