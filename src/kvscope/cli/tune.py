@@ -2,8 +2,11 @@
 
 A thin shell over :func:`kvscope.tune.run.tune`: the model, GPU and price flags of ``plan``
 and ``simulate`` (``cli/cost_options.py``), the parallel-layout flags
-(``cli/parallel_options.py``: given here, each pins its axis of the space), the shared
-workload flags and the executor's (``cli/executor_options.py``).
+(``cli/parallel_options.py``: given here, each pins its axis of the space), the engine
+flags of the fixed deployment every point shares (``cli/engine_options.py``: DCP, the
+encoder's TP mode, custom all-reduce, SGLang's MoE runner; passed to each point's
+``SimConfig`` as ``simulate`` passes them), the shared workload flags and the executor's
+(``cli/executor_options.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,12 @@ from kvscope.cli.cost_options import (
     GpuSpecFile,
     PricesFile,
     Provider,
+)
+from kvscope.cli.engine_options import (
+    DecodeContextParallelSize,
+    DisableCustomAllReduce,
+    MmEncoderTpMode,
+    MoeRunnerBackend,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.output import print_json, stderr, stdout
@@ -77,6 +86,10 @@ def tune(
     engine: Annotated[str, typer.Option("--engine", help="vllm or sglang.")] = "vllm",
     engine_version: EngineVersion = None,
     async_scheduling: AsyncScheduling = None,
+    decode_context_parallel_size: DecodeContextParallelSize = 1,
+    mm_encoder_tp_mode: MmEncoderTpMode = "weights",
+    disable_custom_all_reduce: DisableCustomAllReduce = False,
+    moe_runner_backend: MoeRunnerBackend = "auto",
     objective: Annotated[
         str,
         typer.Option(
@@ -190,6 +203,10 @@ def tune(
         model=model,
         engine_version=engine_version,
         async_scheduling=async_scheduling,
+        decode_context_parallel_size=decode_context_parallel_size,
+        mm_encoder_tp_mode=mm_encoder_tp_mode,
+        disable_custom_all_reduce=disable_custom_all_reduce,
+        moe_runner_backend=moe_runner_backend,
         dtype=dtype,
         max_model_len=max_model_len,
         cost_model=cost_model,

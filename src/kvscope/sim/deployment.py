@@ -20,6 +20,7 @@ from kvscope.sim.layout import KVLayout, layout_for
 from kvscope.sim.tier_spec import with_cpu_size
 
 if TYPE_CHECKING:
+    from kvscope.plan.config import EngineConfig
     from kvscope.sim.run import SimConfig
 
 
@@ -32,11 +33,45 @@ def build_pool(cfg: SimConfig) -> tuple[PagedPool, KVLayout, HardwareTerms, dict
     return pools[0], layout, terms, info
 
 
+def engine_config(cfg: SimConfig) -> EngineConfig:
+    """The planner's engine settings of ``cfg``, checked by the planner's one validation layer
+    (:class:`kvscope.plan.config.EngineConfig`): a flag the engine does not have (vLLM with
+    ``--moe-runner-backend``, SGLang with ``--decode-context-parallel-size``, ...) raises
+    here. The drafter's weights, KV layers and lookahead slots come out of the pool as vLLM
+    sizes it (:mod:`kvscope.plan.drafter`): the plan ``kvscope plan --speculative-config``
+    shows."""
+    from kvscope.plan.config import EngineConfig
+
+    speculative = None
+    if cfg.speculative_config is not None:
+        from kvscope.plan.speculative import parse_vllm
+
+        speculative = parse_vllm(cfg.speculative_config)
+    return EngineConfig(
+        engine=cfg.engine,
+        engine_version=cfg.engine_version,
+        gpu_memory_utilization=cfg.gpu_memory_utilization,
+        mem_fraction_static=cfg.mem_fraction_static,
+        max_model_len=cfg.max_model_len,
+        max_num_seqs=cfg.max_num_seqs,
+        max_num_batched_tokens=cfg.max_num_batched_tokens,
+        block_size=cfg.block_size,
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        enable_prefix_caching=cfg.enable_prefix_caching,
+        async_scheduling=cfg.async_scheduling,
+        decode_context_parallel_size=cfg.decode_context_parallel_size,
+        mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
+        disable_custom_all_reduce=cfg.disable_custom_all_reduce,
+        moe_runner_backend=cfg.moe_runner_backend,
+        speculative=speculative,
+    )
+
+
 def replica_pools(
     cfg: SimConfig, replicas: int
 ) -> tuple[list[PagedPool], KVLayout, HardwareTerms, dict[str, Any]]:
     """``replicas`` KV pools of the planned size (one per DP rank), layout, terms, info."""
-    from kvscope.plan.config import EngineConfig, check_layout
+    from kvscope.plan.config import check_layout
     from kvscope.plan.memory import plan_memory
     from kvscope.specs.hardware import get_gpu
     from kvscope.specs.registry import load_model
@@ -51,36 +86,7 @@ def replica_pools(
     gpu = get_gpu(cfg.gpu)
     par = cfg.parallelism
     check_layout(par, model.is_moe, model.name)
-    # the drafter's weights, KV layers and lookahead slots come out of the pool as vLLM
-    # sizes it (kvscope.plan.drafter): the same plan `kvscope plan --speculative-config` shows
-    speculative = None
-    if cfg.speculative_config is not None:
-        from kvscope.plan.speculative import parse_vllm
-
-        speculative = parse_vllm(cfg.speculative_config)
-    plan = plan_memory(
-        model,
-        gpu,
-        par,
-        EngineConfig(
-            engine=cfg.engine,
-            engine_version=cfg.engine_version,
-            gpu_memory_utilization=cfg.gpu_memory_utilization,
-            mem_fraction_static=cfg.mem_fraction_static,
-            max_model_len=cfg.max_model_len,
-            max_num_seqs=cfg.max_num_seqs,
-            max_num_batched_tokens=cfg.max_num_batched_tokens,
-            block_size=cfg.block_size,
-            kv_cache_dtype=cfg.kv_cache_dtype,
-            enable_prefix_caching=cfg.enable_prefix_caching,
-            async_scheduling=cfg.async_scheduling,
-            decode_context_parallel_size=cfg.decode_context_parallel_size,
-            mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
-            disable_custom_all_reduce=cfg.disable_custom_all_reduce,
-            moe_runner_backend=cfg.moe_runner_backend,
-            speculative=speculative,
-        ),
-    )
+    plan = plan_memory(model, gpu, par, engine_config(cfg))
     shape = _shape(par, gpu.name)
     if cfg.num_gpu_blocks_override is None and not plan.fits:
         # The planner's verdict: the engine would refuse to start (e.g. one request of

@@ -42,6 +42,10 @@ def launch_command(cfg: SimConfig) -> str:
         block_size=cfg.block_size,
         kv_cache_dtype=cfg.kv_cache_dtype,
         enable_prefix_caching=cfg.enable_prefix_caching,
+        decode_context_parallel_size=cfg.decode_context_parallel_size,
+        mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
+        disable_custom_all_reduce=cfg.disable_custom_all_reduce,
+        moe_runner_backend=cfg.moe_runner_backend,
     )
     plan = plan_memory(model, get_gpu(cfg.gpu), par, eng)
     online = model.quantization.method if model.quantization.online else None

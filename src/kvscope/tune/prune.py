@@ -1,18 +1,20 @@
 """Pruning a tune space by the planner, before anything is simulated (vectorised).
 
-Two passes over every point. Rules the engines enforce at start-up, one Python test each:
-TP divides the attention heads and suits the KV heads (vLLM
-``ModelConfig.verify_with_parallel_config``), PP at most the layer count, expert
-parallelism only for MoE models, DP attention only for SGLang, speculative decoding only for
-vLLM on one stage and replica (what the simulator models), ``--max-num-batched-tokens`` at
-least ``--max-num-seqs`` and, without chunked prefill, at least ``--max-model-len`` (vLLM
-``SchedulerConfig._verify_args``). Then memory, one numpy expression over all points: the
-weights a GPU holds (:func:`kvscope.plan.search.stored_weight_bytes`) plus one request of
-the context length (``--max-model-len``, else the model's) plus the planner's reserve must
-fit ``memory x gpu_memory_utilization`` (:func:`kvscope.plan.search.memory_fits`). The quick
-reserve is a little under what engines take, so a survivor can still fail the engine's exact
-budget; that check runs with the simulation (:func:`kvscope.sim.deployment.replica_pools`)
-and such a point is recorded as not starting.
+Two passes over every point. Rules the engines enforce at start-up, one Python test each: TP
+divides the attention heads and suits the KV heads (vLLM
+``ModelConfig.verify_with_parallel_config``), a fixed ``--decode-context-parallel-size``
+divides TP (the planner's rule, :func:`kvscope.plan.memory.plan_memory`), PP at most the
+layer count, expert parallelism only for MoE models, DP attention only for SGLang,
+speculative decoding only for vLLM on one stage and replica (what the simulator models),
+``--max-num-batched-tokens`` at least ``--max-num-seqs`` and, without chunked prefill, at
+least ``--max-model-len`` (vLLM ``SchedulerConfig._verify_args``). Then memory, one numpy
+expression over all points: the weights a GPU holds
+(:func:`kvscope.plan.search.stored_weight_bytes`) plus one request of the context length
+(``--max-model-len``, else the model's) plus the planner's reserve must fit ``memory x
+gpu_memory_utilization`` (:func:`kvscope.plan.search.memory_fits`). The quick reserve is a
+little under what engines take, so a survivor can still fail the engine's exact budget; that
+check runs with the simulation (:func:`kvscope.sim.deployment.replica_pools`) and such a
+point is recorded as not starting.
 """
 
 from __future__ import annotations
@@ -44,11 +46,13 @@ class Pruned:
     seconds: float
 
 
-def _rule(p: Point, model: ModelSpec, engine: str, ctx: int) -> str | None:
+def _rule(p: Point, model: ModelSpec, engine: str, ctx: int, dcp: int = 1) -> str | None:
     attn = model.first_attention
     heads, kv_heads = attn.num_heads, attn.num_kv_heads
     if heads % p.tp or not (attn.is_mla_family or kv_heads % p.tp == 0 or p.tp % kv_heads == 0):
         return f"TP {p.tp} does not divide {heads} attention / {kv_heads} KV heads"
+    if p.tp % dcp:
+        return f"--decode-context-parallel-size {dcp} does not divide TP {p.tp}"
     if p.pp > model.num_layers:
         return f"PP {p.pp} exceeds {model.num_layers} layers"
     if p.enable_expert_parallel and not (model.is_moe and p.tp * p.dp > 1):
@@ -66,10 +70,13 @@ def _rule(p: Point, model: ModelSpec, engine: str, ctx: int) -> str | None:
     return None
 
 
-def prune(points: Sequence[Point], model: ModelSpec, engine: str, context: int) -> Pruned:
-    """Keep the points that start and hold one request of ``context`` tokens."""
+def prune(
+    points: Sequence[Point], model: ModelSpec, engine: str, context: int, dcp: int = 1
+) -> Pruned:
+    """Keep the points that start and hold one request of ``context`` tokens (under
+    ``--decode-context-parallel-size`` ``dcp``, those whose TP it divides)."""
     start = time.perf_counter()
-    reasons: list[str | None] = [_rule(p, model, engine, context) for p in points]
+    reasons: list[str | None] = [_rule(p, model, engine, context, dcp) for p in points]
     n = len(points)
     gpus = sorted({p.gpu for p in points})
     specs = {g: get_gpu(g) for g in gpus}

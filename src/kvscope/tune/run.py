@@ -23,6 +23,7 @@ import numpy as np
 from kvscope.errors import KvscopeError
 from kvscope.executor import Backend, PointStore
 from kvscope.plan.prices import Prices
+from kvscope.sim.deployment import engine_config
 from kvscope.sim.run import SimConfig
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
@@ -31,7 +32,7 @@ from kvscope.tune.prune import prune
 from kvscope.tune.rank import OBJECTIVES, pareto, rank, score
 from kvscope.tune.search import Candidate, Settings, halving
 from kvscope.tune.space import Point, default_axes, expand, load_space
-from kvscope.validate import count, fresh_run_dir, write_text_atomic
+from kvscope.validate import count, fresh_run_dir, writable_dir, write_text_atomic
 from kvscope.workload import Workload
 
 #: The file that records a tune folder's arguments.
@@ -74,6 +75,9 @@ class TuneRequest:
                 )
         if self.base.engine not in ("vllm", "sglang"):
             raise KvscopeError("tune searches --engine vllm or sglang.")
+        # the fixed engine flags, refused as `simulate` refuses them (vLLM with
+        # --moe-runner-backend, SGLang with --decode-context-parallel-size, ...)
+        engine_config(self.base)
         count(self.max_gpus, "--max-gpus", low=1, high=4096)
         count(self.eta, "--eta", low=1, high=100)
         count(self.min_requests, "--min-requests", low=1)
@@ -106,7 +110,8 @@ def candidates(req: TuneRequest, prices: Prices) -> tuple[list[Candidate], dict[
     axes.update(dict(req.pins))
     points = expand(axes, req.max_gpus)
     context = base.max_model_len or model.max_position_embeddings
-    pruned = prune(points, model, base.engine, context)
+    dcp = base.decode_context_parallel_size
+    pruned = prune(points, model, base.engine, context, dcp)
     if not pruned.kept:
         reasons = sorted({why for _p, why in pruned.dropped})
         raise KvscopeError(
@@ -126,7 +131,7 @@ def candidates(req: TuneRequest, prices: Prices) -> tuple[list[Candidate], dict[
             raise KvscopeError(f"no price for {gpu}; pass --gpu-hour-price {gpu}=USD.")
         return p.usd_per_gpu_hour
 
-    default_pt = Point(gpu=req.gpus[0])
+    default_pt = Point(gpu=req.gpus[0], tp=dcp)  # DCP needs TP of at least its size
     default_cfg = replace(base, **default_pt.sim_fields())
     spec = req.spec_acceptance
     out = [Candidate(default_pt, default_cfg, price(default_pt.gpu) * 1, True)]
@@ -163,6 +168,7 @@ def _manifest(req: TuneRequest, workload: Workload) -> dict[str, Any]:
 
 def open_out(out: Path, manifest: Mapping[str, Any], force: bool) -> bool:
     """Prepare ``out``: True when it resumes an earlier run of the same arguments."""
+    writable_dir(out, "tune folder")  # a name the OS cannot hold: one line, not a traceback
     path = out / MANIFEST
     same = False
     if path.is_file():
