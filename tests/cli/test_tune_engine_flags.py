@@ -1,6 +1,7 @@
 """``kvscope tune`` takes the engine flags of ``simulate`` that fix the deployment every point
-shares (DCP, the encoder's TP mode, custom all-reduce, SGLang's MoE runner): each reaches
-every point's simulated run, and each is refused as ``simulate`` refuses it."""
+shares (DCP, the encoder's TP mode, custom all-reduce, SGLang's MoE runner) and
+``--kv-cache-dtype`` (pinning its axis): each reaches every point's simulated run, and each is
+refused as ``simulate`` refuses it."""
 
 from __future__ import annotations
 
@@ -124,6 +125,17 @@ def test_sglang_moe_runner_reaches_the_points_and_the_command(
     assert "--moe-runner-backend triton" in command and "--disable-custom-all-reduce" in command
 
 
+def test_kv_cache_dtype_pins_its_axis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The space tries auto and fp8; --kv-cache-dtype fp8 (simulate's and plan's flag) leaves
+    fp8 only, beside vLLM's defaults."""
+    code, out, err = run_in_process(_tune(tmp_path, "--kv-cache-dtype", "fp8"), capsys)
+    assert code == 0, err
+    runs = _point_summaries(tmp_path / "out", json.loads(out))
+    assert set(runs) == {"H100x1 tp1 (defaults)", "H100x1 tp1 kv=fp8", "H100x2 tp2 kv=fp8"}
+    assert runs["H100x2 tp2 kv=fp8"]["config"]["kv_cache_dtype"] == "fp8"
+    assert runs["H100x1 tp1 (defaults)"]["config"]["kv_cache_dtype"] is None
+
+
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
@@ -134,6 +146,7 @@ def test_sglang_moe_runner_reaches_the_points_and_the_command(
         (["--tp", "1", "--dcp", "2"], "does not divide TP 1"),
         (["--engine", "sglang", "--mm-encoder-tp-mode", "data"], "--mm-encoder-tp-mode is vLLM's"),
         (["--mm-encoder-tp-mode", "whole"], "--mm-encoder-tp-mode must be weights or data"),
+        (["--kv-cache-dtype", "fp9"], "unknown kv-cache dtype 'fp9'"),
     ],
 )
 def test_refusals_are_simulates_one_line(

@@ -70,6 +70,14 @@ MoeRunnerBackend = Annotated[
         "it decides how DeepSeek V4's FP4 experts are stored [default: auto, the release's pick].",
     ),
 ]
+KvCacheDtype = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-cache-dtype",
+        help="KV-cache dtype (auto, fp8, fp8_e4m3, ...).",
+        show_default="auto, the model dtype",
+    ),
+]
 HbmEfficiency = Annotated[
     float,
     typer.Option("--hbm-efficiency", help="Achievable fraction of HBM bandwidth (kvscope option)."),

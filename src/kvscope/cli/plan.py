@@ -20,6 +20,7 @@ from kvscope.cli.engine_options import (
     FlashinferSampler,
     FlopsEfficiency,
     HbmEfficiency,
+    KvCacheDtype,
     MaxCudagraphCaptureSize,
     MmEncoderTpMode,
     MoeRunnerBackend,
@@ -99,9 +100,7 @@ def plan(
         "--revision",
         help="Hugging Face model revision: branch, tag or commit [default: main].",
     ),
-    kv_cache_dtype: str | None = typer.Option(
-        None, "--kv-cache-dtype", help="KV cache dtype, e.g. fp8 [default: auto, the model's]."
-    ),
+    kv_cache_dtype: KvCacheDtype = None,
     gpu_memory_utilization: float | None = typer.Option(
         None,
         "--gpu-memory-utilization",

@@ -19,6 +19,7 @@ from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
 from kvscope.cli.engine_options import (
     DecodeContextParallelSize,
     DisableCustomAllReduce,
+    KvCacheDtype,
     MmEncoderTpMode,
     MoeRunnerBackend,
 )
@@ -106,14 +107,7 @@ def simulate(
             show_default="the model config's",
         ),
     ] = None,
-    kv_cache_dtype: Annotated[
-        str | None,
-        typer.Option(
-            "--kv-cache-dtype",
-            help="KV-cache dtype (auto, fp8, fp8_e4m3, ...).",
-            show_default="auto, the model dtype",
-        ),
-    ] = None,
+    kv_cache_dtype: KvCacheDtype = None,
     engine: Annotated[
         str,
         typer.Option(

@@ -2,11 +2,11 @@
 
 A thin shell over :func:`kvscope.tune.run.tune`: the model, GPU and price flags of ``plan``
 and ``simulate`` (``cli/cost_options.py``), the parallel-layout flags
-(``cli/parallel_options.py``: given here, each pins its axis of the space), the engine
-flags of the fixed deployment every point shares (``cli/engine_options.py``: DCP, the
-encoder's TP mode, custom all-reduce, SGLang's MoE runner; passed to each point's
-``SimConfig`` as ``simulate`` passes them), the shared workload flags and the executor's
-(``cli/executor_options.py``).
+(``cli/parallel_options.py``: given here, each pins its axis of the space, as
+``--kv-cache-dtype`` pins ``kv_cache_dtype``), the engine flags of the fixed deployment every
+point shares (``cli/engine_options.py``: DCP, the encoder's TP mode, custom all-reduce,
+SGLang's MoE runner; passed to each point's ``SimConfig`` as ``simulate`` passes them), the
+shared workload flags and the executor's (``cli/executor_options.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from kvscope.cli.cost_options import (
 from kvscope.cli.engine_options import (
     DecodeContextParallelSize,
     DisableCustomAllReduce,
+    KvCacheDtype,
     MmEncoderTpMode,
     MoeRunnerBackend,
 )
@@ -151,6 +152,7 @@ def tune(
     enable_expert_parallel: EnableExpertParallel = False,
     enable_dp_attention: EnableDpAttention = False,
     num_gpus: NumGpus = None,
+    kv_cache_dtype: KvCacheDtype = None,
     max_model_len: MaxModelLenOpt = None,
     dtype: Annotated[
         str | None, typer.Option("--dtype", help="Model dtype.", show_default="the config's")
@@ -217,6 +219,8 @@ def tune(
     pins = _pins(
         tp, pp, dp, num_gpus, enable_expert_parallel, enable_dp_attention, speculative_config
     )
+    if kv_cache_dtype is not None:
+        pins += (("kv_cache_dtype", (kv_cache_dtype,)),)
     req = TuneRequest(
         base=base,
         gpus=tuple(g.strip() for g in gpu.split(",") if g.strip()),
