@@ -1,8 +1,8 @@
-"""Engine flags that ``plan`` and ``simulate`` share beyond the parallel layout: one spelling
-and help text each, named as vLLM's ``EngineArgs`` names them.
+"""Engine flags that ``plan``, ``simulate`` and ``tune`` share beyond the parallel layout: one
+spelling and help text each, named as vLLM's ``EngineArgs`` names them.
 
 The values are checked once, by :class:`kvscope.plan.config.EngineConfig` (the one validation
-layer for both commands).
+layer for the three commands).
 """
 
 from __future__ import annotations
