@@ -58,14 +58,15 @@ def test_not_a_comm_run_is_one_line(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def gloo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real `kvscope comm bench` run: 2 gloo ranks on this CPU, all-reduce 256 KiB..4 MiB
-    (sizes large enough that the fit has a bandwidth term on a busy CPU)."""
+    """A real `kvscope comm bench` run: 2 gloo ranks on this CPU, all-reduce 1..16 MiB, 5
+    iterations (at 256 KiB..4 MiB and 3 iterations a clean-clone run once fitted no bandwidth
+    term: the small sizes' timings were all latency on a 2-core machine)."""
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("comm") / "run"
     proc = subprocess.run(
         [
             *(sys.executable, "-m", "kvscope.cli.main", "comm", "bench", "--world-size", "2"),
-            *("--sizes", "256K:4M:x4", "--iters", "3", "--out", str(out)),
+            *("--sizes", "1M:16M:x4", "--iters", "5", "--out", str(out)),
         ],
         capture_output=True,
         text=True,
