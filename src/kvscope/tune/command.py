@@ -14,8 +14,9 @@ from __future__ import annotations
 import shlex
 
 from kvscope.plan.advice import command_line
-from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.config import Parallelism
 from kvscope.plan.memory import plan_memory
+from kvscope.sim.deployment import engine_config
 from kvscope.sim.run import SimConfig
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
@@ -31,22 +32,7 @@ def launch_command(cfg: SimConfig) -> str:
         ep=cfg.enable_expert_parallel,
         dp_attention=cfg.enable_dp_attention,
     )
-    eng = EngineConfig(
-        engine=cfg.engine,
-        engine_version=cfg.engine_version,
-        gpu_memory_utilization=cfg.gpu_memory_utilization,
-        mem_fraction_static=cfg.mem_fraction_static,
-        max_model_len=cfg.max_model_len,
-        max_num_seqs=cfg.max_num_seqs,
-        max_num_batched_tokens=cfg.max_num_batched_tokens,
-        block_size=cfg.block_size,
-        kv_cache_dtype=cfg.kv_cache_dtype,
-        enable_prefix_caching=cfg.enable_prefix_caching,
-        decode_context_parallel_size=cfg.decode_context_parallel_size,
-        mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
-        disable_custom_all_reduce=cfg.disable_custom_all_reduce,
-        moe_runner_backend=cfg.moe_runner_backend,
-    )
+    eng = engine_config(cfg)  # the settings the point was simulated with, drafter included
     plan = plan_memory(model, get_gpu(cfg.gpu), par, eng)
     online = model.quantization.method if model.quantization.online else None
     line = command_line(cfg.model, plan, eng, par, online)
