@@ -95,8 +95,13 @@ def test_capture_list_invariants(
         assert all(s % (1 + k) == 0 for s in sizes)
     piecewise, full = graph_counts(sizes, seqs, k)
     assert full <= piecewise
-    more = graph_units(capture_sizes(seqs + 1, tokens, release, k), seqs + 1, k)
-    assert more >= graph_units(capture_sizes(seqs, tokens, release, k), seqs, k)
+    # Without drafting, more sequences never mean fewer graphs. With drafting the list is not
+    # monotonic, as vLLM's is not: the uniform decode sizes are (1 + k) x each grid count up
+    # to max_num_seqs, so 3 sequences with one draft token capture 6 under a budget of 8,
+    # while 4 sequences jump from 4 to 8 and leave 6 out.
+    if k == 0:
+        more = graph_units(capture_sizes(seqs + 1, tokens, release, k), seqs + 1, k)
+        assert more >= graph_units(capture_sizes(seqs, tokens, release, k), seqs, k)
 
 
 def test_explicit_cap_at_the_default_leaves_the_fit() -> None:
