@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvscope.errors import KvscopeError
+from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.vllm_budget import moe_scratch_persists, sampler_fp32_copies
@@ -65,7 +66,8 @@ def test_default_utilization_rises_to_092_in_020() -> None:
 @pytest.mark.parametrize(
     ("version", "flashinfer", "copies"),
     [
-        ("0.7.1", None, 1),  # V0 sampler
+        ("0.7.1", None, 9),  # V0 sorts too (``_apply_top_k_top_p``) unless FlashInfer is set
+        ("0.7.2", True, 3),  # V0 with FlashInfer: fp32 logits, probabilities, log-probs
         ("0.10.1", None, 1),  # V1 uses FlashInfer when installed until 0.11
         ("0.10.2", False, 9),  # ... else sorts the vocabulary (PyTorch's segmented sort)
         ("0.11.0", None, 1),
@@ -82,6 +84,21 @@ def test_sampler_widths_follow_release_and_flashinfer(
 ) -> None:
     eng = vllm(version, flashinfer_sampler=flashinfer)
     assert sampler_fp32_copies(eng) == copies
+
+
+def test_v0_driver_alone_samples_so_its_blocks_set_the_count() -> None:
+    # vllm#13061 (0.7.2 by its log lines model_runner.py:1115, multiproc_worker_utils.py:124;
+    # V0, TP2 on RTX 4090, chunked prefill at 2048 tokens, 256 sequences): a worker logs 0.19 GiB of
+    # activation and 8.69 GiB for the KV cache, yet the executor keeps 81,536 tokens
+    # (5,096 blocks of 1.5 MiB, 7.46 GiB): the other rank, the driver, peaked 1.22 GiB
+    # higher. Only the driver runs the sampler, whose 256 x 152,064 sort that difference is.
+    case = {c.id: c for c in load_cases()}["gh13061-4090-tp2"]
+    with offline_hub():
+        model = load_model(case.row["model"])
+    peak = activation_peak(model, Parallelism(tp=2), 2048, 256, sampler_fp32_copies=9)
+    logged_gap = 8.69 - 81_536 * 98_304 / GIB
+    assert (peak.sampler - peak.layer_peak) / GIB == pytest.approx(logged_gap, abs=0.05)
+    assert case.plan().kv_tokens == pytest.approx(81_536, rel=0.05)
 
 
 @pytest.mark.parametrize(("row", "logged_gib"), [("0.15", 5.64), ("0.16", 5.64), ("0.17", 2.23)])

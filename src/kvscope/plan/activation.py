@@ -26,8 +26,8 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
   state and residual (see ``vllm_budget.moe_scratch_persists``).
 - ``sampler``: the sampler pass over S = ``min(max_num_seqs, T)`` rows: logits in the model
   dtype plus three fp32 tensors of the same shape (float logits, probabilities, log-probs),
-  ``S V (b + 12)`` in the V1 engine; the V0 engine's profiling sampler keeps one fp32 copy
-  (``S V (b + 4)``), while the pass's hidden states (``T h b``) are still held. Only the
+  ``S V (b + 12)`` (the fp32 count per release and sampler: ``vllm_budget.
+  sampler_fp32_copies``), while the pass's hidden states (``T h b``) are still held. Only the
   last pipeline stage runs it; other stages instead hold the hidden state and residual they
   send on (``2 T h b``).
 - ``runtime``: a constant 0.12 GiB of buffers the pass allocates regardless of shape (input

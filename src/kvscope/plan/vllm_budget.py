@@ -267,7 +267,14 @@ def sampler_fp32_copies(eng: EngineConfig) -> int:
     PyTorch path at 1.25 GB for 256 x 131,072 logits (9.3 widths). From 0.17.0 a Triton
     kernel replaces the sort for batches of 8 rows or more (vllm PR #33538,
     ``apply_top_k_top_p_triton``); it holds 3 (calibrated on vLLM 0.19, see
-    :mod:`kvscope.plan.activation`). V0 samples from one fp32 copy. FlashInfer is the V1
+    :mod:`kvscope.plan.activation`). V0 (< 0.8) sorts the same way: its profiling pass asks
+    for top-p 0.99 and top-k = vocab - 1 (``ModelRunner._dummy_run``) and the sampler calls
+    ``_apply_top_k_top_p`` (``logits.sort``) unless ``VLLM_USE_FLASHINFER_SAMPLER`` is set (unset
+    by default: vllm/envs.py, vllm/model_executor/layers/sampler.py of the 0.7.1 and 0.7.2
+    wheels); with FlashInfer it holds the fp32 logits, probabilities and log-probabilities (3).
+    Only the driver (TP rank 0) samples in V0 (``ModelRunner.execute_model`` returns before
+    ``sample`` on other ranks), so its peak is the highest and its blocks the ones the
+    executor keeps (the minimum over workers). FlashInfer is the V1
     default when installed up to 0.11.0 ("None means True" in ``TopKTopPSampler.__init__``)
     and opt-in from 0.11.1 (vllm PR #26859, merged 2025-10-15: "Users must opt in explicitly
     via VLLM_USE_FLASHINFER_SAMPLER=1" in vllm/v1/sample/ops/topk_topp_sampler.py of the
@@ -276,7 +283,7 @@ def sampler_fp32_copies(eng: EngineConfig) -> int:
     """
     v = eng.version
     if v < (0, 8, 0):
-        return 1
+        return 3 if eng.flashinfer_sampler else 9
     flashinfer = eng.flashinfer_sampler
     if flashinfer is None:
         flashinfer = v < FLASHINFER_SAMPLER_OPT_IN_SINCE
