@@ -10,7 +10,8 @@ compilation ..." / "Directly load the compiled graph(s) ...") and allocates noth
 On a cold start, from vLLM 0.11.1 (the first release pinning torch 2.9.0), ``CompilationConfig``
 turns on Inductor's horizontal fusion with ``combo_kernels`` and ``benchmark_combo_kernel``
 (vllm/config/compilation.py, ``__post_init__``: "use horizontal fusion ..."; read in the 0.11.1,
-0.12.0, 0.15.0, 0.20.0-0.27.0, 0.29.0 and 0.31.0 wheels). Inductor then benchmarks each fusion
+0.12.0, 0.15.0, 0.20.0, 0.22.0, 0.23.0, 0.25.0-0.27.0, 0.29.0 and 0.31.0 wheels; absent in
+0.10.2). Inductor then benchmarks each fusion
 candidate (``Scheduler.speedup_by_combo_kernel`` -> ``benchmark_fused_nodes`` ->
 ``benchmark_codegened_module``, torch/_inductor/scheduler.py and codegen/triton.py at torch
 2.13.0), calling the kernel module's ``get_args()``: one ``rand_strided`` tensor on the device,
