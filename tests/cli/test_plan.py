@@ -89,6 +89,29 @@ def test_disable_custom_all_reduce_leaves_nccl_buffers_and_is_repeated(engine: s
 
 
 @pytest.mark.integration
+def test_cold_compile_plans_the_compile_peak_and_sglang_refuses_it() -> None:
+    args = ("--model", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "--engine-version", "0.29.0")
+    args += ("--max-num-batched-tokens", "512", "--max-num-seqs", "8", "--json")
+    warm, cold = run(*args), run(*args, "--cold-compile")
+    assert warm.returncode == 0 and cold.returncode == 0, warm.stderr + cold.stderr
+    warm_doc, cold_doc = json.loads(warm.stdout), json.loads(cold.stdout)
+    # 128,256 x 4,096 bf16 embedding table plus two 512 x 4,096 outputs: 0.986 GiB
+    assert cold_doc["activation_peak_gib"] == pytest.approx(0.986, abs=0.001)
+    assert cold_doc["kv_cache_gib"] < warm_doc["kv_cache_gib"] - 0.5
+    bad = run(
+        "--model",
+        "meta-llama/Llama-3.1-8B",
+        "--gpu",
+        "L40S",
+        "--engine",
+        "sglang",
+        "--cold-compile",
+    )
+    assert bad.returncode == 2 and "--cold-compile" in bad.stderr
+    assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

@@ -62,6 +62,14 @@ DisableCustomAllReduce = Annotated[
         "buffers, so less memory outside the KV cache [default: off].",
     ),
 ]
+ColdCompile = Annotated[
+    bool,
+    typer.Option(
+        "--cold-compile",
+        help="vLLM: plan a start with no torch.compile cache for this configuration; its "
+        "compile's benchmark tensors join the profiling peak [default: off, the cache is warm].",
+    ),
+]
 MoeRunnerBackend = Annotated[
     str,
     typer.Option(

@@ -13,6 +13,7 @@ import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuHourPrice, GpuSpecFile, PricesFile, Provider
 from kvscope.cli.engine_options import (
+    ColdCompile,
     CudagraphMemory,
     DecodeContextParallelSize,
     DisableCustomAllReduce,
@@ -145,6 +146,7 @@ def plan(
     decode_context_parallel_size: DecodeContextParallelSize = 1,
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
+    cold_compile: ColdCompile = False,
     moe_runner_backend: MoeRunnerBackend = "auto",
     context: int | None = typer.Option(
         None,
@@ -273,6 +275,7 @@ def plan(
         decode_context_parallel_size=decode_context_parallel_size,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         disable_custom_all_reduce=disable_custom_all_reduce,
+        cold_compile=cold_compile,
         moe_runner_backend=moe_runner_backend,
     )
     from kvscope.plan.roofline import Efficiency
@@ -400,10 +403,8 @@ def plan(
 def _check_request_flags(
     context: int | None, target_context: int | None, target_concurrency: int | None
 ) -> None:
-    """Token and request counts typed by hand: at least 1 and within what an engine holds.
-
-    A zero used to be read as "not given" and a negative count as one request.
-    """
+    """Token and request counts typed by hand: at least 1 and within what an engine holds
+    (a zero used to be read as "not given" and a negative count as one request)."""
     from kvscope.plan.config import MAX_TOKENS
     from kvscope.validate import count
 

@@ -69,6 +69,9 @@ class ActivationPeak:
     runtime: float = RUNTIME_BYTES
     #: whether the MoE scratch stays allocated between layers (modular kernel workspace)
     moe_persistent: bool = True
+    #: a cold compile's own peak before the pass (:mod:`kvscope.plan.compile_peak`); the
+    #: engine logs the larger of the two
+    compile_peak: float = 0.0
 
     @property
     def layer_peak(self) -> float:
@@ -77,9 +80,11 @@ class ActivationPeak:
     @property
     def total_bytes(self) -> float:
         if self.moe_persistent:
-            return max(self.layer_peak, self.sampler) + self.moe_workspace + self.runtime
-        moe_layer = self.residual + self.moe_workspace if self.moe_workspace else 0.0
-        return max(self.layer_peak, moe_layer, self.sampler) + self.runtime
+            forward = max(self.layer_peak, self.sampler) + self.moe_workspace + self.runtime
+        else:
+            moe_layer = self.residual + self.moe_workspace if self.moe_workspace else 0.0
+            forward = max(self.layer_peak, moe_layer, self.sampler) + self.runtime
+        return max(forward, self.compile_peak)
 
 
 @per_model_cache()

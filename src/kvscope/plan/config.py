@@ -251,6 +251,10 @@ class EngineConfig:
         moe_runner_backend: SGLang ``--moe-runner-backend`` (``auto`` = the release's pick):
             how the MoE runner stores the routed experts
             (:mod:`kvscope.plan.sglang_moe_runner`). vLLM has no such flag.
+        cold_compile: vLLM starts with no torch.compile cache for this configuration, so its
+            profiling pass includes Inductor's compile and its benchmark tensors
+            (:mod:`kvscope.plan.compile_peak`); ``False`` plans a start that loads the
+            compiled graph from the cache. Not an engine flag: the state of the cache folder.
     """
 
     engine: str = "vllm"
@@ -277,6 +281,7 @@ class EngineConfig:
     mm_encoder_tp_mode: str = "weights"
     disable_custom_all_reduce: bool = False
     moe_runner_backend: str = "auto"
+    cold_compile: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -363,6 +368,12 @@ class EngineConfig:
                     "--mm-encoder-tp-mode is vLLM's; SGLang's data-parallel encoder "
                     "(--mm-enable-dp-encoder) is not modelled.",
                     "Drop --mm-encoder-tp-mode with --engine sglang.",
+                )
+            if self.cold_compile:
+                raise KvscopeError(
+                    "--cold-compile models vLLM's torch.compile in its profiling pass; "
+                    "SGLang does not compile by default and sizes its pool without it.",
+                    "Drop --cold-compile with --engine sglang.",
                 )
         elif self.moe_runner_backend != "auto":
             raise KvscopeError(

@@ -35,10 +35,11 @@ pipeline parallelism runs on the V1 model runner) and the pipeline depth otherwi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvscope.plan._cache import attention_kinds, is_moe
 from kvscope.plan.activation import activation_peak
+from kvscope.plan.compile_peak import cold_compile_peak_bytes, compiles_cold
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.cudagraph import (
     FIT_GRAPH_UNITS,
@@ -391,6 +392,9 @@ def plan_ranks(
             )
         if ws is not None:
             act = with_profile_workspace(act, ws)
+        if compiles_cold(model, eng, w.pp_rank):
+            peak = cold_compile_peak_bytes(model, par, defaults.max_num_batched_tokens)
+            act = replace(act, compile_peak=peak)
         non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
         first = dsv4_first_capture_bytes(model, w.layers, v, gpu)
         graphs = first + estimate_bytes(
