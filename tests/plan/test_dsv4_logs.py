@@ -40,17 +40,25 @@ REFUSED_PLANNED_AS_FITTING = {
 
 #: V4 logs of builds whose block rule is not a release's, and what they do instead.
 OFF_RELEASE_BUILDS = {
-    # a community GB10 image of a 0.21.1rc1 main-branch commit: from its logged 18.65 GiB the
-    # 0.21 release's rule (1,051,776-byte blocks, page-weighted report, MTP layer in the
-    # window halves; kvscope.plan.dsv4_pool) gives 5.07x where it logged 5.01x, and no
-    # release's rule gives 1,001,650 tokens from that pool (the row is scored "inferred").
-    "ghlog-2xgb10-v4flash-200k-mtp2-0.21": "fork build",
     # vllm#51041 quotes the pool, tokens and concurrency but not max_num_batched_tokens nor
     # async scheduling, which set the tokens in flight the window groups reserve. The 0731
     # launch's figures follow from 0.26.0's rule at 2 x 8,192 in flight (the serve defaults,
     # test above); the preview's only at 8,192 (async off, 4,096 batched tokens, or a 0.25
     # launch): 0.76x at the row's assumed inputs, 1.11x logged.
     "gh51041-2xh20-v4flash-mtp-0.26": "tokens in flight not logged",
+}
+#: V4 logs whose token figure is another rank's pool, with that pool's block count. vLLM
+#: gives every rank the smallest rank's block count (``get_kv_cache_configs``, "Change the
+#: num_blocks of each rank to the smallest among all ranks", vllm/v1/core/kv_cache_utils.py
+#: of 0.21.0), while each worker prints its own "Available KV cache memory" in its own node's
+#: log (``logger.info_once``, vllm/v1/worker/gpu_worker.py of 0.21.0).
+OTHER_RANK_POOLS = {
+    # 2x DGX Spark (--nnodes 2): the log is the head node's, so 18.65 GiB is rank 0's; the
+    # tokens are 18,811 blocks of the 0.21 release's rule, 18.43 GiB, i.e. rank 1 on the
+    # second Spark had ~0.22 GiB less (on unified memory a rank's budget reads its own
+    # host's MemAvailable, vllm/utils/mem_utils.py of 0.21.0). The other reading, a fork's
+    # 1,064,448-byte stride (22 x 576 B more than 0.21's) at 18.65 GiB, has no release.
+    "ghlog-2xgb10-v4flash-200k-mtp2-0.21": 18_811,
 }
 #: V4 logs the block rule reproduces only to a tolerance (relative), and why.
 NEAR_MISSES: dict[str, float] = {
@@ -68,6 +76,7 @@ def _vllm_v4_rows_with_available() -> list[str]:
         and c.row["kv_cache_gib"]
         and c.row["kv_tokens"]
         and i not in OFF_RELEASE_BUILDS
+        and i not in OTHER_RANK_POOLS
     )
 
 
@@ -107,6 +116,29 @@ def test_dspark_start_report_follows_from_its_scraped_block_count() -> None:
     # the 0.26 report (page-weighted window groups) would have read 6.57x from those blocks
     old = Case({**case.row, "num_gpu_blocks_override": "45821", "version": "0.26.0"}).plan()
     assert old.max_concurrency > 6.5
+
+
+def test_two_spark_tokens_are_the_smaller_ranks_pool_under_the_021_rule() -> None:
+    # The 2x GB10 start logged 1,001,650 tokens (5.01x at 200,000) beside rank 0's 18.65 GiB.
+    # 0.21's own rule (1,051,776-byte blocks, page-weighted report) reproduces the tokens to
+    # the token at one block count and not at its neighbours; rank 0's logged pool holds
+    # ~228 blocks more, so under the release's rule the figure is the other rank's pool
+    # (the engine keeps the smallest).
+    case = CASES["ghlog-2xgb10-v4flash-200k-mtp2-0.21"]
+    blocks = OTHER_RANK_POOLS[case.id]
+
+    def at(n: int) -> int:
+        return Case({**case.row, "num_gpu_blocks_override": str(n)}).plan().kv_tokens
+
+    assert at(blocks) == 1_001_650
+    assert at(blocks - 1) != 1_001_650 and at(blocks + 1) != 1_001_650
+    plan = Case({**case.row, "num_gpu_blocks_override": str(blocks)}).plan()
+    assert round(plan.max_concurrency, 2) == case.num("max_concurrency")
+    logged_avail = case.num("kv_cache_gib")
+    assert logged_avail is not None
+    rank0 = case.plan(kv_cache_memory_bytes=int((logged_avail - 0.005) * GIB))
+    assert rank0.num_gpu_blocks > blocks + 200
+    assert blocks * plan.block_bytes / GIB < logged_avail - 0.2
 
 
 def test_gh51041_lengths_follow_from_the_start_up_check() -> None:
