@@ -34,7 +34,8 @@ REFUSED_PLANNED_AS_FITTING = {
     # refuses with the logged 6.66 GiB (test below); the profile-pass term is what is open.
     "gh44376-gh200-tp2-v4flash-refused",
     # (inferencex2128-sglang-v4pro-h200-tp8 left this list when SGLang's float32 FP4-expert
-    # scales were counted: 118.3 GiB planned per rank, refused as SGLang refused.)
+    # scales were counted, refused as SGLang refused; with its script's Marlin runner the
+    # planned weights are 124.9 GiB a rank against the logged 125.65.)
 }
 
 
@@ -168,6 +169,17 @@ def test_gh200_refusal_reproduces_the_logged_need() -> None:
     plan = case.plan(kv_cache_memory_bytes=int(5.44 * GIB))
     assert not plan.fits
     assert plan.problem is not None and "needs 6.66 GiB" in plan.problem
+
+
+def test_sglang_marlin_v4_pro_weights_match_the_inferencex_refusal() -> None:
+    # InferenceX#2128 (SGLang 0.5.14-era hopper image, 8x H200, --moe-runner-backend marlin in
+    # its script): "Load weight end ... mem usage=125.65 GB". Marlin keeps the float32
+    # scale_inv beside its e8m0 copy at 0.5.12-0.5.15 (0.65625 B a routed parameter); the
+    # default runner's 0.625 would leave it 6.4 GiB short.
+    case = CASES["inferencex2128-sglang-v4pro-h200-tp8"]
+    plan = case.plan()
+    assert plan.weights_gib == pytest.approx(125.65, rel=0.01)
+    assert not plan.fits
 
 
 def test_refused_starts_are_planned_as_refused_or_listed() -> None:

@@ -129,3 +129,34 @@ def test_sglang_v4_swa_cap_releases_are_flagged(version: str, warned: bool) -> N
     eng = EngineConfig(engine="sglang", engine_version=version)
     plan = plan_memory(m, get_gpu("H200"), Parallelism(tp=4), eng)
     assert any("per-request cap" in w for w in plan.warnings) == warned
+
+
+def test_sglang_v4flash_tp4_start_that_saw_96_gb() -> None:
+    """The self-llm V4-Flash start (datawhalechina/self-llm PR 517, images/02-04.png: 0.5.14,
+    TP4, Marlin, mfs 0.85, 131,072 context) logs 2,182,656 tokens and, after the pool and the
+    CUDA-graph capture, 13.00-13.24 GB free on each of its four ranks; SGLang leaves about
+    M0 x (1 - mfs) free after the pool (``_profile_available_bytes``,
+    ``model_runner_kv_cache_mixin.py`` at 0.5.14), so every GPU showed about 93 GiB at start.
+    The 0.5.14 no-drafting rule on a 96 GB Hopper lands within 5 % of the logged pool; on a
+    141 GB H200 it plans twice as many tokens, and the tutorial's EAGLE flags on 96 GB far
+    fewer (the capture is named "target decode": no drafting ran)."""
+    m = load_model("deepseek-ai/DeepSeek-V4-Flash")
+    par = Parallelism(tp=4)
+
+    def eng(draft_layers: int = 0) -> EngineConfig:
+        return EngineConfig(
+            engine="sglang",
+            engine_version="0.5.14",
+            mem_fraction_static=0.85,
+            max_model_len=131072,
+            moe_runner_backend="marlin",
+            speculative_layers=draft_layers,
+        )
+
+    logged = 2_182_656
+    h20 = plan_memory(m, get_gpu("H20-96GB"), par, eng())
+    h200 = plan_memory(m, get_gpu("H200"), par, eng())
+    eagle = plan_memory(m, get_gpu("H20-96GB"), par, eng(1))
+    assert abs(h20.kv_tokens / logged - 1) < 0.05
+    assert h200.kv_tokens > 2 * logged
+    assert eagle.kv_tokens < 0.7 * logged

@@ -10,6 +10,9 @@ SGLang's code (not from the planner's bytes-per-parameter constants):
   to 128 and H to 256 from 0.5.14; ``prepare_moe_mxfp4_layer_for_marlin`` (marlin_utils_fp4.py)
   adds ``w13/w2_weight_scale`` of the same element counts as the float32 scales, one byte each
   (``mxfp4_marlin_process_scales`` -> float8_e8m0fnu), and leaves ``*_weight_scale_inv``.
+  From 0.5.16 ``create_weights`` makes the ``*_weight_scale_inv`` one-byte e8m0 (``_e8m0_ones``)
+  and the repack deletes them; at 0.5.23 the width stays logical on SM90 and the repack pads it
+  to a multiple of 64 (the hidden size, rounded to 256, being a multiple of 128).
 - ``Mxfp4FlashinferCutlassMoEMethod`` / ``Mxfp4FlashinferTrtllmMoEMethod``: the float32 scales
   replaced by uint8 ones.
 """
@@ -36,14 +39,19 @@ def _round_up(x: int, m: int) -> int:
     return math.ceil(x / m) * m
 
 
-def engine_expert_bytes(hidden: int, inter: int, runner: str, version: tuple[int, ...]) -> int:
+def engine_expert_bytes(
+    hidden: int, inter: int, runner: str, version: tuple[int, ...], sm90: bool = True
+) -> int:
     """Bytes SGLang allocates for one routed expert of one rank (``inter`` = I per rank)."""
     if runner == "marlin" and version >= (0, 5, 14):
-        hidden, inter = _round_up(hidden, 256), _round_up(inter, 128)
+        hidden = _round_up(hidden, 256)
+        inter = _round_up(inter, 64 if sm90 and version >= (0, 5, 23) else 128)
     values = 2 * inter * hidden // 2 + hidden * inter // 2  # int8, two 4-bit values each
     groups = 2 * inter * hidden // 32 + hidden * inter // 32  # one scale per 32 values
     if runner == "flashinfer_mxfp4":
         return values + groups  # uint8 e8m0 scales
+    if runner == "marlin" and version >= (0, 5, 16):
+        return values + groups  # e8m0 Marlin scales; the loader's scale_inv deleted
     if runner == "marlin":
         return values + 4 * groups + groups  # float32 scale_inv kept + e8m0 Marlin scales
     return values + 4 * groups  # float32 scale_inv
@@ -67,6 +75,11 @@ def _planned_expert_bytes(model_id: str, gpu: str, tp: int, runner: str, v: tupl
         (PRO, "H20", 16, "marlin", (0, 5, 12)),  # 192 a rank: no pads before 0.5.14
         (PRO, "H20", 16, "marlin", (0, 5, 14)),  # 192 -> 256
         (PRO, "H200", 8, "marlin", (0, 5, 14)),  # 384: already a multiple of 128
+        (FLASH, "H200", 4, "marlin", (0, 5, 15)),  # float32 scale_inv still kept
+        (FLASH, "H200", 4, "marlin", (0, 5, 16)),  # e8m0 loader scales, deleted after repack
+        (PRO, "H20", 16, "marlin", (0, 5, 20)),  # 192 -> 256
+        (PRO, "H20", 16, "marlin", (0, 5, 23)),  # SM90: 192 stays (a multiple of 64)
+        (PRO, "RTX-PRO-6000-Blackwell-96GB", 16, "marlin", (0, 5, 23)),  # SM120: 192 -> 256
     ],
 )
 def test_routed_expert_bytes_follow_the_engine_tensors(
@@ -75,8 +88,9 @@ def test_routed_expert_bytes_follow_the_engine_tensors(
     model, planned = _planned_expert_bytes(model_id, gpu, tp, runner, version)
     moe = model.moe_layer
     assert moe is not None
+    sm90 = get_gpu(gpu).compute_capability.startswith("9")
     per_expert = engine_expert_bytes(
-        model.hidden_size, moe.expert_intermediate_size // tp, runner, version
+        model.hidden_size, moe.expert_intermediate_size // tp, runner, version, sm90
     )
     moe_layers = sum(1 for layer in model.layers if layer.ffn.is_moe)
     assert planned == pytest.approx(moe_layers * moe.num_experts * per_expert, rel=1e-9)

@@ -3,7 +3,7 @@ release and GPU) and how that runner stores DeepSeek V4's FP4 routed experts (by
 parameter, per-rank pads), read in ``srt/server_args.py``, ``srt/layers/quantization/fp8.py``,
 ``mxfp4_marlin_moe.py``, ``mxfp4_flashinfer_cutlass_moe.py``,
 ``mxfp4_flashinfer_trtllm_moe.py`` and ``marlin_utils_fp4.py`` of the 0.5.12, 0.5.13 and
-0.5.14 wheels.
+0.5.14 wheels (the Marlin path also at 0.5.15, 0.5.16, 0.5.18, 0.5.20 and 0.5.23).
 
 MXFP4 checkpoints (gpt-oss; ``Mxfp4MoEMethod.create_weights`` in mxfp4.py, read at 0.5.9,
 0.5.12, 0.5.13, 0.5.14 and 0.5.23; a release between two read ones takes the earlier one's
@@ -30,13 +30,24 @@ SGLANG_DSV4_FP4_EXPERT_BYTES = 0.5 + 4 / 32
 #: ``Mxfp4MarlinMoEMethod``): ``prepare_moe_mxfp4_layer_for_marlin`` repacks the 4-bit values
 #: in place of ``w13/w2_weight`` and stores one-byte e8m0 Marlin scales as a new
 #: ``w13/w2_weight_scale`` (``mxfp4_marlin_process_scales``), while the float32
-#: ``*_weight_scale_inv`` stays registered: 1/32 B a parameter more. Its ``workspace``
-#: (SMs x 4 int32 a layer) is a few KiB.
+#: ``*_weight_scale_inv`` stays registered (0.5.12-0.5.15): 1/32 B a parameter more. Its
+#: ``workspace`` (SMs x 4 int32 a layer) is a few KiB.
 SGLANG_DSV4_FP4_MARLIN_EXPERT_BYTES = SGLANG_DSV4_FP4_EXPERT_BYTES + 1 / 32
 #: ``Mxfp4MarlinMoEMethod.create_weights`` rounds the per-rank intermediate width up to 128
 #: and the hidden size up to 256 from 0.5.14 (0.5.12 and 0.5.13 allocate the checkpoint's
 #: widths, and ``prepare_moe_mxfp4_layer_for_marlin`` pads nothing there).
 SGLANG_MARLIN_PADS_SINCE = (0, 5, 14)
+#: From 0.5.16 ``Mxfp4MarlinMoEMethod.create_weights`` loads the scales as one-byte e8m0
+#: (``_e8m0_ones``) and ``prepare_moe_mxfp4_layer_for_marlin`` deletes the loader-format
+#: ``*_weight_scale_inv`` after the repack ("release the loader-format parameters"), so the
+#: experts hold the checkpoint's 0.53125 B a parameter (4-bit values and one e8m0 Marlin scale
+#: per 32). Absent from the 0.5.14 and 0.5.15 wheels, present at 0.5.16, 0.5.18, 0.5.20, 0.5.23.
+SGLANG_MARLIN_E8M0_SCALES_SINCE = (0, 5, 16)
+#: 0.5.23's ``create_weights`` keeps the per-rank width logical on SM90 ("early padding to 128
+#: turns a TP8 width of 288 into 384 instead of 320"); the repack then pads it to 64, the
+#: (256-rounded) hidden size being a multiple of 128 (``prepare_moe_mxfp4_layer_for_marlin``).
+#: Other GPUs, and SM90 up to 0.5.20, round it to 128 at creation.
+SGLANG_MARLIN_SM90_WIDTH64_SINCE = (0, 5, 23)
 #: 0.5.13 adds "Use marlin as MoE runner backend on SM120 for DeepseekV4"
 #: (``ServerArgs._handle_model_specific_adjustments``): ``auto`` becomes ``marlin`` on SM120.
 SGLANG_DSV4_SM120_MARLIN_SINCE = (0, 5, 13)
@@ -125,8 +136,12 @@ def sglang_expert_layout(
                 f"{gpu.name} is SM{gpu.compute_capability.replace('.', '')}.",
                 "Drop --moe-runner-backend marlin (MXFP4 Marlin requires SM90 or SM120).",
             )
-        pads = (128, 256) if version >= SGLANG_MARLIN_PADS_SINCE else (1, 1)
-        return ExpertLayout(*pads, bytes=SGLANG_DSV4_FP4_MARLIN_EXPERT_BYTES)
+        inter_pad, hidden_pad = (128, 256) if version >= SGLANG_MARLIN_PADS_SINCE else (1, 1)
+        if major == 9 and version >= SGLANG_MARLIN_SM90_WIDTH64_SINCE:
+            inter_pad = 64
+        if version >= SGLANG_MARLIN_E8M0_SCALES_SINCE:
+            return ExpertLayout(inter_pad, hidden_pad)  # the checkpoint's bytes
+        return ExpertLayout(inter_pad, hidden_pad, bytes=SGLANG_DSV4_FP4_MARLIN_EXPERT_BYTES)
     if runner == "flashinfer_mxfp4":
         if major == 9 and (model.hidden_size % 128 or _expert_width(model, par) % 128):
             raise KvscopeError(
