@@ -99,12 +99,8 @@ def test_kv_tokens_from_logged_available_memory(result) -> None:  # type: ignore
 
 #: Rows with guessed inputs that the planner misses by more than a factor of two, and why.
 INFERRED_OFF: dict[str, str] = {
-    # Empty since selfllm-sglang-v4flash-4xh200-tp4-eagle (SGLang V4-Flash, 4x H200, EAGLE)
-    # came back inside a factor of two (+406 % -> +38 %): its release is 0.5.14, the last
-    # wheel before the log, whose V4 pool keeps the C128 state with the SWA pool and sizes
-    # the compressor rings for drafting (sglang_budget), and SGLang loads V4's FP4 experts
-    # with float32 scales (weights.SGLANG_DSV4_FP4_EXPERT_BYTES). The rest of its gap is
-    # not pinned (benchmarks/RESULTS.md, "SGLang V4 pools by release").
+    # Empty since the self-llm SGLang V4-Flash start (selfllm-sglang-v4flash-tp4-96gb) is
+    # planned as its screenshot shows it ran: no drafting, on 96 GB Hopper GPUs.
 }
 
 
