@@ -152,6 +152,7 @@ class Case:
             max_cudagraph_capture_size=max_cudagraph_capture_size,
             disable_custom_all_reduce=_opt_bool(r.get("disable_custom_all_reduce", "")) or False,
             moe_runner_backend=r.get("moe_runner_backend", "") or "auto",
+            async_scheduling=_opt_bool(r.get("async_scheduling", "")),
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

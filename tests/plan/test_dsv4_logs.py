@@ -45,12 +45,6 @@ OFF_RELEASE_BUILDS = {
     # window halves; kvscope.plan.dsv4_pool) gives 5.07x where it logged 5.01x, and no
     # release's rule gives 1,001,650 tokens from that pool (the row is scored "inferred").
     "ghlog-2xgb10-v4flash-200k-mtp2-0.21": "fork build",
-    # vllm#51041 quotes the pool, tokens and concurrency but not max_num_batched_tokens nor
-    # async scheduling, which set the tokens in flight the window groups reserve. The 0731
-    # launch's figures follow from 0.26.0's rule at 2 x 8,192 in flight (the serve defaults,
-    # test above); the preview's only at 8,192 (async off, 4,096 batched tokens, or a 0.25
-    # launch): 0.76x at the row's assumed inputs, 1.11x logged.
-    "gh51041-2xh20-v4flash-mtp-0.26": "tokens in flight not logged",
 }
 #: V4 logs the block rule reproduces only to a tolerance (relative), and why.
 NEAR_MISSES: dict[str, float] = {
@@ -124,9 +118,24 @@ def test_gh51041_lengths_follow_from_the_start_up_check() -> None:
     assert fits(121_344, 7.015)
     assert not fits(121_345, 7.005)
     assert fits(960_000, 7.005, "0.25.0")
-    # and 0.26.0 would have refused the preview's logged 912,128 at 7.01 GiB (10.04 needed)
+
+
+def test_gh51041_preview_start_ran_one_batch_in_flight() -> None:
+    # vllm#51041's preview start (vLLM 0.26.0, 912,128, 8,192 batched tokens per the
+    # reporter's summary): with async scheduling on (2 x 8,192 in flight) 0.26.0 refuses
+    # 912,128 with the logged 7.01 GiB (10.04 GiB needed) and would report 0.76x; the logged
+    # 1.11x / 1,009,661 follow only from one batch in flight (async off), which the row
+    # records, and then only from 7,236 blocks (7.0065 GiB, inside the logged rounding).
     preview = CASES["gh51041-2xh20-v4flash-mtp-0.26"]
-    assert not preview.plan(kv_cache_memory_bytes=int(7.015 * GIB)).fits
+    assert preview.row["async_scheduling"] == "0"
+    on = Case({**preview.row, "async_scheduling": "1"})
+    assert not on.plan(kv_cache_memory_bytes=int(7.015 * GIB)).fits
+    assert on.plan(kv_cache_memory_bytes=int(7.01 * GIB)).max_concurrency < 0.77
+    plan = preview.plan(kv_cache_memory_bytes=7236 * 1_039_680)
+    assert plan.fits and plan.num_gpu_blocks == 7236
+    assert plan.kv_tokens == 1_009_661
+    assert preview.plan(kv_cache_memory_bytes=7235 * 1_039_680).kv_tokens != 1_009_661
+    assert preview.plan(kv_cache_memory_bytes=7237 * 1_039_680).kv_tokens != 1_009_661
 
 
 def test_gh200_refusal_reproduces_the_logged_need() -> None:
