@@ -103,6 +103,23 @@ def test_dspark_start_report_follows_from_its_scraped_block_count() -> None:
     assert old.max_concurrency > 6.5
 
 
+def test_gh51454_dspark_report_follows_from_one_block_count() -> None:
+    # vllm#51454 (vLLM 0.25.0, 8x B200 TP8, DSpark k=5): "KV cache 17,954,198 tokens /
+    # 17.12x at 1M". 0.25.0's page-weighted report gives that figure from exactly one block
+    # count, 121,227 blocks of 1,077,120 B (the stages' window pages widen the stride):
+    # 121.61 GiB a rank. Without the three stages the same blocks read 17,992,317 tokens.
+    case = CASES["gh51454-b200-tp8-dspark"]
+
+    def tokens(blocks: int, row: dict[str, str] | None = None) -> int:
+        over = {**(row or case.row), "num_gpu_blocks_override": str(blocks)}
+        return Case(over).plan().kv_tokens
+
+    assert tokens(121_227) == 17_954_198
+    assert tokens(121_226) < 17_954_198 < tokens(121_228)
+    assert Case(case.row).plan().block_bytes == 1_077_120
+    assert tokens(121_227, {**case.row, "speculative_config": ""}) == 17_992_317
+
+
 def test_gh51041_lengths_follow_from_the_start_up_check() -> None:
     # vllm#51041 (vLLM 0.26.0, 2x H20, MTP): the 0731 start's max_model_len 121,344 is the
     # longest length the start-up check (_max_memory_usage_bytes_from_groups, 16,384 tokens
