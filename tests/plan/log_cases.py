@@ -153,6 +153,7 @@ class Case:
             disable_custom_all_reduce=_opt_bool(r.get("disable_custom_all_reduce", "")) or False,
             moe_runner_backend=r.get("moe_runner_backend", "") or "auto",
             cold_compile=_opt_bool(r.get("cold_compile", "")) or False,
+            async_scheduling=_opt_bool(r.get("async_scheduling", "")),
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

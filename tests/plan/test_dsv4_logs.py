@@ -39,15 +39,10 @@ REFUSED_PLANNED_AS_FITTING = {
 }
 
 
-#: V4 logs of builds whose block rule is not a release's, and what they do instead.
-OFF_RELEASE_BUILDS = {
-    # vllm#51041 quotes the pool, tokens and concurrency but not max_num_batched_tokens nor
-    # async scheduling, which set the tokens in flight the window groups reserve. The 0731
-    # launch's figures follow from 0.26.0's rule at 2 x 8,192 in flight (the serve defaults,
-    # test above); the preview's only at 8,192 (async off, 4,096 batched tokens, or a 0.25
-    # launch): 0.76x at the row's assumed inputs, 1.11x logged.
-    "gh51041-2xh20-v4flash-mtp-0.26": "tokens in flight not logged",
-}
+#: V4 logs of builds whose block rule is not a release's, and what they do instead. Empty
+#: since the 2x GB10 start's tokens were read as the other rank's pool (OTHER_RANK_POOLS) and
+#: vllm#51041's preview launch as one batch in flight (async scheduling off).
+OFF_RELEASE_BUILDS: dict[str, str] = {}
 #: V4 logs whose token figure is another rank's pool, with that pool's block count. vLLM
 #: gives every rank the smallest rank's block count (``get_kv_cache_configs``, "Change the
 #: num_blocks of each rank to the smallest among all ranks", vllm/v1/core/kv_cache_utils.py
@@ -142,6 +137,23 @@ def test_two_spark_tokens_are_the_smaller_ranks_pool_under_the_021_rule() -> Non
     assert blocks * plan.block_bytes / GIB < logged_avail - 0.2
 
 
+def test_gh51454_dspark_report_follows_from_one_block_count() -> None:
+    # vllm#51454 (vLLM 0.25.0, 8x B200 TP8, DSpark k=5): "KV cache 17,954,198 tokens /
+    # 17.12x at 1M". 0.25.0's page-weighted report gives that figure from exactly one block
+    # count, 121,227 blocks of 1,077,120 B (the stages' window pages widen the stride):
+    # 121.61 GiB a rank. Without the three stages the same blocks read 17,992,317 tokens.
+    case = CASES["gh51454-b200-tp8-dspark"]
+
+    def tokens(blocks: int, row: dict[str, str] | None = None) -> int:
+        over = {**(row or case.row), "num_gpu_blocks_override": str(blocks)}
+        return Case(over).plan().kv_tokens
+
+    assert tokens(121_227) == 17_954_198
+    assert tokens(121_226) < 17_954_198 < tokens(121_228)
+    assert Case(case.row).plan().block_bytes == 1_077_120
+    assert tokens(121_227, {**case.row, "speculative_config": ""}) == 17_992_317
+
+
 def test_gh51041_lengths_follow_from_the_start_up_check() -> None:
     # vllm#51041 (vLLM 0.26.0, 2x H20, MTP): the 0731 start's max_model_len 121,344 is the
     # longest length the start-up check (_max_memory_usage_bytes_from_groups, 16,384 tokens
@@ -157,9 +169,24 @@ def test_gh51041_lengths_follow_from_the_start_up_check() -> None:
     assert fits(121_344, 7.015)
     assert not fits(121_345, 7.005)
     assert fits(960_000, 7.005, "0.25.0")
-    # and 0.26.0 would have refused the preview's logged 912,128 at 7.01 GiB (10.04 needed)
+
+
+def test_gh51041_preview_start_ran_one_batch_in_flight() -> None:
+    # vllm#51041's preview start (vLLM 0.26.0, 912,128, 8,192 batched tokens per the
+    # reporter's summary): with async scheduling on (2 x 8,192 in flight) 0.26.0 refuses
+    # 912,128 with the logged 7.01 GiB (10.04 GiB needed) and would report 0.76x; the logged
+    # 1.11x / 1,009,661 follow only from one batch in flight (async off), which the row
+    # records, and then only from 7,236 blocks (7.0065 GiB, inside the logged rounding).
     preview = CASES["gh51041-2xh20-v4flash-mtp-0.26"]
-    assert not preview.plan(kv_cache_memory_bytes=int(7.015 * GIB)).fits
+    assert preview.row["async_scheduling"] == "0"
+    on = Case({**preview.row, "async_scheduling": "1"})
+    assert not on.plan(kv_cache_memory_bytes=int(7.015 * GIB)).fits
+    assert on.plan(kv_cache_memory_bytes=int(7.01 * GIB)).max_concurrency < 0.77
+    plan = preview.plan(kv_cache_memory_bytes=7236 * 1_039_680)
+    assert plan.fits and plan.num_gpu_blocks == 7236
+    assert plan.kv_tokens == 1_009_661
+    assert preview.plan(kv_cache_memory_bytes=7235 * 1_039_680).kv_tokens != 1_009_661
+    assert preview.plan(kv_cache_memory_bytes=7237 * 1_039_680).kv_tokens != 1_009_661
 
 
 def test_gh200_refusal_reproduces_the_logged_need() -> None:
