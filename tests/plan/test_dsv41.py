@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from kvscope.plan.config import EngineConfig
+from kvscope.plan.dsv4_workspace import dsv4_profile_workspace
 from kvscope.plan.kv_layout import KVLayout, vllm_layout
 from kvscope.specs.config_parse import parse_config
 from kvscope.specs.hardware import GIB
@@ -91,3 +93,14 @@ def test_pool_reproduces_the_logged_token_count(v41: ModelSpec, row: str) -> Non
     lo = int((gib - 0.005) * GIB) // lay.block_bytes
     hi = int((gib + 0.005) * GIB) // lay.block_bytes
     assert any(int(nb / need * length) == tokens for nb in range(lo, hi + 1))
+
+
+def test_profiling_reserves_the_ratio_one_indexer_gather(v41: ModelSpec) -> None:
+    # the ratio-1 index sources (20-36) gather 40 x max_model_len key rows of 132 bytes in the
+    # profiling pass, twice what the ratio-2 sources (2, 8, 14) ask for; the buffer follows
+    # max_model_len
+    eng = EngineConfig(engine="vllm", engine_version="0.31.1")
+    ws = dsv4_profile_workspace(v41, eng, 262_144, 8192)
+    assert ws is not None and 1.28 * GIB < ws.indexer_gather < 1.30 * GIB
+    ws_short = dsv4_profile_workspace(v41, eng, 131_072, 8192)
+    assert ws_short is not None and ws_short.indexer_gather < 0.66 * GIB
