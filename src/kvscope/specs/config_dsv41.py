@@ -5,7 +5,7 @@ Units: parameter counts, layer indices. Rules follow vLLM's DeepSeek V4.1 model 
 
 - ``compress_ratios`` has one entry per layer, 0 (window only), 1 (one compressed entry per
   token) or 2 (one per two tokens); entries past ``num_hidden_layers`` are the DSpark stages,
-  which the target model does not build.
+  which the target model does not build (a DSpark drafter does).
 - Only ``kv_source_layer_ids`` own a compressor and a compressed cache; a compressed layer
   that is not a source reads the latest source at or below it, so one must exist.
 - Indexers exist on ``index_source_layer_ids`` only; their key cache lives on the kv source.
