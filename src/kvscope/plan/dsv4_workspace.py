@@ -10,7 +10,11 @@ with the fused-MoE modular kernel, so after the profiling pass it holds the larg
   compress ratio rows, i.e. 40 x ``max_model_len`` // 4 on V4's CSA layers
   (vllm/v1/attention/backends/mla/indexer.py; the indexer in vllm/models/deepseek_v4/
   attention.py), of ``index_head_dim`` fp8 bytes plus 4 scale bytes (an fp4 indexer cache:
-  ``index_head_dim`` / 2 + ``index_head_dim`` / 32), plus the radix top-k's 1 MiB;
+  ``index_head_dim`` / 2 + ``index_head_dim`` / 32), plus the radix top-k's 1 MiB. DeepSeek
+  V4.1 reserves the same on every index source, at 40 x ``max_model_len`` // its ratio (1 or
+  2): its ``DeepseekV4Indexer`` passes ``get_max_prefill_buffer_size // compress_ratio`` as
+  ``max_total_seq_len`` and calls ``indexer_op`` in the profiling pass too
+  (``_sparse_indexer_and_attn``, vllm/models/deepseek_v41/attention.py at v0.31.0);
 - the compressed layers' bf16 gather (``DeepseekV4FlashMLAAttention``, vllm/models/
   deepseek_v4/nvidia/flashmla.py; model_executor/layers/deepseek_v4_attention.py in 0.20.0):
   ``PREFILL_CHUNK_SIZE`` (4) x (cdiv(L, ratio) + window + T) x ``head_dim`` bf16 at the
@@ -130,7 +134,8 @@ def dsv4_profile_workspace(
     for layer in model.layers:
         att = layer.attention
         ratio = max(1, att.compress_ratio)
-        if att.kind == "dsv4_csa" and att.index_head_dim:
+        indexes = att.kind == "dsv4_csa" or (att.kind == "dsv41" and att.index_source)
+        if indexes and att.index_head_dim:
             rows = PREFILL_BUFFER_PER_TOKEN * length // ratio
             hd = att.index_head_dim
             if eng.indexer_dtype == "fp4":

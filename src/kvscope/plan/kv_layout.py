@@ -19,6 +19,9 @@ vLLM v1 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``):
   ``max_memory_usage_bytes`` over ``num_layer_per_group x`` the first group's page, 0.21.0-
   0.26.0); from 0.27 it counts blocks (:meth:`KVLayout.reported_blocks_per_request`). The
   weighting is the report's only: every group still draws whole blocks from the one pool.
+- DeepSeek V4.1 (kind ``dsv41``) packs window, compressed and compressor-ring groups of
+  unequal block sizes (32 / 64 / 8 tokens) into one pool (:mod:`kvscope.plan.dsv41_pool`); a
+  request holds one ring block per ring group.
 - Attention + linear-attention hybrids (Qwen3-Next's Gated DeltaNet) keep one fixed state
   per request in the linear layers. vLLM raises the attention block size until one
   attention page (``block_size x`` one layer's per-token bytes) holds a linear layer's state,
@@ -37,7 +40,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from kvscope.plan import dsv4_pool
+from kvscope.plan import dsv4_pool, dsv41_pool
 from kvscope.plan._cache import per_model_cache
 from kvscope.specs.attention import (
     DSV4_ENTRY,
@@ -69,8 +72,8 @@ class KVGroupLayout:
 
     def blocks_for(self, max_model_len: int, batched_tokens: int) -> int:
         """Blocks one request of ``max_model_len`` needs (vLLM ``max_memory_usage_bytes``)."""
-        if self.kind == "linear_state":
-            return 1  # one fixed state per request
+        if self.kind in ("linear_state", "dsv41_ring"):
+            return 1  # one fixed state (or compressor ring) per request
         if self.window is None:
             return math.ceil(max_model_len / self.block_size)
         span = min(self.window - 1 + batched_tokens, max_model_len)
@@ -144,6 +147,22 @@ def _dsv4_layout(
     return KVLayout(groups, DSV4_BLOCK, stride, per_token, admission)
 
 
+def _dsv41_layout(model: ModelSpec, layers: tuple[int, ...], indexer: str) -> KVLayout:
+    """DeepSeek V4.1's packed pool (:mod:`kvscope.plan.dsv41_pool`)."""
+    atts = [model.layers[i].attention for i in layers]
+    idx = INDEXER_FP4_ENTRY if indexer == "fp4" else INDEXER_FP8_ENTRY
+    pool, stride = dsv41_pool.groups(atts, idx)
+    groups = tuple(
+        KVGroupLayout(g.kind, g.num_layers, g.block_size, g.window, g.page_bytes) for g in pool
+    )
+    per_token = sum(
+        (DSV4_ENTRY + (idx if a.index_source else 0)) / a.compress_ratio
+        for a in atts
+        if a.kv_source and a.compress_ratio
+    )
+    return KVLayout(groups, dsv41_pool.CACHE_BLOCK, stride, per_token, stride)
+
+
 def _linear_hybrid_layout(
     model: ModelSpec, layers: tuple[int, ...], kv_dtype: str, tp: int, block_size: int
 ) -> KVLayout:
@@ -183,6 +202,8 @@ def vllm_layout(
     all-full-attention stage, where vLLM keeps one group whose page is the sum of every
     layer's (``UniformTypeKVCacheSpecs``). ``draft_window_layers``: a DeepSeek V4 drafter's
     window-only layers (MTP layer, DSpark stages) on this stage."""
+    if any(model.layers[i].attention.kind == "dsv41" for i in layers):
+        return _dsv41_layout(model, layers, indexer)
     if any(model.layers[i].attention.kind.startswith("dsv4") for i in layers):
         return _dsv4_layout(model, layers, indexer, release, draft_window_layers)
     if any(model.layers[i].attention.kind == "gdn" for i in layers):

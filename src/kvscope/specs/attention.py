@@ -9,6 +9,12 @@ Kinds (``AttentionLayer.kind``):
 - ``dsv4_swa`` / ``dsv4_csa`` / ``dsv4_hca``: DeepSeek V4 hybrid attention
   (``compress_ratios`` 0 / 4 / 128): a 128-token window on every layer, CSA keeps one
   compressed entry per 4 tokens plus indexer keys, HCA one per 128 tokens.
+- ``dsv41``: DeepSeek V4.1 (``compress_ratios`` 0 / 1 / 2). Every layer keeps its own window;
+  only the ``kv_source_layer_ids`` layers own a compressed cache (one entry per 1 or 2 tokens),
+  the indexer keys beside it and (ratio 2) a compressor ring; the other compressed layers read
+  the latest source below them. Indexers run on ``index_source_layer_ids`` only (vLLM
+  ``vllm/models/deepseek_v41/attention.py`` at v0.31.0: ``is_kv_source``, ``is_index_source``,
+  ``get_kv_cache_spec`` returns None for non-sources).
 - ``gdn``: Gated DeltaNet linear attention (Qwen3-Next, arXiv 2412.06464): no per-token KV,
   a fixed per-request state (causal-conv window and one key x value matrix per value head).
   The full-attention layers beside it are gated (``output_gate``: q_proj doubled).
@@ -21,6 +27,9 @@ Cache entry sizes (bytes) and their sources:
 - V4 compressed/window entry: 584 B = 448 fp8 NoPE + 64 bf16 RoPE + 7 UE8M0 scales + 1 pad.
 - V4 compressor rings (fp32 kv+score): CSA 8 rows x 8192 B + indexer 8 rows x 2048 B, HCA
   128 rows x 4096 B (vLLM ``CompressorStateCache``, DeepSeek-V4 compressor).
+- V4.1 compressor ring (ratio 2 only): 8 rows x (2 x head_dim) fp32 = 32 KiB per request
+  (``CompressorStateCache`` of ``vllm/models/deepseek_v41/compressor.py`` at v0.31.0: ring of
+  ``max(8, next power of two of drafts + 2)`` rows; 8 without speculative decoding).
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ INDEXER_FP4_ENTRY = 68
 DSV4_ENTRY = 584
 DSV4_CSA_STATE = 8 * 8192 + 8 * 2048
 DSV4_HCA_STATE = 128 * 4096
+#: V4.1 compressor ring rows without speculative decoding (see the module text)
+DSV41_RING_ROWS = 8
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,11 @@ class AttentionLayer:
     compress_ratio: int = 0
     o_groups: int = 0
     o_lora_rank: int = 0
+    # DeepSeek V4.1: this layer owns a compressed cache / runs an indexer; its Engram block's
+    # GPU weights (the hash tables themselves stay in host memory, see config_parse)
+    kv_source: bool = False
+    index_source: bool = False
+    engram_params: int = 0
     # gated full attention (Qwen3-Next): q_proj also emits a per-head output gate
     output_gate: bool = False
     # Gated DeltaNet linear attention (kind "gdn", Qwen3-Next / Qwen3.5): its heads and
@@ -80,7 +96,7 @@ class AttentionLayer:
 
     @property
     def is_mla_family(self) -> bool:
-        return self.kind in ("mla", "mla_sparse", "dsv4_swa", "dsv4_csa", "dsv4_hca")
+        return self.kind in ("mla", "mla_sparse", "dsv4_swa", "dsv4_csa", "dsv4_hca", "dsv41")
 
     # ----------------------------------------------------------------- parameters
     def num_params(self) -> int:
@@ -158,6 +174,23 @@ class AttentionLayer:
             n += 2 * h * 2 * ihd + 4 * 2 * ihd + ihd + ql * inh * ihd + h * inh
         elif self.kind == "dsv4_hca":
             n += 2 * h * hd + self.compress_ratio * hd + hd
+        elif self.kind == "dsv41":
+            n += self._dsv41_extra_params(ql)
+        return n
+
+    def _dsv41_extra_params(self, ql: int) -> int:
+        # vllm/models/deepseek_v41 at v0.31.0: a kv source's DeepseekCompressor (compressor.py:
+        # fused wkv (+ wgate when the ratio is 2) of h -> head_dim each, RMSNorm head_dim); an
+        # index source's indexer (attention.py DeepseekV4Indexer: wq_b q_lora -> heads x dim,
+        # weights_proj h -> heads; wk head_dim -> index dim and k_norm on kv sources only).
+        h, hd, ihd, inh = self.hidden_size, self.head_dim, self.index_head_dim, self.index_n_heads
+        n = self.engram_params
+        if self.kv_source:
+            n += h * hd * (2 if self.compress_ratio > 1 else 1) + hd
+        if self.index_source:
+            n += ql * inh * ihd + h * inh
+            if self.kv_source:
+                n += hd * ihd + ihd
         return n
 
     # ----------------------------------------------------------------- KV state
@@ -192,6 +225,15 @@ class AttentionLayer:
         # DeepSeek V4: every layer keeps a 584-B record per token over the window.
         caches = [KVCache("swa", float(DSV4_ENTRY), 1, self.window or 128)]
         idx = INDEXER_FP4_ENTRY if indexer_dtype in ("fp4", "mxfp4") else INDEXER_FP8_ENTRY
+        if self.kind == "dsv41":
+            if self.kv_source and self.compress_ratio:
+                caches.append(KVCache("compressed", float(DSV4_ENTRY), self.compress_ratio))
+                if self.index_source:
+                    caches.append(KVCache("indexer", float(idx), self.compress_ratio))
+                if self.compress_ratio > 1:
+                    ring = DSV41_RING_ROWS * 2 * self.head_dim * 4
+                    caches.append(KVCache("compressor_state", 0.0, 1, None, ring))
+            return tuple(caches)
         if self.kind == "dsv4_csa":
             caches.append(KVCache("csa", float(DSV4_ENTRY), self.compress_ratio))
             caches.append(KVCache("indexer", float(idx), self.compress_ratio))

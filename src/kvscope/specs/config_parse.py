@@ -14,7 +14,8 @@ Which keys mean what, by family (names as in the transformers configuration clas
   ``first_k_dense_replace``, ``moe_layer_freq``), ``num_nextn_predict_layers`` (MTP).
 - DeepSeek-V3.2: the above plus ``index_n_heads``, ``index_head_dim``, ``index_topk``.
 - DeepSeek V4: ``compress_ratios`` (0 / 4 / 128 per layer), ``o_groups``, ``o_lora_rank``,
-  ``hc_mult`` (hyper-connections), ``expert_dtype`` (fp4 experts).
+  ``hc_mult`` (hyper-connections), ``expert_dtype`` (fp4 experts). V4.1 (``deepseek_v41``,
+  ratios 0 / 1 / 2, KV and index sources, Engram): :mod:`config_dsv41`.
 - Phi-3 (model-level ``sliding_window``), Gemma 2/3 (sliding/global patterns, four norms per
   layer, configuration-class defaults), GLM-4.5 (``use_qk_norm``, q/k/v-only biases, MTP
   layer left out), MiniMax-M2 (``qk_norm_type`` per_layer), Llama 4 (shared expert,
@@ -31,6 +32,7 @@ from typing import Any
 from kvscope.errors import ConfigError, KvscopeError, UnknownNameError
 from kvscope.specs import families, quant
 from kvscope.specs.attention import AttentionLayer
+from kvscope.specs.config_dsv41 import dsv41_layers
 from kvscope.specs.config_ffn import ffn_layers
 from kvscope.specs.config_linear import HYBRID_LINEAR_TYPES, hybrid_layers
 from kvscope.specs.dtypes import canonical_dtype, resolve_model_dtype
@@ -319,6 +321,8 @@ def _attention_layers(
 ) -> list[AttentionLayer]:
     if model_type in HYBRID_LINEAR_TYPES:
         return hybrid_layers(c, h, nh, n_layers, dtype)
+    if model_type.startswith("deepseek_v41"):
+        return dsv41_layers(c, h, nh, n_layers)
     if model_type.startswith("deepseek_v4") or c.has("compress_ratios"):
         return _dsv4_layers(c, h, nh, n_layers)
     if c.has("kv_lora_rank") or model_type in families.MLA_TYPES:
