@@ -17,6 +17,7 @@ import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
 from kvscope.cli.engine_options import (
+    ColdCompile,
     DecodeContextParallelSize,
     DisableCustomAllReduce,
     KvCacheDtype,
@@ -85,6 +86,7 @@ def simulate(
     decode_context_parallel_size: DecodeContextParallelSize = 1,
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
+    cold_compile: ColdCompile = False,
     moe_runner_backend: MoeRunnerBackend = "auto",
     replicas: Replicas = None,
     router: Router = None,
@@ -293,6 +295,7 @@ def simulate(
         decode_context_parallel_size=decode_context_parallel_size,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         disable_custom_all_reduce=disable_custom_all_reduce,
+        cold_compile=cold_compile,
         moe_runner_backend=moe_runner_backend,
         dtype=dtype,
         kv_cache_dtype=kv_cache_dtype,

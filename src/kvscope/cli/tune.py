@@ -25,6 +25,7 @@ from kvscope.cli.cost_options import (
     Provider,
 )
 from kvscope.cli.engine_options import (
+    ColdCompile,
     DecodeContextParallelSize,
     DisableCustomAllReduce,
     KvCacheDtype,
@@ -90,6 +91,7 @@ def tune(
     decode_context_parallel_size: DecodeContextParallelSize = 1,
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
+    cold_compile: ColdCompile = False,
     moe_runner_backend: MoeRunnerBackend = "auto",
     objective: Annotated[
         str,
@@ -208,6 +210,7 @@ def tune(
         decode_context_parallel_size=decode_context_parallel_size,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         disable_custom_all_reduce=disable_custom_all_reduce,
+        cold_compile=cold_compile,
         moe_runner_backend=moe_runner_backend,
         dtype=dtype,
         max_model_len=max_model_len,

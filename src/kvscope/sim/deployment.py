@@ -62,6 +62,7 @@ def engine_config(cfg: SimConfig) -> EngineConfig:
         decode_context_parallel_size=cfg.decode_context_parallel_size,
         mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
         disable_custom_all_reduce=cfg.disable_custom_all_reduce,
+        cold_compile=cfg.cold_compile,
         moe_runner_backend=cfg.moe_runner_backend,
         speculative=speculative,
     )

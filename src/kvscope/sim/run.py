@@ -92,6 +92,7 @@ class SimConfig:
     decode_context_parallel_size: int = 1
     mm_encoder_tp_mode: str = "weights"  # vLLM: where a VLM's encoder lives (plan's weights)
     disable_custom_all_reduce: bool = False  # --disable-custom-all-reduce (plan's non-torch)
+    cold_compile: bool = False  # vLLM --cold-compile (plan's profiling peak)
     moe_runner_backend: str = "auto"  # SGLang --moe-runner-backend (plan's expert bytes)
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
