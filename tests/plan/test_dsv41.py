@@ -104,3 +104,16 @@ def test_profiling_reserves_the_ratio_one_indexer_gather(v41: ModelSpec) -> None
     assert ws is not None and 1.28 * GIB < ws.indexer_gather < 1.30 * GIB
     ws_short = dsv4_profile_workspace(v41, eng, 131_072, 8192)
     assert ws_short is not None and ws_short.indexer_gather < 0.66 * GIB
+
+
+def test_dspark_stages_join_the_window_bucket(v41: ModelSpec) -> None:
+    # The DSpark launch of the same study (0.30.1rc1.dev223, k=5, fixed verification) scraped
+    # vllm:cache_config_info num_gpu_blocks 231835 and kv_cache_size_tokens 7381775: its three
+    # ratio-0 stages add three window layers, 43 in all, dealt into 8 groups of at most 6.
+    lay = vllm_layout(v41, tuple(range(40)), "fp8_ds_mla", 8, 64, "fp8", draft_window_layers=3)
+    assert sum(g.num_layers for g in lay.groups if g.kind == "dsv4_swa") == 43
+    assert sorted(g.block_size for g in lay.groups) == sorted([32] * 8 + [64, 8])
+    assert lay.block_bytes == layout(v41).block_bytes
+    need = lay.blocks_per_request(262_144, 2 * 8192)
+    assert need == 4096 + 8 * 517 + 1
+    assert int(231_835 / need * 262_144) == 7_381_775
