@@ -104,3 +104,64 @@ def test_profiling_reserves_the_ratio_one_indexer_gather(v41: ModelSpec) -> None
     assert ws is not None and 1.28 * GIB < ws.indexer_gather < 1.30 * GIB
     ws_short = dsv4_profile_workspace(v41, eng, 131_072, 8192)
     assert ws_short is not None and ws_short.indexer_gather < 0.66 * GIB
+
+
+def test_dspark_stages_join_the_window_bucket(v41: ModelSpec) -> None:
+    # The DSpark launch of the same study (0.30.1rc1.dev223, k=5, fixed verification) scraped
+    # vllm:cache_config_info num_gpu_blocks 231835 and kv_cache_size_tokens 7381775: its three
+    # ratio-0 stages add three window layers, 43 in all, dealt into 8 groups of at most 6.
+    lay = vllm_layout(v41, tuple(range(40)), "fp8_ds_mla", 8, 64, "fp8", draft_window_layers=3)
+    assert sum(g.num_layers for g in lay.groups if g.kind == "dsv4_swa") == 43
+    assert sorted(g.block_size for g in lay.groups) == sorted([32] * 8 + [64, 8])
+    assert lay.block_bytes == layout(v41).block_bytes
+    need = lay.blocks_per_request(262_144, 2 * 8192)
+    assert need == 4096 + 8 * 517 + 1
+    assert int(231_835 / need * 262_144) == 7_381_775
+
+
+def test_dspark_stages_take_the_drafter_expert_count(v41: ModelSpec) -> None:
+    # config.json: dspark_n_routed_experts 128 against 384 in the backbone, which vLLM's V4.1
+    # DeepseekV4MoE reads for layers numbered from num_hidden_layers; so the three stages
+    # together hold as many routed experts as one backbone layer, and no MTP eh_proj.
+    from kvscope.plan.config import Parallelism
+    from kvscope.plan.weights import rank_weights
+
+    assert (v41.dspark_stages, v41.dspark_routed_experts, v41.dspark_markov_rank) == (3, 128, 256)
+    par = Parallelism(tp=8, ep=True)
+    base = rank_weights(v41, par).by_component
+    stages = rank_weights(v41, par, draft_layers=3, draft_experts=128, draft_eh_proj=False)
+    added = {k: v - base[k] for k, v in stages.by_component.items()}
+    one_layer = rank_weights(v41, par, draft_layers=1, draft_eh_proj=False).by_component
+    assert added["routed_experts"] == pytest.approx(
+        one_layer["routed_experts"] - base["routed_experts"]
+    )
+    assert added["attention"] == pytest.approx(3 * (one_layer["attention"] - base["attention"]))
+
+
+def test_v4_dspark_keeps_the_target_expert_count() -> None:
+    # vLLM's V4 DeepseekV4MoE (models/deepseek_v4) does not read dspark_n_routed_experts
+    from tests.plan.log_cases import offline_hub
+
+    from kvscope.specs.registry import load_model
+
+    with offline_hub():
+        model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+    assert (model.dspark_stages, model.dspark_routed_experts, model.dspark_markov_rank) == (
+        3,
+        0,
+        256,
+    )
+
+
+def test_v41_dspark_drafter_has_no_context_projection(v41: ModelSpec) -> None:
+    # main_proj 5120 x (3 x 5120) fp8 with 32 x 32 block scales (78,950,400 B) and the bf16
+    # Markov head 2 x 129,280 x 256 (132,382,720 B); V4.1 stages project their own context KV
+    from kvscope.plan.config import Parallelism
+    from kvscope.plan.drafter import plan_drafter
+    from kvscope.plan.speculative import parse_vllm
+
+    d = plan_drafter(
+        v41, parse_vllm('{"method": "dspark", "num_speculative_tokens": 5}'), Parallelism(tp=8)
+    )
+    assert (d.mtp_layers, d.kv_layers, d.stage_experts, d.eh_proj) == (3, 3, 128, False)
+    assert d.extra_weight_bytes == pytest.approx(78_950_400 + 132_382_720, abs=1)

@@ -21,11 +21,19 @@ Pinned to vLLM v0.33.0:
   ``vllm/config/speculative.py``; both in the v0.25.0 and v0.31.0 wheels).
 - DSpark on DeepSeek V4 (``vllm/models/deepseek_v4/nvidia/dspark.py`` at v0.31.0): the
   checkpoint's ``n_mtp_layers`` stages (3 when absent), each a ``DeepseekV4DecoderLayer`` of
-  the target's shape numbered after its layers, plus ``main_proj`` (``ReplicatedLinear``,
-  h x len(``dspark_target_layer_ids``) -> h) and ``context_wkv_proj`` (h -> head_dim per
-  stage, ``disable_tp``), both whole on every rank at the checkpoint's linear precision;
-  embedding and head aliased from the target. Its KV layers are the stages' SWA caches
-  (``get_draft_kv_cache_layer_names``).
+  the target's shape numbered after its layers (no ``eh_proj``), plus ``main_proj``
+  (``ReplicatedLinear``, h x len(``dspark_target_layer_ids``) -> h) and ``context_wkv_proj``
+  (h -> head_dim per stage, ``disable_tp``), both whole on every rank at the checkpoint's
+  linear precision, and the Markov head (``DSparkMarkovHead``,
+  vllm/model_executor/models/qwen3_dspark.py: an ``nn.Embedding`` of vocab x
+  ``dspark_markov_rank`` and a ``disable_tp`` head of draft vocab x rank, both bf16, whole on
+  every rank); embedding and LM head aliased from the target. Its KV layers are the stages'
+  SWA caches (``get_draft_kv_cache_layer_names``).
+- DSpark on DeepSeek V4.1 (``vllm/models/deepseek_v41/nvidia/dspark.py`` at v0.31.0): the
+  same, except that there is no ``context_wkv_proj`` (each stage projects its context KV with
+  its own ``fused_wqa_wkv``) and each stage's MoE has ``dspark_n_routed_experts`` routed
+  experts (``DeepseekV4MoE`` in ``models/deepseek_v41/nvidia/model.py``: layers numbered
+  from ``num_hidden_layers``; 128 on V4.1-Flash against the backbone's 384).
 - n-gram / suffix: no network, nothing added.
 
 KV: every drafter attention layer is registered with the target's
@@ -61,6 +69,8 @@ NOT_MODELLED = {
 }
 #: EAGLE-3 fuses this many target hidden states (``num_aux_hidden_states``, llama_eagle3.py).
 EAGLE3_AUX_STATES = 3
+#: DSpark's Markov head is built unquantized in bf16 (``DSparkMarkovHead``).
+MARKOV_BYTES = 2
 #: One int64 entry of EAGLE-3's ``draft_id_to_target_id`` map per draft-vocabulary token.
 TOKEN_MAP_BYTES = 8
 
@@ -80,6 +90,10 @@ class Drafter:
     #: target: vLLM puts them in the target's one group (``UniformTypeKVCacheSpecs``), so
     #: their entries add to every block
     kv_attention: tuple[AttentionLayer, ...] = ()
+    #: routed experts of each drafter layer (0: the target's) and whether each carries the
+    #: MTP ``eh_proj`` and its two norms (DSpark stages do not)
+    stage_experts: int = 0
+    eh_proj: bool = True
 
 
 def mtp_layer_count(model: ModelSpec) -> int:
@@ -221,5 +235,13 @@ def _dspark(model: ModelSpec, spec: SpeculativeDecoding, made: Callable[..., Dra
         if q.linear_bytes is not None
         else (2.0 if model.dtype in ("bfloat16", "float16") else 4.0)
     )
-    extra = (h * model.dspark_target_layers * h + h * head_dim * n) * linear
-    return made(n, extra, n, "DSpark stages' SWA caches share the target's window groups")
+    v41 = model.model_type.startswith("deepseek_v41")
+    context_wkv = 0 if v41 else h * head_dim * n
+    extra = (h * model.dspark_target_layers * h + context_wkv) * linear
+    markov_rows = model.vocab_size + (model.draft_vocab_size or model.vocab_size)
+    extra += markov_rows * model.dspark_markov_rank * MARKOV_BYTES
+    return replace(
+        made(n, extra, n, "DSpark stages' SWA caches share the target's window groups"),
+        stage_experts=model.dspark_routed_experts,
+        eh_proj=False,
+    )

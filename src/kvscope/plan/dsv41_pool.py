@@ -17,6 +17,13 @@ builds of the public V4.1 logs, 0.30.1rc1.dev223 and 0.31.1rc1.dev260):
   there is no repeat pattern; the window and ring buckets are "state buckets", split so one
   group's pages fit the widest group of the other buckets (``anchor_bytes``): ``cdiv(layers,
   anchor // page)`` groups, layers dealt round-robin. The block stride is the widest group.
+- A DSpark drafter (``vllm/models/deepseek_v41/nvidia/dspark.py`` at v0.31.0) builds its
+  ``n_mtp_layers`` stages as ``DeepseekV4DecoderLayer``s numbered from ``num_hidden_layers``;
+  their ``compress_ratios`` entries are 0, so each owns only its 32-token window cache, and
+  ``get_draft_kv_cache_layer_names`` registers those caches with the target's: they join the
+  window bucket (43 window layers on V4.1-Flash: 8 groups of at most 6, not 7). The DSpark
+  launch of the same study logs kv_cache_max_concurrency 28.1592 with 231,835 blocks: 8,233
+  blocks per 262,144-token request = 4,096 + 8 x 517 + 1.
 - Checked by running that file of the v0.31.0 wheel on CPU on these specs: 9,178,471 and
   9,084,872 tokens for the logged 29.42 / 29.12 GiB against 9,179,728 and 9,085,076 logged; the
   0.31.1 log prints the group block sizes ``(32, 32, 32, 32, 32, 32, 32, 64, 8)``.
@@ -55,11 +62,12 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def buckets(
-    atts: list[AttentionLayer], indexer_entry: int
+    atts: list[AttentionLayer], indexer_entry: int, draft_window_layers: int = 0
 ) -> tuple[list[int], list[int], list[int], int]:
-    """(window pages, compressed-bucket pages, ring pages, window) of one GPU's layers."""
+    """(window pages, compressed-bucket pages, ring pages, window) of one GPU's layers;
+    ``draft_window_layers`` drafter stages add one window page each (see the module text)."""
     window = next((a.window for a in atts if a.window), 128)
-    swa = [_align(SWA_BLOCK * DSV4_ENTRY)] * len(atts)
+    swa = [_align(SWA_BLOCK * DSV4_ENTRY)] * (len(atts) + draft_window_layers)
     mla: list[int] = []
     ring: list[int] = []
     for a in atts:
@@ -74,9 +82,11 @@ def buckets(
     return swa, mla, ring, window
 
 
-def groups(atts: list[AttentionLayer], indexer_entry: int) -> tuple[tuple[V41Group, ...], int]:
+def groups(
+    atts: list[AttentionLayer], indexer_entry: int, draft_window_layers: int = 0
+) -> tuple[tuple[V41Group, ...], int]:
     """The packed groups and the block stride (bytes) of one GPU (see the module text)."""
-    swa, mla, ring, window = buckets(atts, indexer_entry)
+    swa, mla, ring, window = buckets(atts, indexer_entry, draft_window_layers)
     # the compressed bucket stays whole (one group); a state bucket can go down to one page
     anchor = max([sum(mla), *swa, *ring])
     out: list[V41Group] = []

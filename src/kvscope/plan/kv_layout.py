@@ -147,11 +147,14 @@ def _dsv4_layout(
     return KVLayout(groups, DSV4_BLOCK, stride, per_token, admission)
 
 
-def _dsv41_layout(model: ModelSpec, layers: tuple[int, ...], indexer: str) -> KVLayout:
-    """DeepSeek V4.1's packed pool (:mod:`kvscope.plan.dsv41_pool`)."""
+def _dsv41_layout(
+    model: ModelSpec, layers: tuple[int, ...], indexer: str, draft_window_layers: int = 0
+) -> KVLayout:
+    """DeepSeek V4.1's packed pool (:mod:`kvscope.plan.dsv41_pool`); a drafter's
+    window-only stages join the window bucket."""
     atts = [model.layers[i].attention for i in layers]
     idx = INDEXER_FP4_ENTRY if indexer == "fp4" else INDEXER_FP8_ENTRY
-    pool, stride = dsv41_pool.groups(atts, idx)
+    pool, stride = dsv41_pool.groups(atts, idx, draft_window_layers)
     groups = tuple(
         KVGroupLayout(g.kind, g.num_layers, g.block_size, g.window, g.page_bytes) for g in pool
     )
@@ -203,7 +206,7 @@ def vllm_layout(
     layer's (``UniformTypeKVCacheSpecs``). ``draft_window_layers``: a DeepSeek V4 drafter's
     window-only layers (MTP layer, DSpark stages) on this stage."""
     if any(model.layers[i].attention.kind == "dsv41" for i in layers):
-        return _dsv41_layout(model, layers, indexer)
+        return _dsv41_layout(model, layers, indexer, draft_window_layers)
     if any(model.layers[i].attention.kind.startswith("dsv4") for i in layers):
         return _dsv4_layout(model, layers, indexer, release, draft_window_layers)
     if any(model.layers[i].attention.kind == "gdn" for i in layers):

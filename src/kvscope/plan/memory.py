@@ -164,7 +164,14 @@ def plan_memory(
     draft_layers = eng.speculative_layers or (drafter.mtp_layers if drafter else 0)
     stages = tuple(
         with_component(w, "mla_absorbed", mla_absorbed_bytes(model, par, w.layers, eng.engine))
-        for w in all_stage_weights(model, par, draft_layers, layout)
+        for w in all_stage_weights(
+            model,
+            par,
+            draft_layers,
+            layout,
+            drafter.stage_experts if drafter else 0,
+            drafter.eh_proj if drafter else True,
+        )
     )
     if rope := dsv4_rope_cache_bytes(model):
         stages = tuple(with_component(w, "rope_cache", rope) for w in stages)

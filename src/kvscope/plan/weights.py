@@ -29,7 +29,7 @@ vLLM builds them at load time.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from kvscope.errors import KvscopeError
@@ -173,6 +173,8 @@ def rank_weights(
     expert_pad: int = 1,
     hidden_pad: int = 1,
     expert_bytes: float = 0.0,
+    draft_experts: int = 0,
+    draft_eh_proj: bool = True,
 ) -> RankWeights:
     """Weights on one GPU of pipeline stage ``pp_rank`` (all TP ranks of a stage are equal).
 
@@ -184,20 +186,27 @@ def rank_weights(
     its logged 13.64 GiB on H100 needs). ``hidden_pad`` pads the hidden side of every expert
     matrix and ``expert_bytes`` (when > 0) replaces the routed experts' bytes per parameter:
     both for kernels that repack the checkpoint's experts (see :func:`expert_layout`).
+    ``draft_experts`` (> 0) gives each drafter layer that many routed experts and
+    ``draft_eh_proj`` False leaves out the MTP ``eh_proj`` and norms (DSpark stages have
+    neither: :mod:`kvscope.plan.drafter`).
     """
     stages = pp_layer_split(model.num_layers, par.pp)
     layers = stages[pp_rank]
     params: dict[str, float] = dict.fromkeys(_bytes_per_param(model), 0.0)
     on_stage = list(layers)
     if pp_rank == par.pp - 1 and draft_layers:
-        on_stage += [model.num_layers - 1] * draft_layers
-        params["attention"] += draft_layers * 2.0 * model.hidden_size * model.hidden_size
-        params["norms_other"] += draft_layers * 2.0 * model.hidden_size
+        on_stage += [-1] * draft_layers
+        if draft_eh_proj:
+            params["attention"] += draft_layers * 2.0 * model.hidden_size * model.hidden_size
+            params["norms_other"] += draft_layers * 2.0 * model.hidden_size
     for i in on_stage:
         layer = model.layers[i]
+        ffn = layer.ffn
+        if i < 0 and draft_experts and ffn.is_moe:
+            ffn = replace(ffn, num_experts=draft_experts)
         sharded, replicated = _attention_params_per_rank(layer.attention, par.attn_tp)
         params["attention"] += sharded + replicated
-        ffn_params = _ffn_params_per_rank(layer.ffn, par, expert_pad, hidden_pad, model.hidden_size)
+        ffn_params = _ffn_params_per_rank(ffn, par, expert_pad, hidden_pad, model.hidden_size)
         for key, value in ffn_params.items():
             params[key] += value
         params["norms_other"] += layer.extra_params
@@ -292,12 +301,25 @@ def all_stage_weights(
     par: Parallelism,
     draft_layers: int = 0,
     layout: ExpertLayout | None = None,
+    draft_experts: int = 0,
+    draft_eh_proj: bool = True,
 ) -> tuple[RankWeights, ...]:
-    """Per-GPU weights of every pipeline stage, first stage first."""
+    """Per-GPU weights of every pipeline stage, first stage first (drafter layers: see
+    :func:`rank_weights`)."""
     check_divisibility(model, par)
     lay = layout or ExpertLayout()
     return tuple(
-        rank_weights(model, par, r, draft_layers, lay.inter_pad, lay.hidden_pad, lay.bytes)
+        rank_weights(
+            model,
+            par,
+            r,
+            draft_layers,
+            lay.inter_pad,
+            lay.hidden_pad,
+            lay.bytes,
+            draft_experts,
+            draft_eh_proj,
+        )
         for r in range(par.pp)
     )
 

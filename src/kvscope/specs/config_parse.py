@@ -225,6 +225,14 @@ def parse_config(
         index_topk=c.integer("index_topk", default=0, minimum=0),
         dspark_stages=(c.integer("n_mtp_layers", default=3, minimum=1) if dspark_ids else 0),
         dspark_target_layers=len(dspark_ids),
+        dspark_markov_rank=(
+            c.integer("dspark_markov_rank", default=0, minimum=0) if dspark_ids else 0
+        ),
+        dspark_routed_experts=(
+            c.integer("dspark_n_routed_experts", default=0, minimum=0)
+            if dspark_ids and model_type.startswith("deepseek_v41")
+            else 0
+        ),
         draft_vocab_size=c.integer("draft_vocab_size", default=0, minimum=0),
         source=source,
         published=published or Published(),

@@ -114,6 +114,12 @@ class ModelSpec:
     #: layers whose hidden states its ``main_proj`` fuses (``dspark_target_layer_ids``); 0 without
     dspark_stages: int = 0
     dspark_target_layers: int = 0
+    #: rank of the DSpark Markov head (``dspark_markov_rank``; 0 without), and the routed
+    #: experts of each DSpark stage where the model's vLLM code reads ``dspark_n_routed_experts``
+    #: (DeepSeek V4.1's ``DeepseekV4MoE``, vllm/models/deepseek_v41/nvidia/model.py at v0.31.0;
+    #: 0: the target's count)
+    dspark_markov_rank: int = 0
+    dspark_routed_experts: int = 0
     #: rows of an EAGLE-3 head's own LM head (``draft_vocab_size``; 0: the config has none,
     #: vLLM ``llama_eagle3.py`` then takes ``vocab_size``)
     draft_vocab_size: int = 0
