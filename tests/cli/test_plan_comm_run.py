@@ -49,8 +49,10 @@ def test_fitted_link_replaces_the_catalogue_link(tmp_path: Path) -> None:
     assert json.loads(slow.stdout)["comm"]["link"]["alpha_s"] == 6 * 50e-6  # 2(n-1) steps
 
 
-def test_not_a_comm_run_is_one_line(tmp_path: Path) -> None:
-    out = _plan("--comm-run", str(tmp_path))
+@pytest.mark.parametrize("name", ["", "x" * 300])
+def test_not_a_comm_run_is_one_line(tmp_path: Path, name: str) -> None:
+    # "x" * 300: a name the OS cannot hold (ENAMETOOLONG), which Path.is_file() raises on
+    out = _plan("--comm-run", str(tmp_path / name))
     assert out.returncode == 2
     assert len(out.stderr.strip().splitlines()) == 1
     assert "comm bench" in out.stderr

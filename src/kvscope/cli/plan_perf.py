@@ -267,23 +267,10 @@ def measured_link(run_dir: str, tp: int, gpu: GPUSpec | None = None) -> tuple[An
     ``beta_s_per_byte`` must be finite and non-negative: anything else is one error line.
     The backend is the run's ``config.backend`` (else ``environment.backend``).
     """
-    from pathlib import Path
+    from kvscope.comm.model import read_run_fit, to_link_model
 
-    from kvscope.comm.model import AlphaBeta, to_link_model
-    from kvscope.errors import KvscopeError
-    from kvscope.validate import finite, load_json
-
-    not_comm = f"{run_dir}: not a `kvscope comm bench` run directory with a link fit."
-    path = Path(run_dir) / "summary.json"
-    if not path.is_file():
-        raise KvscopeError(not_comm, "Pass the --out directory of `kvscope comm bench`.")
-    summary = load_json(path, "run summary")
-    fit = summary.get("fit") if isinstance(summary, dict) else None
-    if not isinstance(summary, dict) or summary.get("kind") != "comm" or not isinstance(fit, dict):
-        raise KvscopeError(not_comm, "Pass the --out directory of `kvscope comm bench`.")
-    alpha = finite(fit.get("alpha_s"), f"{path}: fit.alpha_s", low=0.0)
-    beta = finite(fit.get("beta_s_per_byte"), f"{path}: fit.beta_s_per_byte", low=0.0)
-    link = to_link_model(AlphaBeta(alpha, beta), "all_reduce", tp, f"measured ({run_dir})")
+    fit, summary = read_run_fit(run_dir)
+    link = to_link_model(fit, "all_reduce", tp, f"measured ({run_dir})")
     if gpu is None:
         return link, None
     from kvscope.plan.comm import link_mismatch

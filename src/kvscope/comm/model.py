@@ -184,3 +184,32 @@ def to_link_model(link: AlphaBeta, op: str, world_size: int, name: str = "") -> 
     steps, _ = collective_cost_terms(op, 0.0, max(2, world_size))
     label = name or f"measured {canonical_op(op)} link"
     return LinkModel(steps * link.alpha_s, link.beta_s_per_byte, label)
+
+
+def read_run_fit(run_dir: str) -> tuple[AlphaBeta, dict[str, object]]:
+    """The alpha-beta fit of a ``kvscope comm bench`` run directory and its whole summary.
+
+    ``summary.json`` must be the run's (``kind: comm``) with a ``fit`` whose ``alpha_s`` and
+    ``beta_s_per_byte`` are finite and non-negative; anything else, a missing directory or a
+    name the OS cannot hold included, is one :class:`KvscopeError` line.
+    """
+    from pathlib import Path
+
+    from kvscope.validate import finite, load_json
+
+    not_comm = f"{run_dir}: not a `kvscope comm bench` run directory with a link fit."
+    hint = "Pass the --out directory of `kvscope comm bench`."
+    path = Path(run_dir) / "summary.json"
+    try:
+        present = path.is_file()
+    except OSError:  # ENAMETOOLONG and the like: is_file() raises instead of answering
+        present = False
+    if not present:
+        raise KvscopeError(not_comm, hint)
+    summary = load_json(path, "run summary")
+    fit = summary.get("fit") if isinstance(summary, dict) else None
+    if not isinstance(summary, dict) or summary.get("kind") != "comm" or not isinstance(fit, dict):
+        raise KvscopeError(not_comm, hint)
+    alpha = finite(fit.get("alpha_s"), f"{path}: fit.alpha_s", low=0.0)
+    beta = finite(fit.get("beta_s_per_byte"), f"{path}: fit.beta_s_per_byte", low=0.0)
+    return AlphaBeta(alpha, beta), summary

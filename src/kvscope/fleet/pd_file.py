@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from kvscope.errors import ConfigError, KvscopeError
@@ -166,23 +165,14 @@ def _link(src: str, doc: Any, prefill: SimConfig, decode: SimConfig) -> KVLink:
 
 def _comm_link(src: str, run_dir: str) -> KVLink:
     """The link a ``kvscope comm bench`` run fitted (its summary's ``fit``)."""
-    from kvscope.comm.model import AlphaBeta
-    from kvscope.validate import finite, load_json
+    from kvscope.comm.model import read_run_fit
 
     where = "kv_transfer.comm_run"
-    path = Path(run_dir) / "summary.json"
-    if not path.is_file():
-        raise ConfigError(src, where, f"'{run_dir}' is not a `kvscope comm bench` run directory")
     try:
-        summary = load_json(path, "run summary")
-        fit = summary.get("fit") if isinstance(summary, dict) else None
-        if not isinstance(fit, dict) or summary.get("kind") != "comm":
-            raise ConfigError(src, where, f"'{run_dir}' holds no `kvscope comm bench` link fit")
-        alpha = finite(fit.get("alpha_s"), f"{path}: fit.alpha_s", low=0.0)
-        beta = finite(fit.get("beta_s_per_byte"), f"{path}: fit.beta_s_per_byte", low=0.0)
-        if beta <= 0:
+        fit, _summary = read_run_fit(run_dir)
+        if fit.beta_s_per_byte <= 0:
             raise ConfigError(src, where, f"'{run_dir}': the fit has no bandwidth term (beta 0)")
-        return measured_link(AlphaBeta(alpha, beta), f"measured ({run_dir})")
+        return measured_link(fit, f"measured ({run_dir})")
     except ConfigError:
         raise
     except KvscopeError as err:
