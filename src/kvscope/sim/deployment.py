@@ -99,7 +99,11 @@ def replica_pools(
     # Under DCP each rank keeps every DCP-th token of a request, so one block of the engine's
     # table covers block_size x DCP tokens (vLLM's KV cache managers scale their block size
     # by the DCP world size, vllm/v1/core/single_type_kv_cache_manager.py at 0.31.0)
-    layout = layout_for(model, plan.block_size * cfg.decode_context_parallel_size)
+    layout = layout_for(
+        model,
+        plan.block_size * cfg.decode_context_parallel_size,
+        engine_config(cfg).indexer_dtype,
+    )
     blocks = (
         plan.num_gpu_blocks
         if cfg.num_gpu_blocks_override is None
