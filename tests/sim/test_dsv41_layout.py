@@ -240,3 +240,18 @@ def test_simulate_v41_from_the_hub_cache_admits_by_its_layout(tmp_path: Path) ->
         res = json.loads(small.stdout)
         assert res["kv_blocks_capacity"] == 2999
         assert 2999 - 101 < res["kv_blocks_used_peak"] <= 2999, model
+
+
+def test_simulate_v41_refuses_dcp_in_one_line(tmp_path: Path) -> None:
+    from tests.plan.log_cases import hub_cache
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
+    env.update(HF_HUB_CACHE=str(hub_cache()), HF_HUB_OFFLINE="1", HOME=str(tmp_path))
+    env["PYTHONPATH"] = str(ROOT / "src")
+    args = ["--model", "deepseek-ai/DeepSeek-V4.1-Flash", "--gpu", "H100", "--tp", "8"]
+    args += ["--enable-expert-parallel", "--max-model-len", "65536", "--dcp", "2"]
+    cmd = [sys.executable, "-m", "kvscope.cli.main", "simulate", *args, "--num-requests", "4"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "decode-context-parallel-size" in lines[0], out.stderr
