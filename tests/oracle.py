@@ -35,3 +35,20 @@ def vllm_python() -> str:
     if os.environ.get("CI"):
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+def release_path(version: str) -> str:
+    """``PYTHONPATH`` putting a vLLM release's unpacked wheel (``vllm/``, with the packages it
+    imports beyond the oracle venv in ``deps/``) before the oracle's own 0.33.0 package.
+
+    ``KVSCOPE_VLLM_SRC_<X_Y_Z>`` names the folder, else
+    ``${XDG_CACHE_HOME:-~/.cache}/kvscope/vllm-src-<version>`` (``pip download --no-deps
+    vllm==<version>`` and unzip it there). Not built by ``make install-test``, so a missing
+    folder skips the test, in CI too, with the reason."""
+    env = os.environ.get("KVSCOPE_VLLM_SRC_" + version.replace(".", "_"))
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    root = Path(env) if env else cache / "kvscope" / f"vllm-src-{version}"
+    if not (root / "vllm" / "__init__.py").exists():
+        pytest.skip(f"no unpacked vLLM {version} wheel at {root} (its vllm/ folder)")
+    parts = [root, root / "deps"]
+    return os.pathsep.join(str(p) for p in parts if p.exists())

@@ -100,7 +100,16 @@ def replica_pools(
     # Under DCP each rank keeps every DCP-th token of a request, so one block of the engine's
     # table covers block_size x DCP tokens (vLLM's KV cache managers scale their block size
     # by the DCP world size, vllm/v1/core/single_type_kv_cache_manager.py at 0.31.0)
-    layout = layout_for(model, plan.block_size * cfg.decode_context_parallel_size)
+    if cfg.decode_context_parallel_size > 1 and "dsv41" in model.attention_kinds:
+        raise KvscopeError(
+            "--decode-context-parallel-size: DeepSeek V4.1's replicated window and ring groups "
+            "under DCP are not modelled by the simulator; use --dcp 1."
+        )
+    layout = layout_for(
+        model,
+        plan.block_size * cfg.decode_context_parallel_size,
+        engine_config(cfg).indexer_dtype,
+    )
     blocks = (
         plan.num_gpu_blocks
         if cfg.num_gpu_blocks_override is None

@@ -22,6 +22,8 @@ DeepSeek V4's SWA and compressor-state groups), as vLLM 0.33.0 keeps them
   (``shared_prefix_boundary``) get a hash (``SlidingWindowManager.reachable_block_mask``).
   Hits are found by the coordinator's fixed-point search over the groups, each window group
   scanning right to left for ``cdiv(W - 1, b)`` contiguous cached blocks.
+* Ring groups (DeepSeek V4.1's compressor rings, vLLM 0.31.0 ``CircularBufferManager``): one
+  unhashed block per group claimed at the request's first allocation, held to its end.
 * Freed blocks without a hash go to the queue's front, hashed ones to its back (LRU), each
   group's blocks in reverse order, group after group.
 
@@ -93,6 +95,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
             specs.setdefault((self._bs[g], self._win[g]), []).append(g)
         self._spec_groups = [[0], *specs.values()]
         self._caps = (0,) * len(self._bs)
+        self._ring = layout.ring_groups  # ring blocks of each running request
         self._steady = SteadyWindows(self._bs[1:], self._win[1:])
         self._cohort = None  # the decode cohort whose clock steady members follow
         self.configure(8192, 1 << 62)
@@ -132,7 +135,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         """Blocks the full-sequence admission check asks for a fresh request of ``tokens``;
         with ``peak``, the most the request ever needs: that check at its prompt, or its
         blocks at ``peak`` tokens while decoding (windows at their steady bound)."""
-        n = _cdiv(tokens, self._bs[0])
+        n = _cdiv(tokens, self._bs[0]) + self._ring
         for g in range(1, len(self._bs)):
             n += min(_cdiv(tokens, self._bs[g]), self._caps[g])
         return n if peak is None else max(n, self.layout.blocks(peak))
@@ -150,7 +153,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
             if seq.index in self._steady.members:  # window churn counted in window_step
                 return max(_cdiv(slots, bs[0]) - len(tabs[0]), 0)
             return sum(max(_cdiv(slots, bs[g]) - len(tabs[g]), 0) for g in range(len(bs)))
-        n = hit.evictable
+        n = hit.evictable + self._ring
         groups = hit.groups
         for g in range(len(bs)):
             req = _cdiv(slots, bs[g])
@@ -172,6 +175,10 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
             return False
         if tabs is None:
             tabs = self._adopt(seq, hit)
+            if self._ring:  # CircularBufferManager claims the ring's one block
+                self._take(self._ring)
+                self._held += self._ring
+                seq.win += self._ring
         bs = self._bs
         for g in range(len(bs)):
             tab = tabs[g]
@@ -425,6 +432,9 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
                     real = [b for b in live if b is not ANON]
                     real.reverse()
                     self._release(real)
+            self._held -= self._ring
+            self._free += self._ring
+            self._anon += self._ring
             self.held_full_total -= seq.own
             del self._heads[seq.index]
             del self._ncached[seq.index]
@@ -458,7 +468,11 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
             held.add(blk.block_id)
             refs[blk.block_id] = refs.get(blk.block_id, 0) + 1
         steady = self._steady.held - len(pending)
-        assert len(held) + anon + steady + self._free == self.capacity, (len(held), self._free)
+        rings = self._ring * len(self._tabs)
+        assert len(held) + anon + steady + rings + self._free == self.capacity, (
+            len(held),
+            self._free,
+        )
         for tabs in self._tabs.values():
             for tab in tabs:
                 for blk in tab:
@@ -466,7 +480,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
                         assert blk.ref_cnt == refs[blk.block_id]
         for blk in pending:
             assert blk.ref_cnt == refs[blk.block_id]
-        assert self._held == own + anon
+        assert self._held == own + anon + rings
         assert self._steady.held == sum(
             self._steady.held_at(p + self._steady.clock) for p in self._steady.members.values()
         )

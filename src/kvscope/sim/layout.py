@@ -15,6 +15,10 @@ step by step (blocks freed at the next allocation, the admission cap
 ``vllm/v1/kv_cache_interface.py::SlidingWindowSpec.max_admission_blocks_per_request``, window
 blocks cached) is :mod:`kvscope.sim.hybrid_pool`'s; the counts here are the steady bounds.
 
+DeepSeek V4.1 (:func:`deepseek_v41_layout`) adds *ring* groups (``ring_groups``): vLLM
+0.31.0's ``CircularBufferSpec`` compressor rings, one block per request for its whole life
+(``CircularBufferManager`` in ``vllm/v1/core/single_type_kv_cache_manager.py``), never cached.
+
 The pool's size (blocks, block size, bytes per block) comes from the planner,
 :func:`kvscope.plan.memory.plan_memory`, exactly as ``kvscope plan`` reports it.
 """
@@ -72,10 +76,14 @@ class KVLayout:
     block_size: int = DEFAULT_BLOCK_SIZE
     windows: tuple[WindowGroup, ...] = ()
     name: str = "full"
+    #: groups holding one block per request from its first allocation to its end
+    ring_groups: int = 0
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
             raise KvscopeError(f"--block-size must be >= 1, got {self.block_size}.")
+        if self.ring_groups and not self.windows:
+            raise KvscopeError("ring groups need the hybrid pool (a layout with window groups).")
         # (block tokens, cap) pairs, precomputed: these are on the simulator's hot path
         object.__setattr__(
             self, "_wins", tuple((w.block_tokens, w.cap_blocks) for w in self.windows)
@@ -87,13 +95,16 @@ class KVLayout:
     def blocks(self, slots: int) -> int:
         """All blocks (every group) a request with ``slots`` token slots holds."""
         n = -(-slots // self.block_size)
+        if slots > 0:
+            n += self.ring_groups
         for b, cap in self._wins:  # type: ignore[attr-defined]
             m = -(-slots // b)
             n += m if m < cap else cap
         return n
 
     def window_blocks(self, slots: int) -> int:
-        n = 0
+        """Blocks of every group but the full-history one (windows and rings)."""
+        n = self.ring_groups if slots > 0 else 0
         for b, cap in self._wins:  # type: ignore[attr-defined]
             m = -(-slots // b)
             n += m if m < cap else cap
@@ -110,8 +121,8 @@ class KVLayout:
 
     @property
     def fixed_blocks_per_request(self) -> int:
-        """Window blocks a long request holds (26 for DeepSeek V4)."""
-        return sum(w.cap_blocks for w in self.windows)
+        """Window and ring blocks a long request holds (26 for DeepSeek V4)."""
+        return sum(w.cap_blocks for w in self.windows) + self.ring_groups
 
 
 def deepseek_v4_layout() -> KVLayout:
@@ -133,11 +144,47 @@ def deepseek_v4_layout() -> KVLayout:
     )
 
 
-def layout_for(model: object, block_size: int | None = None) -> KVLayout:
-    """The block layout vLLM uses for ``model`` (a :class:`kvscope.specs.model.ModelSpec`)."""
+def deepseek_v41_layout(model: object, indexer: str = "fp8") -> KVLayout:
+    """DeepSeek V4.1 in vLLM 0.31.0: the planner's packed groups, as block tables.
+
+    The groups are :func:`kvscope.plan.dsv41_pool.groups`'s (the ones ``kvscope plan`` sizes
+    the pool with): the compressed + indexer group (64-token blocks, growing with the
+    context) is the full-history group; each window group (32-token blocks, window 128) caps
+    at ``cdiv(127, 32) + 1 = 5`` blocks; each ring group holds one block per request.
+    """
+    from kvscope.plan import dsv41_pool
+    from kvscope.specs.attention import INDEXER_FP4_ENTRY, INDEXER_FP8_ENTRY
     from kvscope.specs.model import ModelSpec
 
     assert isinstance(model, ModelSpec)
+    atts = [layer.attention for layer in model.layers]
+    idx = INDEXER_FP4_ENTRY if indexer in ("fp4", "mxfp4") else INDEXER_FP8_ENTRY
+    pool, _stride = dsv41_pool.groups(atts, idx)
+    full = [g for g in pool if g.kind == "dsv4_mla"]
+    if len(full) != 1:
+        raise KvscopeError(f"{model.name}: DeepSeek V4.1 without a compressed KV source.")
+    windows = tuple(
+        WindowGroup(f"swa_{i}", g.block_size, g.window or 0)
+        for i, g in enumerate(g for g in pool if g.kind == "dsv4_swa")
+    )
+    rings = sum(1 for g in pool if g.kind == "dsv41_ring")
+    return KVLayout(full[0].block_size, windows, "deepseek_v41", rings)
+
+
+def layout_for(model: object, block_size: int | None = None, indexer: str = "fp8") -> KVLayout:
+    """The block layout vLLM uses for ``model`` (a :class:`kvscope.specs.model.ModelSpec`);
+    ``indexer``: the V3.2/V4 indexer key cache dtype (``EngineConfig.indexer_dtype``)."""
+    from kvscope.plan.dsv41_pool import CACHE_BLOCK
+    from kvscope.specs.model import ModelSpec
+
+    assert isinstance(model, ModelSpec)
+    if "dsv41" in model.attention_kinds:
+        if block_size not in (None, CACHE_BLOCK):
+            raise KvscopeError(
+                f"DeepSeek V4.1 runs with --block-size {CACHE_BLOCK} in vLLM (its sparse "
+                f"backends set it), got {block_size}."
+            )
+        return deepseek_v41_layout(model, indexer)
     if model.is_deepseek_v4:
         if block_size not in (None, V4_BLOCK_SIZE):
             raise KvscopeError(

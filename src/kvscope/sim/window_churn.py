@@ -143,6 +143,7 @@ class SteadyChurn:
     _cohort: Any  # the scheduler's DecodeCohort (its ``clock``), None before configure
     _tabs: dict[int, list[Table]]
     _heads: dict[int, list[int]]
+    _ring: int
     _ncached: dict[int, list[int]]
     _lru: Any
     _version: int
@@ -267,7 +268,7 @@ class SteadyChurn:
         for (g, j), (_due, blk) in self._pend_of.pop(seq.index, {}).items():
             tabs[g][j] = blk
         self._held += win
-        seq.win = win
+        seq.win = win + self._ring  # ring blocks stay held through the churn
         self._note_hashed(seq)
 
     def _note_hashed(self, seq: Sequence) -> None:
