@@ -31,8 +31,7 @@ builds of the public V4.1 logs, 0.30.1rc1.dev223 and 0.31.1rc1.dev260):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvscope.plan.dsv4_pool import PoolGroup
 from kvscope.specs.attention import DSV4_ENTRY, DSV41_RING_ROWS, AttentionLayer
 
 ALIGN = 576
@@ -42,15 +41,8 @@ SWA_BLOCK = 32
 CACHE_BLOCK = 64
 
 
-@dataclass(frozen=True)
-class V41Group:
-    """One KV-cache group: kind, layers, block tokens, window, bytes of one block."""
-
-    kind: str  # dsv4_swa | dsv4_mla | dsv41_ring
-    num_layers: int
-    block_size: int
-    window: int | None
-    page_bytes: int
+#: one KV-cache group, as V4's (kinds here: dsv4_swa, dsv4_mla, dsv41_ring)
+V41Group = PoolGroup
 
 
 def _align(n: int) -> int:

@@ -68,24 +68,40 @@ def dsv41_layers(c: _Reader, h: int, nh: int, n_layers: int) -> list[AttentionLa
         if r and not any(s <= i for s in kv_src):
             raise c.fail("kv_source_layer_ids", f"has no source at or below layer {i}")
         out.append(
-            AttentionLayer(
+            dsv4_attention(
+                c,
                 "dsv41",
-                hidden_size=h,
-                num_heads=nh,
-                num_kv_heads=c.integer("num_key_value_heads", default=1),
-                head_dim=c.integer("head_dim"),
-                v_head_dim=c.integer("head_dim"),
-                window=c.integer("sliding_window"),
-                q_lora_rank=c.integer("q_lora_rank"),
-                qk_rope_head_dim=c.integer("qk_rope_head_dim"),
-                index_n_heads=c.integer("index_n_heads"),
-                index_head_dim=c.integer("index_head_dim"),
-                compress_ratio=int(r),
-                o_groups=c.integer("o_groups"),
-                o_lora_rank=c.integer("o_lora_rank"),
+                int(r),
+                h,
+                nh,
                 kv_source=i in kv_src and r > 0,
                 index_source=i in idx_src,
                 engram_params=engram_params if i in engram else 0,
             )
         )
     return out
+
+
+def dsv4_attention(
+    c: _Reader, kind: str, ratio: int, h: int, nh: int, **extra: Any
+) -> AttentionLayer:
+    """One DeepSeek V4-family attention layer (V4 and V4.1 share every config key but the
+    ratio's meaning): ``kind`` and ``ratio`` from ``compress_ratios``, ``extra`` the
+    layer's V4.1 roles (KV / index source, Engram weights)."""
+    return AttentionLayer(
+        kind,
+        hidden_size=h,
+        num_heads=nh,
+        num_kv_heads=c.integer("num_key_value_heads", default=1),
+        head_dim=c.integer("head_dim"),
+        v_head_dim=c.integer("head_dim"),
+        window=c.integer("sliding_window"),
+        q_lora_rank=c.integer("q_lora_rank"),
+        qk_rope_head_dim=c.integer("qk_rope_head_dim"),
+        index_n_heads=c.integer("index_n_heads"),
+        index_head_dim=c.integer("index_head_dim"),
+        compress_ratio=ratio,
+        o_groups=c.integer("o_groups"),
+        o_lora_rank=c.integer("o_lora_rank"),
+        **extra,
+    )

@@ -32,7 +32,7 @@ from typing import Any
 from kvscope.errors import ConfigError, KvscopeError, UnknownNameError
 from kvscope.specs import families, quant
 from kvscope.specs.attention import AttentionLayer
-from kvscope.specs.config_dsv41 import dsv41_layers
+from kvscope.specs.config_dsv41 import dsv4_attention, dsv41_layers
 from kvscope.specs.config_ffn import ffn_layers
 from kvscope.specs.config_linear import HYBRID_LINEAR_TYPES, hybrid_layers
 from kvscope.specs.dtypes import canonical_dtype, resolve_model_dtype
@@ -435,22 +435,5 @@ def _dsv4_layers(c: _Cfg, h: int, nh: int, n_layers: int) -> list[AttentionLayer
     for i, r in enumerate(ratios[:n_layers]):
         if isinstance(r, bool) or not isinstance(r, int | float) or r not in _DSV4_KIND:
             raise c.fail("compress_ratios", f"has {_show(r)} at layer {i}; expected 0, 4 or 128")
-        out.append(
-            AttentionLayer(
-                _DSV4_KIND[int(r)],
-                hidden_size=h,
-                num_heads=nh,
-                num_kv_heads=c.integer("num_key_value_heads", default=1),
-                head_dim=c.integer("head_dim"),
-                v_head_dim=c.integer("head_dim"),
-                window=c.integer("sliding_window"),
-                q_lora_rank=c.integer("q_lora_rank"),
-                qk_rope_head_dim=c.integer("qk_rope_head_dim"),
-                index_n_heads=c.integer("index_n_heads"),
-                index_head_dim=c.integer("index_head_dim"),
-                compress_ratio=int(r),
-                o_groups=c.integer("o_groups"),
-                o_lora_rank=c.integer("o_lora_rank"),
-            )
-        )
+        out.append(dsv4_attention(c, _DSV4_KIND[int(r)], int(r), h, nh))
     return out
