@@ -15,8 +15,10 @@ from kvscope.plan.cudagraph import (
     estimate_bytes,
     graph_counts,
     graph_units,
+    graphs_profiled,
 )
 from kvscope.plan.memory import plan_memory
+from kvscope.plan.speculative import parse_vllm
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
@@ -191,9 +193,10 @@ def test_v4_first_capture_counts_once_on_the_v1_runner() -> None:
 
 def test_v4_first_capture_term_follows_the_runner() -> None:
     # 0.20.0-0.27.0 run V4 on the V1 runner; 0.28.0 makes the V2 runner V4's default on
-    # CUDA, whose PIECEWISE dummy runs build attention metadata: the dense fit stays.
+    # CUDA, whose PIECEWISE dummy runs build attention metadata: the dense fit stays (from
+    # 0.29.0, the first V2 runner that measures its graphs at all).
     v1 = _v4_graphs("0.27.0", max_cudagraph_capture_size=512)
-    v2 = _v4_graphs("0.28.0", max_cudagraph_capture_size=512)
+    v2 = _v4_graphs("0.29.0", max_cudagraph_capture_size=512)
     assert v1 - v2 == pytest.approx(0.5, abs=1e-9)
     assert _v4_graphs("0.25.0", enforce_eager=True) == 0.0
     # dense models are untouched: Llama at the same release keeps the fit's figure
@@ -211,3 +214,42 @@ def test_flag_is_vllm_only() -> None:
         EngineConfig(engine="sglang", max_cudagraph_capture_size=16)
     with pytest.raises(KvscopeError):
         EngineConfig(max_cudagraph_capture_size=0)
+
+
+def _dspark(version: str) -> EngineConfig:
+    spec = parse_vllm('{"method": "dspark", "num_speculative_tokens": 5}')
+    return EngineConfig(engine_version=version, max_model_len=65536, speculative=spec)
+
+
+def test_v2_runner_logs_no_estimate_before_0_29() -> None:
+    # GPUModelRunner.profile_cudagraph_memory of the V2 runner (vllm/v1/worker/gpu/
+    # model_runner.py) returns 0 at 0.25.0, 0.27.0 and 0.28.0 and measures from 0.29.0;
+    # DSpark forces the V2 runner (vllm/config/vllm.py, 0.25.0-0.31.0); V4 defaults to it
+    # from 0.28.0. The V1 runner measures from 0.20.0 whatever the drafter.
+    with offline_hub():
+        v4 = load_model("deepseek-ai/DeepSeek-V4-Flash")
+    llama = load_model("meta-llama/Llama-3.1-8B")
+    assert not graphs_profiled(v4, (0, 25, 0), "dspark")
+    assert not graphs_profiled(llama, (0, 27, 0), "dspark")
+    assert not graphs_profiled(v4, (0, 28, 0), None)
+    assert graphs_profiled(v4, (0, 27, 0), None)
+    assert graphs_profiled(v4, (0, 26, 0), "mtp")
+    assert graphs_profiled(v4, (0, 29, 0), "dspark")
+    assert graphs_profiled(llama, (0, 24, 0), "eagle3")
+    assert _v4_graphs("0.28.0", max_cudagraph_capture_size=512) == 0.0
+
+
+def test_dspark_start_before_0_29_subtracts_no_graphs() -> None:
+    # gh51454 (vllm 0.25.0, 8x B200): the DSpark arm runs on the V2 runner, so its KV pool
+    # carries no graph term; the same flags without drafting (V1 runner) carry V4's.
+    with offline_hub():
+        dspark = CASES["gh51454-b200-tp8-dspark"].plan()
+        plain = CASES["gh51454-b200-tp8"].plan()
+    assert dspark.cudagraph_gib == 0.0
+    assert plain.cudagraph_gib > 0.5
+    with offline_hub():
+        v4 = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+        par = Parallelism(tp=8, ep=True)
+        h200 = get_gpu("H200")
+        assert plan_memory(v4, h200, par, _dspark("0.25.0")).cudagraph_gib == 0.0
+        assert plan_memory(v4, h200, par, _dspark("0.30.0")).cudagraph_gib > 0.5

@@ -26,6 +26,8 @@ number of graphs: kvscope takes the first capture as one graph's worth (the 8-gr
 configuration it was read at.
 
 DeepSeek V4 on the V1 runner adds one term to the first capture (:func:`dsv4_first_capture_bytes`).
+The V2 runner measures nothing before 0.29.0 (:func:`graphs_profiled`): DSpark starts, which
+it alone runs, subtract no graphs there.
 """
 
 from __future__ import annotations
@@ -134,6 +136,33 @@ DSV4_FIRST_CAPTURE_SINCE = (0, 20, 0)
 #: (``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``, vllm/config/vllm.py of 0.28.0; absent in
 #: 0.26.0 and 0.27.0, where V4 as a hybrid MoE model stays on the V1 runner).
 DSV4_V2_RUNNER_SINCE = (0, 28, 0)
+
+
+#: First wheel whose V2 model runner measures its graphs before the KV pool is sized
+#: (``GPUModelRunner.profile_cudagraph_memory`` in vllm/v1/worker/gpu/model_runner.py returns
+#: 0 at 0.25.0, 0.27.0 and 0.28.0; 0.29.0-0.31.0 call ``cudagraph_utils.profile_cudagraph_memory``).
+V2_RUNNER_PROFILES_GRAPHS_SINCE = (0, 29, 0)
+#: First wheel with DSpark drafting, which runs only on the V2 runner: ``VllmConfig`` forces
+#: it whenever ``speculative_config.method == "dspark"`` (vllm/config/vllm.py, 0.25.0-0.31.0).
+DSPARK_SINCE = (0, 25, 0)
+
+
+def uses_v2_runner(model: ModelSpec, release: tuple[int, int, int], method: str | None) -> bool:
+    """Whether vLLM at ``release`` runs ``model`` on its V2 model runner (CUDA): DSpark
+    drafting forces it, and DeepSeek V4 defaults to it from 0.28.0 (only the cases kvscope
+    models; ``VLLM_USE_V2_MODEL_RUNNER`` is not read)."""
+    if method == "dspark" and release >= DSPARK_SINCE:
+        return True
+    v4 = any(layer.attention.kind.startswith("dsv4") for layer in model.layers)
+    return v4 and release >= DSV4_V2_RUNNER_SINCE
+
+
+def graphs_profiled(model: ModelSpec, release: tuple[int, int, int], method: str | None) -> bool:
+    """False where the release's V2 runner logs no CUDA-graph estimate (it returns 0, so
+    ``Worker.determine_available_memory`` subtracts nothing, vllm/v1/worker/gpu_worker.py)."""
+    if not uses_v2_runner(model, release, method):
+        return True
+    return release >= V2_RUNNER_PROFILES_GRAPHS_SINCE
 
 
 def dsv4_first_capture_bytes(

@@ -47,6 +47,7 @@ from kvscope.plan.cudagraph import (
     dsv4_first_capture_bytes,
     estimate_bytes,
     graph_units,
+    graphs_profiled,
 )
 from kvscope.plan.dsv4_workspace import (
     dsv4_profile_workspace,
@@ -400,7 +401,7 @@ def plan_ranks(
         graphs = first + estimate_bytes(
             len(w.layers), is_moe(model), listed_units if first else units
         )
-        if eng.enforce_eager:
+        if eng.enforce_eager or not graphs_profiled(model, v, spec.method if spec else None):
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
         weights = w.total_bytes + buffers
