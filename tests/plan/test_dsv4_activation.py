@@ -1,4 +1,4 @@
-"""DeepSeek V4's attention layer in vLLM 0.25-0.26's profiling pass (kvscope.plan.dsv4_activation).
+"""DeepSeek V4's attention layer in vLLM 0.23-0.26's profiling pass (kvscope.plan.dsv4_activation).
 
 Published figure: the 2x RTX PRO 6000 TP2 start on stock 0.25.0 (row
 ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25) logs weights 75.64 GiB, CUDA graphs 1.58 GiB and
@@ -27,9 +27,11 @@ def flash():  # type: ignore[no-untyped-def]
 
 
 def test_padded_heads_by_attention_class() -> None:
-    # FlashMLA (SM90/SM100): 64 or 128; FlashInfer's SM120 class: 16, 32, 64, 128
+    # FlashMLA (SM90/SM100): 64 or 128; FlashInfer's SM120 class (0.24 on): 16, 32, 64, 128
     assert [padded_q_heads(n, H20) for n in (8, 32, 64, 96)] == [64, 64, 64, 128]
     assert [padded_q_heads(n, RTX) for n in (8, 32, 64, 96)] == [16, 32, 64, 128]
+    # 0.23.0 has no SM120 class: FlashMLA's padding on every CUDA GPU
+    assert padded_q_heads(32, RTX, (0, 23, 0)) == 64
 
 
 def test_rtx_pro_6000_tp2_start_at_4096_tokens(flash) -> None:  # type: ignore[no-untyped-def]
@@ -61,8 +63,18 @@ def test_flashmla_pads_the_query_so_tp_does_not_shrink_it(flash) -> None:  # typ
     assert tp8.layer == 8192 * (64 * 1024 + 6144 + 8192 + 2176 + 8448) + 512 * MIB
 
 
+def test_an_fp4_indexer_cache_quantises_the_indexer_query_to_mxfp4(flash) -> None:  # type: ignore[no-untyped-def]
+    fp8 = dsv4_attention_peak(flash, H20, 8, 8192, (0, 26, 0))
+    fp4 = dsv4_attention_peak(flash, H20, 8, 8192, (0, 26, 0), indexer_fp4=True)
+    assert fp8 is not None and fp4 is not None
+    # the MXFP4 query (64 heads x (64 + 4) bytes) takes the indexer step below the padding
+    # step (o_padded, held inputs, the 8-head query and its 64-head copy)
+    assert fp8.layer == 8192 * (64 * 1024 + 6144 + 8192 + 2176 + 8448) + 512 * MIB
+    assert fp4.layer == 8192 * (64 * 1024 + 6144 + 8192 + 2176 + 8 * 1024 + 64 * 1024)
+
+
 def test_outside_the_releases_read(flash) -> None:  # type: ignore[no-untyped-def]
-    for version in ((0, 23, 0), (0, 27, 0), (0, 31, 0)):
+    for version in ((0, 21, 0), (0, 22, 0), (0, 27, 0), (0, 31, 0)):
         assert dsv4_attention_peak(flash, H20, 2, 8192, version) is None
     assert dsv4_attention_peak(flash, get_gpu("MI300X"), 2, 8192, (0, 26, 0)) is None
     with offline_hub():

@@ -393,7 +393,9 @@ def plan_ranks(
             )
         if ws is not None:
             act = with_profile_workspace(act, ws)
-        v4 = dsv4_attention_peak(model, gpu, attn_tp, defaults.max_num_batched_tokens, v)
+        v4 = dsv4_attention_peak(
+            model, gpu, attn_tp, defaults.max_num_batched_tokens, v, eng.indexer_dtype == "fp4"
+        )
         if v4 is not None:
             # the mHC stream and V4's attention tensors, padded heads included
             act = replace(
