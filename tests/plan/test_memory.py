@@ -43,16 +43,6 @@ KNOWN_OFF = {
     # encoder vLLM 0.19 keeps whole on every TP rank; config.json does not say which format
     # the engine will pick (params.json beside it does), so the planner splits it over TP.
     "llmd-mistral-small31-tp4": "weights",
-    # kv_tokens 7.1 % high: vLLM 0.25.0 over PCIe with --disable-custom-all-reduce (NCCL only,
-    # 0.25 GiB) and V4's profiling workspace at 1M context (1.29 GiB indexer gather, 0.5 GiB
-    # logits): the log leaves 2.71 GiB for activation plus non-torch memory, the plan 2.22.
-    # The CUDA-graph term is 1.39 GiB planned (capture list plus V4's first-capture logits
-    # block), 1.58 logged; the logged 1.58 alone would leave the row at 5.2 %.
-    # It passed at 1.8 % while the planner charged 2.1 GiB of custom all-reduce buffers this
-    # start never allocated and no workspace. Not a cold torch.compile: 0.25.0 turns on
-    # breakable CUDA graphs for DeepseekV4ForCausalLM and logs "disabling vLLM's
-    # torch.compile pipeline" (kvscope.plan.compile_peak leaves V4 out from 0.23.0).
-    "ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25": "kv_tokens",
 }
 
 

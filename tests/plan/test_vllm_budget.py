@@ -171,8 +171,11 @@ def test_minimax_m25_fp8_tp4_on_vllm_0151_sorts_the_vocabulary() -> None:
     case = {c.id: c for c in load_cases()}["rtx6kpro-minimax-m25-fp8-tp4"]
     assert case.row["version"] == "0.15.1"
     plan = case.plan()
-    assert plan.kv_cache_gib == pytest.approx(23.62, rel=0.01)
-    assert plan.kv_tokens == pytest.approx(399_424, rel=0.01)
+    # 1.5 %: the MoE scratch at the engine's buffer shapes (a rank's 384-wide expert slice
+    # padded to the 3,072 hidden size, kvscope.plan.activation.moe_scratch_width) plans
+    # 0.24 GiB more than the (2 I + h) rule did; the sort it pins is 4.6 GiB
+    assert plan.kv_cache_gib == pytest.approx(23.62, rel=0.015)
+    assert plan.kv_tokens == pytest.approx(399_424, rel=0.015)
     triton = Case({**case.row, "version": "0.17.0"}).plan()
     assert triton.kv_cache_gib > 23.62 + 4.0
 

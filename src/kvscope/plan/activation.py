@@ -17,9 +17,10 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
   (``T I/tp b``) and the down projection's output (``T h b``; under TP the all-reduce
   returns a second ``T h b`` buffer): the layer keeps its gate+up tensor referenced until
   it returns (``LlamaMLP.forward``), so all of them are live at once.
-- ``moe_workspace``: fused-MoE scratch for every routed copy of a token, gate/up output and
-  down output (``C k (2 I_e + h) b``, I_e divided by tp without EP, C = min(T, 32768) =
-  ``VLLM_FUSED_MOE_CHUNK_SIZE``). Where vLLM runs the experts through its modular kernel it
+- ``moe_workspace``: fused-MoE scratch for every routed copy of a token, ``C k w b`` with
+  C = min(T, 32768) = ``VLLM_FUSED_MOE_CHUNK_SIZE`` and the row width ``w`` of
+  :func:`moe_scratch_width` (the engine's buffer shapes, I_e divided by tp without EP).
+  Where vLLM runs the experts through its modular kernel it
   keeps these buffers between layers (its MoE workspace is reused, not freed), so they add
   to every later peak, the sampler's included. Kernels called directly allocate them per
   call (``moe_persistent=False``): then they only stack on the MoE layer's own hidden
@@ -87,6 +88,26 @@ class ActivationPeak:
         return max(forward, self.compile_peak)
 
 
+def moe_scratch_width(inter: float, hidden: int, modular: bool) -> float:
+    """Elements a routed token copy holds in the fused-MoE scratch, for a gated expert of
+    ``inter`` columns a rank and ``hidden`` wide.
+
+    The modular kernel (``moe_persistent``) sizes its two buffers by the experts class's
+    ``workspace_shapes``: ``workspace1`` (M, topk, max(I, h)) and ``workspace2``
+    (M, topk, max(2I, h)), the output reusing ``workspace1`` (``TritonExperts`` in
+    vllm/model_executor/layers/fused_moe/fused_moe.py of the 0.11.1, 0.15.0 and 0.20.0
+    wheels, experts/triton_moe.py of 0.21.0 and 0.26.0; ``MarlinExperts`` in
+    experts/marlin_moe.py of 0.26.0 and ``DeepGemmExperts`` / ``DeepGemmFP4Experts`` in
+    experts/deep_gemm_moe.py of 0.25.0 have the same widths; DeepGEMM adds per-expert row
+    padding, not modelled). A direct call (``fused_experts_impl``, fused_moe.py of 0.11.1;
+    ``fused_marlin_moe``, marlin_moe.py of 0.26.0) allocates one M x topk x max(2I, h)
+    buffer for the gate/up and down outputs and one M x topk x I for the activation. Both
+    stay ``2 h`` wide or more when a rank's expert slice is narrower than the hidden size.
+    """
+    activation = max(inter, hidden) if modular else inter
+    return max(2 * inter, hidden) + activation
+
+
 @per_model_cache()
 def activation_peak(
     model: ModelSpec,
@@ -129,7 +150,8 @@ def activation_peak(
         if ffn.is_moe:
             inter = ffn.expert_intermediate_size / (1 if par.ep else tp)
             chunk = min(t, FUSED_MOE_CHUNK)
-            workspace = max(workspace, chunk * ffn.experts_per_token * (2 * inter + h) * b)
+            width = moe_scratch_width(inter, h, moe_persistent)
+            workspace = max(workspace, chunk * ffn.experts_per_token * width * b)
             shared = 3.0 * t * ffn.shared_intermediate_size / tp * b
             mlp = max(mlp, shared + t * ffn.num_experts * 4.0)
         else:

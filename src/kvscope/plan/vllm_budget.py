@@ -49,6 +49,7 @@ from kvscope.plan.cudagraph import (
     graph_units,
     graphs_profiled,
 )
+from kvscope.plan.dsv4_activation import dsv4_attention_peak
 from kvscope.plan.dsv4_workspace import (
     dsv4_profile_workspace,
     dsv32_profile_workspace,
@@ -393,6 +394,16 @@ def plan_ranks(
             )
         if ws is not None:
             act = with_profile_workspace(act, ws)
+        v4 = dsv4_attention_peak(
+            model, gpu, attn_tp, defaults.max_num_batched_tokens, v, eng.indexer_dtype == "fp4"
+        )
+        if v4 is not None:
+            # the mHC stream and V4's attention tensors, padded heads included
+            act = replace(
+                act,
+                residual=max(act.residual, v4.stream),
+                attention=max(act.attention, v4.layer),
+            )
         if compiles_cold(model, eng, w.pp_rank):
             peak = cold_compile_peak_bytes(model, par, defaults.max_num_batched_tokens)
             act = replace(act, compile_peak=peak)

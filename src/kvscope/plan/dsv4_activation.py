@@ -1,0 +1,115 @@
+"""DeepSeek V4's attention layer in vLLM's profiling pass: the tensors alive at its peak on
+one GPU, bytes, for vLLM 0.23.0-0.26.x (other releases keep the generic attention term).
+
+The generic rule (:mod:`kvscope.plan.activation`) prices a layer's attention at its local
+heads and the residual stream at ``2 T h``. V4's layer (``DeepseekV4Attention``,
+vllm/models/deepseek_v4/attention.py: the same forward in the 0.23.0, 0.24.0, 0.25.0 and
+0.26.0 wheels) holds
+more, and some of it at a padded head count that does not shrink with TP:
+
+- the mHC residual stream ``(T, hc_mult, h)`` bf16 beside the layer input ``(T, h)`` and the
+  float32 mixes ``(T, hc)`` and ``(T, hc, hc)`` (``DeepseekV4DecoderLayer.forward``,
+  vllm/models/deepseek_v4/nvidia/model.py);
+- ``o_padded`` ``(T, padded_heads, head_dim)`` bf16, allocated before the input GEMMs and
+  alive until the output projection (``forward``);
+- the fused ``wq_a``/``wkv`` output ``(T, q_lora_rank + head_dim)`` and its RMS-normed copy
+  (``fused_q_kv_rmsnorm`` returns ``empty_like`` outputs, common/ops/fused_qk_rmsnorm.py),
+  the compressor's float32 kv/gate scores ``(T, 2 coff head_dim)`` (``coff`` 2 on the
+  overlapping ratio-4 layers, compressor.py) and, on indexer layers, the indexer
+  compressor's ``(T, 4 index_head_dim)`` float32 scores and ``weights_proj``'s
+  ``(T, index_n_heads)`` bf16, all held by ``forward`` until it returns;
+- indexer layers run the indexer first, on an aux stream (``execute_in_parallel`` launches
+  the aux callables before the default one, vllm/utils/multi_stream_utils.py, 0.23-0.26):
+  its query quantised to fp8 ``(T, index_n_heads x index_head_dim)`` (MXFP4 with an fp4
+  indexer cache: ``index_head_dim / 2`` bytes plus one scale byte a 32-block) with float32
+  weights (``fused_indexer_q_rope_quant``, models/deepseek_v4/common/ops/fused_indexer_q.py)
+  while the
+  profiling branch of ``sparse_attn_indexer`` allocates ``VLLM_SPARSE_INDEXER_MAX_LOGITS_MB``;
+- then ``wq_b`` gives the query ``(T, local_heads, head_dim)`` bf16, which the profiling
+  branch of ``_fused_qnorm_rope_kv_insert`` pads to ``padded_heads`` with ``F.pad`` (a new
+  tensor) when the rank has fewer heads.
+
+``padded_heads``: FlashMLA (``DeepseekV4FlashMLAAttention.get_padded_num_q_heads``,
+nvidia/flashmla.py) takes 64 up to 64 heads, else 128; from 0.24.0, on SM12x
+``_select_dsv4_attn_cls`` (nvidia/model.py) picks ``DeepseekV4FlashInferSM120Attention``
+without an explicit backend, which takes the next of 16, 32, 64, 128
+(nvidia/flashinfer_sparse.py; 0.23.0 selects FlashMLA on every CUDA GPU). An explicit
+``--attention-backend`` is not a planner input. CUDA only. 0.21 returns from the profiling
+branch before padding the query (model_executor/layers/deepseek_v4_attention.py), 0.22 runs
+the layer through an inner ``mla_attn`` module, and 0.27 adds an eager scratch pool
+(models/deepseek_v4/eager_scratch.py); those keep the generic term.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvscope.plan.dsv4_workspace import MAX_LOGITS_BYTES, MXFP4_BLOCK
+from kvscope.specs.hardware import GPUSpec
+from kvscope.specs.model import ModelSpec
+
+#: Releases read: [since, until).
+SINCE = (0, 23, 0)
+#: First release with the SM12x FlashInfer attention class.
+SM120_CLASS_SINCE = (0, 24, 0)
+UNTIL = (0, 27, 0)
+#: bf16 activations, float32 scores and mixes, fp8 indexer query.
+BF16, FP32, FP8 = 2, 4, 1
+
+
+@dataclass(frozen=True)
+class Dsv4AttentionPeak:
+    """V4's terms of the profiling pass's layer peak on one GPU, bytes."""
+
+    #: residual stream, layer input and mHC mixes, alive through the layer
+    stream: float
+    #: the attention layer's own tensors at their peak (indexer logits included)
+    layer: float
+
+
+def padded_q_heads(
+    local_heads: int, gpu: GPUSpec, version: tuple[int, int, int] = SM120_CLASS_SINCE
+) -> int:
+    """Query heads the V4 layer's buffers are allocated at on ``gpu`` in ``version``."""
+    if gpu.compute_capability.startswith("12") and version >= SM120_CLASS_SINCE:
+        return next((p for p in (16, 32, 64, 128) if local_heads <= p), local_heads)
+    return 64 if local_heads <= 64 else 128
+
+
+def dsv4_attention_peak(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    tp: int,
+    tokens: int,
+    version: tuple[int, int, int],
+    indexer_fp4: bool = False,
+) -> Dsv4AttentionPeak | None:
+    """The V4 layer terms for ``tokens`` batched tokens (None outside the releases read, for
+    other models and off CUDA)."""
+    if not model.is_deepseek_v4 or not SINCE <= version < UNTIL or gpu.vendor != "nvidia":
+        return None
+    t, h, hc = tokens, model.hidden_size, model.hc_mult
+    stream = t * ((hc * h + h) * BF16 + (hc + hc * hc) * FP32)
+    layer = 0.0
+    for ly in model.layers:
+        att = ly.attention
+        if not att.kind.startswith("dsv4"):
+            continue
+        local = max(1, att.num_heads // tp)
+        padded = padded_q_heads(local, gpu, version)
+        held = padded * att.head_dim * BF16  # o_padded
+        held += 2 * ((att.q_lora_rank or 0) + att.head_dim) * BF16  # qr_kv and normed copy
+        if att.compress_ratio > 1:
+            coff = 2 if att.compress_ratio == 4 else 1
+            held += 2 * coff * att.head_dim * FP32  # compressor kv/gate scores
+        indexer = 0.0
+        if att.kind == "dsv4_csa" and att.index_n_heads:
+            held += 4 * att.index_head_dim * FP32 + att.index_n_heads * BF16
+            hd = att.index_head_dim
+            q_bytes = hd // 2 + hd // MXFP4_BLOCK if indexer_fp4 else hd * FP8
+            q_idx = att.index_n_heads * (q_bytes + FP32)
+            indexer = t * (held + q_idx) + MAX_LOGITS_BYTES
+        query = local * att.head_dim * BF16
+        pad = padded * att.head_dim * BF16 if padded > local else 0
+        layer = max(layer, indexer, t * (held + query + pad))
+    return Dsv4AttentionPeak(float(stream), float(layer))

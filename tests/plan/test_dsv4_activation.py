@@ -1,0 +1,82 @@
+"""DeepSeek V4's attention layer in vLLM 0.23-0.26's profiling pass (kvscope.plan.dsv4_activation).
+
+Published figure: the 2x RTX PRO 6000 TP2 start on stock 0.25.0 (row
+ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25) logs weights 75.64 GiB, CUDA graphs 1.58 GiB and
+10.29 GiB for KV, i.e. 2.71 GiB of profiling peak plus non-torch memory; the generic terms
+planned 2.22 (+7.1 % tokens).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvscope.plan.dsv4_activation import dsv4_attention_peak, padded_q_heads
+from kvscope.specs.hardware import GIB, get_gpu
+from kvscope.specs.registry import load_model
+
+from .log_cases import evaluate, load_cases, offline_hub
+
+MIB = 1 << 20
+RTX, H20 = get_gpu("RTX-PRO-6000-Blackwell-96GB"), get_gpu("H20-96GB")
+
+
+@pytest.fixture(scope="module")
+def flash():  # type: ignore[no-untyped-def]
+    with offline_hub():
+        return load_model("deepseek-ai/DeepSeek-V4-Flash")
+
+
+def test_padded_heads_by_attention_class() -> None:
+    # FlashMLA (SM90/SM100): 64 or 128; FlashInfer's SM120 class (0.24 on): 16, 32, 64, 128
+    assert [padded_q_heads(n, H20) for n in (8, 32, 64, 96)] == [64, 64, 64, 128]
+    assert [padded_q_heads(n, RTX) for n in (8, 32, 64, 96)] == [16, 32, 64, 128]
+    # 0.23.0 has no SM120 class: FlashMLA's padding on every CUDA GPU
+    assert padded_q_heads(32, RTX, (0, 23, 0)) == 64
+
+
+def test_rtx_pro_6000_tp2_start_at_4096_tokens(flash) -> None:  # type: ignore[no-untyped-def]
+    peak = dsv4_attention_peak(flash, RTX, 2, 4096, (0, 25, 0))
+    assert peak is not None
+    # mHC stream: 4,096 x (4 x 4,096 + 4,096) bf16 plus the float32 mixes
+    assert peak.stream == 4096 * (20480 * 2 + 20 * 4)
+    # indexer layer, 32 heads unpadded on SM120: o_padded 32 KiB, qr_kv twice 6 KiB,
+    # compressor scores 8 KiB, indexer scores and weights 2,176 B, fp8 query and float32
+    # weights 8,448 B a token, and the 512 MiB logits block
+    per_token = 32 * 1024 + 6144 + 8192 + 2176 + 8448
+    assert peak.layer == 4096 * per_token + 512 * MIB
+    # the row is planned within 5 % (7.06 % with the generic terms)
+    row = {c.id: c for c in load_cases()}["ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25"]
+    err = evaluate(row).tokens_err
+    assert err is not None and err < 0.05
+
+
+def test_flashmla_pads_the_query_so_tp_does_not_shrink_it(flash) -> None:  # type: ignore[no-untyped-def]
+    # on Hopper a rank with 32 (TP2) or 8 (TP8) heads allocates 64-head buffers
+    tp2 = dsv4_attention_peak(flash, H20, 2, 8192, (0, 26, 0))
+    tp8 = dsv4_attention_peak(flash, H20, 8, 8192, (0, 26, 0))
+    assert tp2 is not None and tp8 is not None
+    assert tp8.layer >= 8192 * 2 * 64 * 512 * 2
+    # TP2: the padding step, o_padded + held inputs + the 32-head query + its 64-head copy
+    assert tp2.layer == 8192 * (64 * 1024 + 6144 + 8192 + 2176 + 32 * 1024 + 64 * 1024)
+    assert tp2.layer / GIB == pytest.approx(1.375, abs=0.01)
+    # TP8: the indexer step (o_padded still 64 heads, fp8 indexer query, 512 MiB logits)
+    assert tp8.layer == 8192 * (64 * 1024 + 6144 + 8192 + 2176 + 8448) + 512 * MIB
+
+
+def test_an_fp4_indexer_cache_quantises_the_indexer_query_to_mxfp4(flash) -> None:  # type: ignore[no-untyped-def]
+    fp8 = dsv4_attention_peak(flash, H20, 8, 8192, (0, 26, 0))
+    fp4 = dsv4_attention_peak(flash, H20, 8, 8192, (0, 26, 0), indexer_fp4=True)
+    assert fp8 is not None and fp4 is not None
+    # the MXFP4 query (64 heads x (64 + 4) bytes) takes the indexer step below the padding
+    # step (o_padded, held inputs, the 8-head query and its 64-head copy)
+    assert fp8.layer == 8192 * (64 * 1024 + 6144 + 8192 + 2176 + 8448) + 512 * MIB
+    assert fp4.layer == 8192 * (64 * 1024 + 6144 + 8192 + 2176 + 8 * 1024 + 64 * 1024)
+
+
+def test_outside_the_releases_read(flash) -> None:  # type: ignore[no-untyped-def]
+    for version in ((0, 21, 0), (0, 22, 0), (0, 27, 0), (0, 31, 0)):
+        assert dsv4_attention_peak(flash, H20, 2, 8192, version) is None
+    assert dsv4_attention_peak(flash, get_gpu("MI300X"), 2, 8192, (0, 26, 0)) is None
+    with offline_hub():
+        v3 = load_model("deepseek-ai/DeepSeek-V3")
+    assert dsv4_attention_peak(v3, H20, 8, 8192, (0, 26, 0)) is None
