@@ -67,3 +67,40 @@ def test_gpt_oss_forms_two_groups_of_equal_pages() -> None:
     lay = vllm_layout(oss, tuple(range(oss.num_layers)), "bfloat16", 1, 16)
     assert [g.kind for g in lay.groups] == ["sliding", "full"]
     assert lay.block_bytes == 16 * 8 * 64 * 2 * 2 * 18
+
+
+@pytest.mark.parametrize(("mode", "need"), [("none", 66), ("align", 69), ("all", 63 + 3 * 63)])
+def test_hybrid_state_blocks_follow_the_mamba_cache_mode(mode: str, need: int) -> None:
+    """vLLM ``MambaSpec.max_memory_usage_bytes`` (vllm/v1/kv_cache_interface.py at v0.24.0):
+    one state page per request in ``none``, ``2 + spec blocks`` in ``align`` (what
+    ``--enable-prefix-caching`` selects for Qwen3.5), a page per block of tokens in ``all``.
+    Qwen3.6-35B-A3B at fp8 KV: 10 attention + 30 Gated DeltaNet layers, 2,096-token blocks of
+    2,146,304 B (the fp32 recurrent state), one attention and three state groups."""
+    from .log_cases import offline_hub
+
+    with offline_hub():
+        model = load_model("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    lay = vllm_layout(model, tuple(range(model.num_layers)), "fp8", 1, 16, mamba_cache_mode=mode)
+    assert lay.block_size == 2096
+    assert lay.block_bytes == 10 * 2_146_304
+    assert lay.blocks_per_request(131_072, 8192) == need
+
+
+def test_align_mode_reproduces_the_logged_hybrid_capacity() -> None:
+    """noonghunna/club-3090#612 (vLLM 0.24.0, RTX 5090, --enable-prefix-caching, fp8 KV):
+    'Available KV cache memory: 5.98 GiB', 'GPU KV cache size: 567,978 tokens', 4.33x at
+    131,072. 5.98 GiB holds 299 blocks; 299 x 131,072 / 69 = 567,978 (align), not the
+    593,798 one state block per group would report."""
+    from kvscope.plan.vllm_budget import VllmDefaults, logged_capacity
+
+    from .log_cases import offline_hub
+
+    with offline_hub():
+        model = load_model("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    lay = vllm_layout(model, tuple(range(model.num_layers)), "fp8", 1, 16, mamba_cache_mode="align")
+    blocks = int(5.98 * 2**30 // lay.block_bytes)
+    assert blocks == 299
+    defaults = VllmDefaults(0.9, 131_072, 8192, 1, 2096, cudagraph_subtracted=True)
+    tokens, concurrency = logged_capacity(lay, blocks, defaults, (0, 24, 0))
+    assert tokens == 567_978
+    assert round(concurrency, 2) == 4.33

@@ -97,6 +97,7 @@ def largest_max_model_len(
             release=eng.version,
             v0_mla_padding=eng.version < (0, 8, 0),
             draft_window_layers=drafter if i == len(stages) - 1 else 0,
+            mamba_cache_mode=eng.mamba_cache_mode or "none",
         )
         for i, layers in enumerate(stages)
     ]

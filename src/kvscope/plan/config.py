@@ -140,6 +140,8 @@ def check_layout(par: Parallelism, is_moe: bool, model_name: str) -> None:
 
 #: Engines the planner models.
 ENGINES = ("vllm", "sglang")
+#: vLLM ``--mamba-cache-mode`` values (vllm/config/cache.py ``MambaCacheMode``, v0.24.0)
+MAMBA_CACHE_MODES = ("none", "align", "all")
 
 #: ``MOE_RUNNER_BACKEND_CHOICES`` (srt/server_args.py): 0.5.12 has these but
 #: ``experimental_sgl_trtllm``, which 0.5.13 and 0.5.14 add.
@@ -255,6 +257,13 @@ class EngineConfig:
             profiling pass includes Inductor's compile and its benchmark tensors
             (:mod:`kvscope.plan.compile_peak`); ``False`` plans a start that loads the
             compiled graph from the cache. Not an engine flag: the state of the cache folder.
+        mamba_cache_mode: vLLM ``--mamba-cache-mode`` of an attention + linear-attention
+            hybrid (``none``, ``align``, ``all``): how many state blocks a request holds
+            (:mod:`kvscope.plan.kv_layout`). ``None`` = ``none``, the mode of a hybrid started
+            without ``--enable-prefix-caching``; vLLM switches to ``align`` (models without
+            'all' support, e.g. Qwen3.5) when prefix caching is requested
+            (``MambaModelConfig.verify_and_update_config``, vllm/model_executor/models/
+            config.py at v0.24.0).
     """
 
     engine: str = "vllm"
@@ -282,11 +291,17 @@ class EngineConfig:
     disable_custom_all_reduce: bool = False
     moe_runner_backend: str = "auto"
     cold_compile: bool = False
+    mamba_cache_mode: str | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise KvscopeError(
                 f"--engine '{self.engine}' is not modelled.", "Use --engine vllm or sglang."
+            )
+        if self.mamba_cache_mode not in (None, *MAMBA_CACHE_MODES):
+            raise KvscopeError(
+                f"--mamba-cache-mode '{self.mamba_cache_mode}' is not a vLLM mode.",
+                "Use none, align or all.",
             )
         for name in ("gpu_memory_utilization", "mem_fraction_static"):
             value = getattr(self, name)

@@ -29,7 +29,11 @@ vLLM v1 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``):
   (``HybridAttentionMambaModelConfig.verify_and_update_config``, vllm/model_executor/models/
   config.py at v0.10.2: "Setting attention block size to 544 tokens" for Qwen3-Next at TP2);
   layers form groups of the smallest per-kind count as above, and a request holds one block
-  in each linear group (prefix caching is off for these models in that release).
+  in each linear group (prefix caching is off for these models in that release). A hybrid
+  started with ``--enable-prefix-caching`` runs ``--mamba-cache-mode align`` and holds two
+  (``MambaSpec.max_memory_usage_bytes``: ``page x (2 + spec blocks)`` in ``align``,
+  ``cdiv(max_model_len, block_size)`` pages in ``all``; vllm/v1/kv_cache_interface.py at
+  v0.24.0), which the admission check and the logged concurrency both count.
 
 Units: bytes, tokens.
 """
@@ -69,11 +73,17 @@ class KVGroupLayout:
     window: int | None = None
     #: bytes of one block of this group (0: not tracked, every group counts one pool block)
     page_bytes: int = 0
+    #: vLLM ``--mamba-cache-mode`` of a ``linear_state`` group (``none``, ``align``, ``all``)
+    mamba_cache_mode: str = "none"
 
     def blocks_for(self, max_model_len: int, batched_tokens: int) -> int:
         """Blocks one request of ``max_model_len`` needs (vLLM ``max_memory_usage_bytes``)."""
-        if self.kind in ("linear_state", "dsv41_ring"):
-            return 1  # one fixed state (or compressor ring) per request
+        if self.kind == "linear_state":
+            if self.mamba_cache_mode == "all":
+                return math.ceil(max_model_len / self.block_size)
+            return 2 if self.mamba_cache_mode == "align" else 1
+        if self.kind == "dsv41_ring":
+            return 1  # one compressor ring per request
         if self.window is None:
             return math.ceil(max_model_len / self.block_size)
         span = min(self.window - 1 + batched_tokens, max_model_len)
@@ -167,7 +177,12 @@ def _dsv41_layout(
 
 
 def _linear_hybrid_layout(
-    model: ModelSpec, layers: tuple[int, ...], kv_dtype: str, tp: int, block_size: int
+    model: ModelSpec,
+    layers: tuple[int, ...],
+    kv_dtype: str,
+    tp: int,
+    block_size: int,
+    mamba_cache_mode: str = "none",
 ) -> KVLayout:
     """Attention + Gated DeltaNet layers in one pool of equal pages (see the module text)."""
     attn = [model.layers[i].attention for i in layers if model.layers[i].attention.kind != "gdn"]
@@ -181,7 +196,9 @@ def _linear_hybrid_layout(
     groups: list[KVGroupLayout] = []
     for kind, n in (("full", len(attn)), ("linear_state", len(linear))):
         for g in range(math.ceil(n / group_size)):
-            groups.append(KVGroupLayout(kind, min(group_size, n - g * group_size), block))
+            mode = mamba_cache_mode if kind == "linear_state" else "none"
+            layers_in = min(group_size, n - g * group_size)
+            groups.append(KVGroupLayout(kind, layers_in, block, mamba_cache_mode=mode))
     return KVLayout(tuple(groups), block, int(page * group_size), per_token * len(attn))
 
 
@@ -197,6 +214,7 @@ def vllm_layout(
     v0_mla_padding: bool = False,
     extra: tuple[AttentionLayer, ...] = (),
     draft_window_layers: int = 0,
+    mamba_cache_mode: str = "none",
 ) -> KVLayout:
     """vLLM's KV layout for the ``layers`` of one GPU (TP rank ``tp`` of a PP stage).
 
@@ -204,13 +222,14 @@ def vllm_layout(
     ``extra``: a drafter's full-attention layers of another page, counted only beside an
     all-full-attention stage, where vLLM keeps one group whose page is the sum of every
     layer's (``UniformTypeKVCacheSpecs``). ``draft_window_layers``: a DeepSeek V4 drafter's
-    window-only layers (MTP layer, DSpark stages) on this stage."""
+    window-only layers (MTP layer, DSpark stages) on this stage. ``mamba_cache_mode``: the
+    state blocks a linear-attention hybrid's request holds (see the module text)."""
     if any(model.layers[i].attention.kind == "dsv41" for i in layers):
         return _dsv41_layout(model, layers, indexer, draft_window_layers)
     if any(model.layers[i].attention.kind.startswith("dsv4") for i in layers):
         return _dsv4_layout(model, layers, indexer, release, draft_window_layers)
     if any(model.layers[i].attention.kind == "gdn" for i in layers):
-        return _linear_hybrid_layout(model, layers, kv_dtype, tp, block_size)
+        return _linear_hybrid_layout(model, layers, kv_dtype, tp, block_size, mamba_cache_mode)
     per_layer: list[tuple[str, float, int | None]] = []
     for i in layers:
         att = model.layers[i].attention

@@ -437,6 +437,7 @@ def plan_ranks(
             v0_mla_padding=v < (0, 8, 0),
             extra=draft_kv_attention if last else (),
             draft_window_layers=draft_kv_layers if last and dsv4 else 0,
+            mamba_cache_mode=eng.mamba_cache_mode or "none",
         )
         blocks = max(0, int(available // layout.block_bytes)) if layout.block_bytes else 0
         if eng.num_gpu_blocks_override is not None:
