@@ -70,6 +70,15 @@ ColdCompile = Annotated[
         "compile's benchmark tensors join the profiling peak [default: off, the cache is warm].",
     ),
 ]
+MambaCacheMode = Annotated[
+    str | None,
+    typer.Option(
+        "--mamba-cache-mode",
+        help="vLLM, attention + linear-attention hybrids (Qwen3-Next, Qwen3.5): state blocks a "
+        "request holds: none 1, align 2 (vLLM's pick for these models under "
+        "--enable-prefix-caching), all one per block of context [default: none].",
+    ),
+]
 MoeRunnerBackend = Annotated[
     str,
     typer.Option(

@@ -22,6 +22,7 @@ from kvscope.cli.engine_options import (
     FlopsEfficiency,
     HbmEfficiency,
     KvCacheDtype,
+    MambaCacheMode,
     MaxCudagraphCaptureSize,
     MmEncoderTpMode,
     MoeRunnerBackend,
@@ -37,6 +38,8 @@ from kvscope.cli.parallel_options import (
     PipelineParallelSize,
     TensorParallelSize,
 )
+from kvscope.cli.plan_search import search as _search
+from kvscope.cli.plan_search import warn as _warn
 from kvscope.cli.spec_options import (
     SpeculativeAlgorithm,
     SpeculativeConfig,
@@ -147,6 +150,7 @@ def plan(
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
     cold_compile: ColdCompile = False,
+    mamba_cache_mode: MambaCacheMode = None,
     moe_runner_backend: MoeRunnerBackend = "auto",
     context: int | None = typer.Option(
         None,
@@ -276,6 +280,7 @@ def plan(
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         disable_custom_all_reduce=disable_custom_all_reduce,
         cold_compile=cold_compile,
+        mamba_cache_mode=mamba_cache_mode,
         moe_runner_backend=moe_runner_backend,
     )
     from kvscope.plan.roofline import Efficiency
@@ -427,73 +432,3 @@ def _check_out(out_dir: str, force: bool) -> None:
         writable_dir(out_dir, "run directory")
     else:
         fresh_run_dir(out_dir, force=False)
-
-
-def _warn(warnings: tuple[str, ...]) -> None:
-    """Caveats on stderr, one line each (stdout stays the table or the JSON object)."""
-    import sys
-
-    for w in warnings:
-        sys.stderr.write(f"kvscope: warning: {w}\n")
-
-
-def _search(
-    spec: Any,
-    gpu: str | None,
-    num_gpus: int | None,
-    eng: Any,
-    target_context: int | None,
-    target_concurrency: int | None,
-    prices: Any,
-    eff: Any,
-    as_json: bool,
-    sim: dict[str, Any] | None = None,
-) -> None:
-    from kvscope.cli import plan_perf
-    from kvscope.cli.output import print_json, stdout
-    from kvscope.plan.performance import TYPICAL_CONTEXT_TOKENS
-    from kvscope.specs.hardware import get_gpu
-
-    if target_concurrency is None:
-        raise KvscopeError(
-            "--search needs --target-concurrency.",
-            "For example: --search --target-context 8192 --target-concurrency 64.",
-        )
-    source = "--target-context"
-    if target_context is None:
-        target_context = TYPICAL_CONTEXT_TOKENS
-        source = f"default: typical context {TYPICAL_CONTEXT_TOKENS:,}"
-    gpus = [get_gpu(gpu)] if gpu is not None else None
-    counts = (num_gpus,) if num_gpus else (1, 2, 4, 8, 16)
-    res = plan_perf.run_search(
-        spec,
-        gpus,
-        target_context,
-        target_concurrency,
-        prices,
-        eng,
-        eff,
-        counts=counts,
-        context_source=source,
-    )
-    warnings = eng.version_warnings()
-    from kvscope.cli.plan_simulate import from_flags
-
-    sims = from_flags(res, eng, sim) if sim is not None and res.candidates else None
-    if as_json:
-        _warn(warnings)
-        doc = {**plan_perf.search_json(res), "warnings": list(warnings)}
-        print_json(doc if sims is None else {**doc, "simulated": sims})
-        return
-    if not res.candidates:
-        raise KvscopeError(
-            f"no configuration of {spec.name} serves {target_concurrency} requests of "
-            f"{target_context} tokens within {max(counts)} GPUs.",
-            "Lower --target-context or --target-concurrency, or try --kv-cache-dtype fp8.",
-        )
-    _warn(warnings)
-    stdout.print(plan_perf.search_table(res))
-    if sims is not None:
-        from kvscope.cli.plan_simulate import simulated_table
-
-        stdout.print(simulated_table(res, sims))

@@ -390,6 +390,11 @@ class EngineConfig:
                     "SGLang does not compile by default and sizes its pool without it.",
                     "Drop --cold-compile with --engine sglang.",
                 )
+            if self.mamba_cache_mode is not None:
+                raise KvscopeError(
+                    "--mamba-cache-mode is vLLM's; SGLang keeps its own mamba state pool.",
+                    "Drop --mamba-cache-mode with --engine sglang.",
+                )
         elif self.moe_runner_backend != "auto":
             raise KvscopeError(
                 "--moe-runner-backend is SGLang's; vLLM picks its MoE kernel itself.",
