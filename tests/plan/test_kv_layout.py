@@ -104,3 +104,19 @@ def test_align_mode_reproduces_the_logged_hybrid_capacity() -> None:
     tokens, concurrency = logged_capacity(lay, blocks, defaults, (0, 24, 0))
     assert tokens == 567_978
     assert round(concurrency, 2) == 4.33
+
+
+def test_pre_mla_deepseek_v2_keeps_padded_heads() -> None:
+    """vLLM < 0.7.1 cached DeepSeek V2 as 16 local heads x 256-padded K and V (fp16).
+
+    Published figure (vllm PR #10927, "Before" run, one H100): 35.42 GiB for the KV cache
+    gave ``# GPU blocks: 5373`` at block size 16; the MLA latent (576 elements) would give
+    about 14x more blocks, so the test fails if the old layout is not applied.
+    """
+    lite = load_model("deepseek-ai/DeepSeek-V2-Lite")
+    layers = tuple(range(lite.num_layers))
+    old = vllm_layout(lite, layers, "float16", 1, 16, mla_as_heads=True)
+    new = vllm_layout(lite, layers, "float16", 1, 16)
+    assert old.block_bytes == 16 * 27 * 2 * 16 * 256 * 2
+    assert int(35.42 * 2**30 // old.block_bytes) == 5373
+    assert int(35.42 * 2**30 // new.block_bytes) > 14 * 5373

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.dsv4_workspace import dsv4_profile_workspace
-from kvscope.plan.kv_layout import vllm_layout
+from kvscope.plan.kv_layout import MLA_CACHE_SINCE, vllm_layout
 from kvscope.plan.memory import MemoryPlan, plan_memory
 from kvscope.plan.vllm_budget import REPORT_COUNTS_BLOCKS_SINCE
 from kvscope.plan.weights import pp_layer_split
@@ -96,6 +96,7 @@ def largest_max_model_len(
             eng.indexer_dtype,
             release=eng.version,
             v0_mla_padding=eng.version < (0, 8, 0),
+            mla_as_heads=eng.version < MLA_CACHE_SINCE,
             draft_window_layers=drafter if i == len(stages) - 1 else 0,
             mamba_cache_mode=eng.mamba_cache_mode or "none",
         )

@@ -52,6 +52,7 @@ from kvscope.specs.attention import (
     INDEXER_FP8_ENTRY,
     AttentionLayer,
 )
+from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.model import ModelSpec
 
 #: DeepSeek V4 logical block (tokens) and page alignment (vLLM ``alignment=576``).
@@ -61,6 +62,10 @@ DSV4_ALIGN = 576
 DSV4_LATEST_RULES = (0, 31, 0)
 #: vLLM's kernel block alignment for the hybrid attention block size (FlashAttention, 0.10.2).
 HYBRID_BLOCK_ALIGN = 16
+#: head size vLLM < 0.7.1 padded DeepSeek V2/V3 heads to (model_executor/models/deepseek_v2.py)
+PRE_MLA_HEAD_DIM = 256
+#: first vLLM release caching DeepSeek V2/V3 as the MLA latent (v0.7.1, ``ModelConfig.use_mla``)
+MLA_CACHE_SINCE = (0, 7, 1)
 
 
 @dataclass(frozen=True)
@@ -212,6 +217,7 @@ def vllm_layout(
     indexer: str = "fp8",
     release: tuple[int, int, int] = DSV4_LATEST_RULES,
     v0_mla_padding: bool = False,
+    mla_as_heads: bool = False,
     extra: tuple[AttentionLayer, ...] = (),
     draft_window_layers: int = 0,
     mamba_cache_mode: str = "none",
@@ -223,7 +229,12 @@ def vllm_layout(
     all-full-attention stage, where vLLM keeps one group whose page is the sum of every
     layer's (``UniformTypeKVCacheSpecs``). ``draft_window_layers``: a DeepSeek V4 drafter's
     window-only layers (MTP layer, DSpark stages) on this stage. ``mamba_cache_mode``: the
-    state blocks a linear-attention hybrid's request holds (see the module text)."""
+    state blocks a linear-attention hybrid's request holds (see the module text).
+    ``mla_as_heads``: vLLM before 0.7.1 ran DeepSeek V2/V3 attention as plain multi-head
+    attention over ``num_heads // tp`` local heads with K and V zero-padded to 256
+    (``Attention(self.num_local_heads, 256, ...)`` in model_executor/models/deepseek_v2.py and
+    deepseek_v3.py of the 0.6.3 and 0.6.6 wheels), so an ``mla`` layer keeps
+    2 x heads x 256 elements per token instead of the latent."""
     if any(model.layers[i].attention.kind == "dsv41" for i in layers):
         return _dsv41_layout(model, layers, indexer, draft_window_layers)
     if any(model.layers[i].attention.kind.startswith("dsv4") for i in layers):
@@ -235,6 +246,8 @@ def vllm_layout(
         att = model.layers[i].attention
         caches = att.kv_caches(kv_dtype, tp, indexer)
         entry = math.fsum(c.entry_bytes for c in caches)
+        if mla_as_heads and att.kind == "mla":
+            entry = float(2 * (att.num_heads // tp) * PRE_MLA_HEAD_DIM * element_bytes(kv_dtype))
         if v0_mla_padding and att.kind == "mla":
             # vLLM V0 padded the MLA entry to a 256-byte multiple (VLLM_CUDA_MEM_ALIGN_KV_CACHE).
             entry = float(_align(int(entry), 256))

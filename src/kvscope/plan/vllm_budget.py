@@ -55,7 +55,7 @@ from kvscope.plan.dsv4_workspace import (
     dsv32_profile_workspace,
     with_profile_workspace,
 )
-from kvscope.plan.kv_layout import KVLayout, vllm_layout
+from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
@@ -435,6 +435,7 @@ def plan_ranks(
             eng.indexer_dtype,
             release=v,
             v0_mla_padding=v < (0, 8, 0),
+            mla_as_heads=v < MLA_CACHE_SINCE,
             extra=draft_kv_attention if last else (),
             draft_window_layers=draft_kv_layers if last and dsv4 else 0,
             mamba_cache_mode=eng.mamba_cache_mode or "none",
