@@ -43,6 +43,13 @@ KNOWN_OFF = {
     # encoder vLLM 0.19 keeps whole on every TP rank; config.json does not say which format
     # the engine will pick (params.json beside it does), so the planner splits it over TP.
     "llmd-mistral-small31-tp4": "weights",
+    # kv_tokens, +5.6 %: V0 on ROCm (0.6.3-era build, 8x MI300X) counts everything the GPU
+    # gains after the worker's first mem_get_info (vllm/worker/worker.py of 0.6.3.post1,
+    # peak_memory = init_gpu_memory - free_gpu_memory), RCCL's and the HIP runtime's buffers
+    # included; every MI300X start of the same notebooks is planned 1.4-4.5 % high, by
+    # 2-7 GiB a GPU growing with TP, and this one also ran NCCL_MIN_NCHANNELS=112 (the same
+    # notebook: 5,384 fewer blocks for that variable alone). No engine rule sizes these.
+    "vllm-mi300x-llama31-8b-tp8-chunked": "kv_tokens",
 }
 
 
