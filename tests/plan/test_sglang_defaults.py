@@ -405,7 +405,9 @@ def test_smi_total_is_above_the_cuda_total_by_the_driver_reserve(gpu: object) ->
     if gpu.vendor == "amd":
         assert gap == 0  # rocm-smi / rocminfo total = HIP total on the MI300X
     else:
-        assert 300 <= gap <= 800  # NVIDIA keeps a driver reserve out of the CUDA total
+        # NVIDIA keeps a driver reserve out of the CUDA total: 300-800 MiB on the 24-192 GB
+        # cards, 252 MiB on the 11 GB RTX 2080 Ti (11264 smi - 11012 torch, public prints).
+        assert 250 <= gap <= 800
 
 
 # --------------------------------------------------------------------------------------------

@@ -34,6 +34,14 @@ DATASHEET = {
     # AMD data sheets: MI325X 6 TB/s, BF16 1307.4; MI355X 8 TB/s, BF16 2516.6, MXFP4 10066.3.
     "MI325X-256GB": (256, 6000, 1307.4, 2614.9, None, 262128),
     "MI355X-288GB": (288, 8000, 2516.6, 5033.2, 10066.3, 294896),
+    # L40 datasheet: BF16 181.05 | 362.1*, FP8 362 | 724*; nvidia-smi 46068 MiB.
+    "L40-48GB": (48, 864, 181.05, 362, None, 46068),
+    # RTX A6000 datasheet: tensor 309.7* (sparse), 768 GB/s; nvidia-smi 49140 MiB.
+    "RTX-A6000-48GB": (48, 768, 154.85, None, None, 49140),
+    # Turing whitepaper, 2080 Ti: FP16 tensor 53.8 with FP32 accumulate; smi 11264 MiB.
+    "RTX-2080-Ti-11GB": (11, 616, 53.8, None, None, 11264),
+    # MI300A data sheet: 128 GB HBM3 unified, 5.3 TB/s, BF16 980.6, FP8 1961.2; no smi print.
+    "MI300A-128GB": (128, 5300, 980.6, 1961.2, None, None),
 }
 
 # CUDA/HIP total in MiB: measured prints, or the entry's stated estimate rule.
@@ -49,6 +57,10 @@ CUDA_MIB: dict[str, float] = {
     "RTX-PRO-6000-Blackwell-Server-96GB": 97250,  # torch print
     "MI325X-256GB": 256 * 1024 - 16,  # estimated: nominal GiB x 1024 - 16
     "MI355X-288GB": 294896,  # llama.cpp HIP total
+    "L40-48GB": 45495,  # estimated: as L40S (same board, same smi total)
+    "RTX-A6000-48GB": 48677,  # torch 2.1 print 'NVIDIA RTX A6000, 48677MiB'
+    "RTX-2080-Ti-11GB": 11012,  # torch 2.1 print 'NVIDIA GeForce RTX 2080 Ti, 11012MiB'
+    "MI300A-128GB": 128 * 1024 - 16,  # estimated: nominal GiB x 1024 - 16
 }
 
 
@@ -59,7 +71,7 @@ def test_pinned_to_the_datasheet(name: str) -> None:
     assert g.memory_marketing_gb == nominal
     assert g.hbm_bandwidth == bw * 1e9
     assert g.bf16_flops == pytest.approx(bf16 * 1e12)
-    assert g.fp8_flops == pytest.approx(fp8 * 1e12)
+    assert g.fp8_flops == (None if fp8 is None else pytest.approx(fp8 * 1e12))
     assert g.fp4_flops == (None if fp4 is None else pytest.approx(fp4 * 1e12))
     assert g.memory_smi_mib == smi
     if name in CUDA_MIB:
@@ -70,7 +82,7 @@ def test_pinned_to_the_datasheet(name: str) -> None:
 def test_estimates_are_labelled_and_sources_cited(name: str) -> None:
     g = get_gpu(name)
     measured = {"DGX-Spark-GB10-128GB", "RTX-5090-32GB", "MI355X-288GB"}
-    measured.add("RTX-PRO-6000-Blackwell-Server-96GB")
+    measured |= {"RTX-PRO-6000-Blackwell-Server-96GB", "RTX-A6000-48GB", "RTX-2080-Ti-11GB"}
     assert g.memory_source.startswith("estimated:") == (name not in measured)
     assert "http" in dict(g.sources)["datasheet"] or "No public" in dict(g.sources)["datasheet"]
     assert g.notes
@@ -102,6 +114,13 @@ def test_estimates_are_labelled_and_sources_cited(name: str) -> None:
         ("RTX PRO 6000", "RTX-PRO-6000-Blackwell-96GB"),
         ("MI325X", "MI325X-256GB"),
         ("AMD Instinct MI355X", "MI355X-288GB"),
+        ("NVIDIA L40", "L40-48GB"),  # the names vLLM logs print (torch device name)
+        ("L40S", "L40S-48GB"),  # the L40 aliases do not capture the L40S
+        ("NVIDIA RTX A6000", "RTX-A6000-48GB"),
+        ("NVIDIA GeForce RTX 2080 Ti", "RTX-2080-Ti-11GB"),
+        ("2080 Ti", "RTX-2080-Ti-11GB"),
+        ("AMD Instinct MI300A", "MI300A-128GB"),
+        ("MI300A", "MI300A-128GB"),
     ],
 )
 def test_spellings(spelling: str, name: str) -> None:
@@ -127,5 +146,22 @@ def test_server_and_workstation_editions_differ_only_in_clock_and_memory_speed()
 def test_catalogue_has_the_2026_gpus() -> None:
     names = {g.name for g in list_gpus()}
     assert set(DATASHEET) <= names
-    assert len(names) >= 32
+    assert len(names) >= 36
+
+
+def test_log_era_gpus_match_their_public_prints() -> None:
+    """The CUDA totals the public torch banners print, in MiB, for cards vLLM start-ups ran on."""
+    assert get_gpu("NVIDIA RTX A6000").memory_bytes == 48677 * 2**20
+    assert get_gpu("NVIDIA GeForce RTX 2080 Ti").memory_bytes == 11012 * 2**20
+    # L40 has no public torch total: it shares the L40S's board and nvidia-smi total.
+    assert get_gpu("L40").memory_bytes == get_gpu("L40S").memory_bytes
+    assert get_gpu("L40").memory_smi_mib == get_gpu("L40S").memory_smi_mib == 46068
+
+
+def test_unified_apu_says_what_the_engine_counts() -> None:
+    apu = get_gpu("MI300A")
+    assert "unified" in apu.notes.lower() and "whole node's memory" in apu.memory_source
+    assert "96 GiB" in apu.memory_source  # the default HIP device-allocator cap is stated
+    assert apu.memory_smi_mib is None
+    assert get_gpu("2080 Ti").bf16_flops < get_gpu("RTX 3090").bf16_flops
     assert GIB == 2**30
