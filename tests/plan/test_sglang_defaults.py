@@ -406,8 +406,9 @@ def test_smi_total_is_above_the_cuda_total_by_the_driver_reserve(gpu: object) ->
         assert gap == 0  # rocm-smi / rocminfo total = HIP total on the MI300X
     else:
         # NVIDIA keeps a driver reserve out of the CUDA total: 300-800 MiB on the 24-192 GB
-        # cards, 252 MiB on the 11 GB RTX 2080 Ti (11264 smi - 11012 torch, public prints).
-        assert 250 <= gap <= 800
+        # cards; less on small and older ones (public prints): RTX 2080 Ti 252 MiB, T4 265,
+        # V100 32 GB 274, V100 16 GB 224 (a torch 1.10 print).
+        assert 200 <= gap <= 800
 
 
 # --------------------------------------------------------------------------------------------

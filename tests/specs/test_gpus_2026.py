@@ -42,6 +42,11 @@ DATASHEET = {
     "RTX-2080-Ti-11GB": (11, 616, 53.8, None, None, 11264),
     # MI300A data sheet: 128 GB HBM3 unified, 5.3 TB/s, BF16 980.6, FP8 1961.2; no smi print.
     "MI300A-128GB": (128, 5300, 980.6, 1961.2, None, None),
+    # T4 datasheet: FP16/FP32 mixed 65 TFLOPS, 300 GB/s; nvidia-smi 15360 MiB.
+    "T4-16GB": (16, 300, 65, None, None, 15360),
+    # V100 datasheet (SXM2): 125 TFLOPS tensor, 900 GB/s; nvidia-smi 16384 / 32768 MiB.
+    "V100-SXM2-16GB": (16, 900, 125, None, None, 16384),
+    "V100-SXM2-32GB": (32, 900, 125, None, None, 32768),
 }
 
 # CUDA/HIP total in MiB: measured prints, or the entry's stated estimate rule.
@@ -61,6 +66,9 @@ CUDA_MIB: dict[str, float] = {
     "RTX-A6000-48GB": 48677,  # torch 2.1 print 'NVIDIA RTX A6000, 48677MiB'
     "RTX-2080-Ti-11GB": 11012,  # torch 2.1 print 'NVIDIA GeForce RTX 2080 Ti, 11012MiB'
     "MI300A-128GB": 128 * 1024 - 16,  # estimated: nominal GiB x 1024 - 16
+    "T4-16GB": 15095,  # torch 2.6 print 'Tesla T4, 15095MiB'
+    "V100-SXM2-16GB": 16160,  # torch 1.10 print 'Tesla V100-SXM2-16GB, 16160MiB'
+    "V100-SXM2-32GB": 32494,  # torch 2.6 print 'Tesla V100-SXM2-32GB, 32494MiB'
 }
 
 
@@ -83,6 +91,7 @@ def test_estimates_are_labelled_and_sources_cited(name: str) -> None:
     g = get_gpu(name)
     measured = {"DGX-Spark-GB10-128GB", "RTX-5090-32GB", "MI355X-288GB"}
     measured |= {"RTX-PRO-6000-Blackwell-Server-96GB", "RTX-A6000-48GB", "RTX-2080-Ti-11GB"}
+    measured |= {"T4-16GB", "V100-SXM2-16GB", "V100-SXM2-32GB"}
     assert g.memory_source.startswith("estimated:") == (name not in measured)
     assert "http" in dict(g.sources)["datasheet"] or "No public" in dict(g.sources)["datasheet"]
     assert g.notes
@@ -121,6 +130,10 @@ def test_estimates_are_labelled_and_sources_cited(name: str) -> None:
         ("2080 Ti", "RTX-2080-Ti-11GB"),
         ("AMD Instinct MI300A", "MI300A-128GB"),
         ("MI300A", "MI300A-128GB"),
+        ("Tesla T4", "T4-16GB"),
+        ("Tesla V100-SXM2-32GB", "V100-SXM2-32GB"),
+        ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB"),
+        ("V100", "V100-SXM2-16GB"),  # a bare V100 stays the original 16 GB part
     ],
 )
 def test_spellings(spelling: str, name: str) -> None:
@@ -146,13 +159,15 @@ def test_server_and_workstation_editions_differ_only_in_clock_and_memory_speed()
 def test_catalogue_has_the_2026_gpus() -> None:
     names = {g.name for g in list_gpus()}
     assert set(DATASHEET) <= names
-    assert len(names) >= 36
+    assert len(names) >= 40
 
 
 def test_log_era_gpus_match_their_public_prints() -> None:
     """The CUDA totals the public torch banners print, in MiB, for cards vLLM start-ups ran on."""
     assert get_gpu("NVIDIA RTX A6000").memory_bytes == 48677 * 2**20
     assert get_gpu("NVIDIA GeForce RTX 2080 Ti").memory_bytes == 11012 * 2**20
+    assert get_gpu("Tesla T4").memory_bytes == 15095 * 2**20
+    assert get_gpu("Tesla V100-SXM2-32GB").memory_bytes == 32494 * 2**20
     # L40 has no public torch total: it shares the L40S's board and nvidia-smi total.
     assert get_gpu("L40").memory_bytes == get_gpu("L40S").memory_bytes
     assert get_gpu("L40").memory_smi_mib == get_gpu("L40S").memory_smi_mib == 46068
