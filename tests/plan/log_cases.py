@@ -154,7 +154,7 @@ class Case:
             moe_runner_backend=r.get("moe_runner_backend", "") or "auto",
             cold_compile=_opt_bool(r.get("cold_compile", "")) or False,
             async_scheduling=_opt_bool(r.get("async_scheduling", "")),
-            mamba_cache_mode=r.get("mamba_cache_mode", "") or None,
+            mamba_cache_mode=r.get("mamba_cache_mode", "") or "none",
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

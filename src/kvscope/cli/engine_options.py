@@ -71,7 +71,7 @@ ColdCompile = Annotated[
     ),
 ]
 MambaCacheMode = Annotated[
-    str | None,
+    str,
     typer.Option(
         "--mamba-cache-mode",
         help="vLLM, attention + linear-attention hybrids (Qwen3-Next, Qwen3.5): state blocks a "

@@ -150,7 +150,7 @@ def plan(
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
     cold_compile: ColdCompile = False,
-    mamba_cache_mode: MambaCacheMode = None,
+    mamba_cache_mode: MambaCacheMode = "none",
     moe_runner_backend: MoeRunnerBackend = "auto",
     context: int | None = typer.Option(
         None,

@@ -98,7 +98,7 @@ def largest_max_model_len(
             v0_mla_padding=eng.version < (0, 8, 0),
             mla_as_heads=eng.version < MLA_CACHE_SINCE,
             draft_window_layers=drafter if i == len(stages) - 1 else 0,
-            mamba_cache_mode=eng.mamba_cache_mode or "none",
+            mamba_cache_mode=eng.mamba_cache_mode,
         )
         for i, layers in enumerate(stages)
     ]

@@ -259,7 +259,7 @@ class EngineConfig:
             compiled graph from the cache. Not an engine flag: the state of the cache folder.
         mamba_cache_mode: vLLM ``--mamba-cache-mode`` of an attention + linear-attention
             hybrid (``none``, ``align``, ``all``): how many state blocks a request holds
-            (:mod:`kvscope.plan.kv_layout`). ``None`` = ``none``, the mode of a hybrid started
+            (:mod:`kvscope.plan.kv_layout`). ``none`` is the mode of a hybrid started
             without ``--enable-prefix-caching``; vLLM switches to ``align`` (models without
             'all' support, e.g. Qwen3.5) when prefix caching is requested
             (``MambaModelConfig.verify_and_update_config``, vllm/model_executor/models/
@@ -291,14 +291,14 @@ class EngineConfig:
     disable_custom_all_reduce: bool = False
     moe_runner_backend: str = "auto"
     cold_compile: bool = False
-    mamba_cache_mode: str | None = None
+    mamba_cache_mode: str = "none"
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise KvscopeError(
                 f"--engine '{self.engine}' is not modelled.", "Use --engine vllm or sglang."
             )
-        if self.mamba_cache_mode not in (None, *MAMBA_CACHE_MODES):
+        if self.mamba_cache_mode not in MAMBA_CACHE_MODES:
             raise KvscopeError(
                 f"--mamba-cache-mode '{self.mamba_cache_mode}' is not a vLLM mode.",
                 "Use none, align or all.",
@@ -390,7 +390,7 @@ class EngineConfig:
                     "SGLang does not compile by default and sizes its pool without it.",
                     "Drop --cold-compile with --engine sglang.",
                 )
-            if self.mamba_cache_mode is not None:
+            if self.mamba_cache_mode != "none":
                 raise KvscopeError(
                     "--mamba-cache-mode is vLLM's; SGLang keeps its own mamba state pool.",
                     "Drop --mamba-cache-mode with --engine sglang.",

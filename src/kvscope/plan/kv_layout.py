@@ -48,9 +48,8 @@ from kvscope.plan import dsv4_pool, dsv41_pool
 from kvscope.plan._cache import per_model_cache
 from kvscope.specs.attention import (
     DSV4_ENTRY,
-    INDEXER_FP4_ENTRY,
-    INDEXER_FP8_ENTRY,
     AttentionLayer,
+    indexer_entry_bytes,
 )
 from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.model import ModelSpec
@@ -140,7 +139,7 @@ def _dsv4_layout(
     atts = [model.layers[i].attention for i in layers]
     kinds = Counter(a.kind for a in atts)
     n_csa, n_hca = kinds.get("dsv4_csa", 0), kinds.get("dsv4_hca", 0)
-    idx = INDEXER_FP4_ENTRY if indexer == "fp4" else INDEXER_FP8_ENTRY
+    idx = indexer_entry_bytes(indexer)
     c4 = _align(DSV4_BLOCK // 4 * DSV4_ENTRY, DSV4_ALIGN)
     c4_idx = _align(DSV4_BLOCK // 4 * idx, DSV4_ALIGN)
     c128 = _align(DSV4_BLOCK // 128 * DSV4_ENTRY, DSV4_ALIGN)
@@ -168,7 +167,7 @@ def _dsv41_layout(
     """DeepSeek V4.1's packed pool (:mod:`kvscope.plan.dsv41_pool`); a drafter's
     window-only stages join the window bucket."""
     atts = [model.layers[i].attention for i in layers]
-    idx = INDEXER_FP4_ENTRY if indexer == "fp4" else INDEXER_FP8_ENTRY
+    idx = indexer_entry_bytes(indexer)
     pool, stride = dsv41_pool.groups(atts, idx, draft_window_layers)
     groups = tuple(
         KVGroupLayout(g.kind, g.num_layers, g.block_size, g.window, g.page_bytes) for g in pool

@@ -438,7 +438,7 @@ def plan_ranks(
             mla_as_heads=v < MLA_CACHE_SINCE,
             extra=draft_kv_attention if last else (),
             draft_window_layers=draft_kv_layers if last and dsv4 else 0,
-            mamba_cache_mode=eng.mamba_cache_mode or "none",
+            mamba_cache_mode=eng.mamba_cache_mode,
         )
         blocks = max(0, int(available // layout.block_bytes)) if layout.block_bytes else 0
         if eng.num_gpu_blocks_override is not None:

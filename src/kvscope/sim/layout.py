@@ -153,12 +153,12 @@ def deepseek_v41_layout(model: object, indexer: str = "fp8") -> KVLayout:
     at ``cdiv(127, 32) + 1 = 5`` blocks; each ring group holds one block per request.
     """
     from kvscope.plan import dsv41_pool
-    from kvscope.specs.attention import INDEXER_FP4_ENTRY, INDEXER_FP8_ENTRY
+    from kvscope.specs.attention import indexer_entry_bytes
     from kvscope.specs.model import ModelSpec
 
     assert isinstance(model, ModelSpec)
     atts = [layer.attention for layer in model.layers]
-    idx = INDEXER_FP4_ENTRY if indexer in ("fp4", "mxfp4") else INDEXER_FP8_ENTRY
+    idx = indexer_entry_bytes(indexer)
     pool, _stride = dsv41_pool.groups(atts, idx)
     full = [g for g in pool if g.kind == "dsv4_mla"]
     if len(full) != 1:

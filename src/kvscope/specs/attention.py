@@ -49,6 +49,11 @@ DSV4_HCA_STATE = 128 * 4096
 DSV41_RING_ROWS = 8
 
 
+def indexer_entry_bytes(indexer_dtype: str) -> int:
+    """Bytes of one token's sparse-indexer key for the indexer cache dtype (fp8 or fp4)."""
+    return INDEXER_FP4_ENTRY if indexer_dtype in ("fp4", "mxfp4") else INDEXER_FP8_ENTRY
+
+
 @dataclass(frozen=True)
 class AttentionLayer:
     """One layer's attention: shapes (parameters) and kind (KV state)."""
@@ -224,7 +229,7 @@ class AttentionLayer:
             return tuple(caches)
         # DeepSeek V4: every layer keeps a 584-B record per token over the window.
         caches = [KVCache("swa", float(DSV4_ENTRY), 1, self.window or 128)]
-        idx = INDEXER_FP4_ENTRY if indexer_dtype in ("fp4", "mxfp4") else INDEXER_FP8_ENTRY
+        idx = indexer_entry_bytes(indexer_dtype)
         if self.kind == "dsv41":
             if self.kv_source and self.compress_ratio:
                 caches.append(KVCache("compressed", float(DSV4_ENTRY), self.compress_ratio))
