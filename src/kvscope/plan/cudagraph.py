@@ -32,6 +32,7 @@ it alone runs, subtract no graphs there.
 
 from __future__ import annotations
 
+from kvscope.plan.dsv4_workspace import MAX_LOGITS_BYTES
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -128,8 +129,6 @@ def estimate_bytes(layers: int, moe: bool, units: int) -> float:
     return at_fit * GIB * units / FIT_GRAPH_UNITS
 
 
-#: ``VLLM_SPARSE_INDEXER_MAX_LOGITS_MB`` default (vllm/envs.py, 0.20.0-0.31.0), bytes.
-INDEXER_DUMMY_LOGITS_BYTES = 512 << 20
 #: First wheel with DeepSeek V4 (and the indexer's dummy logits tensor).
 DSV4_FIRST_CAPTURE_SINCE = (0, 20, 0)
 #: First wheel where ``DeepseekV4ForCausalLM`` defaults to the V2 model runner on CUDA
@@ -153,8 +152,7 @@ def uses_v2_runner(model: ModelSpec, release: tuple[int, int, int], method: str 
     models; ``VLLM_USE_V2_MODEL_RUNNER`` is not read)."""
     if method == "dspark" and release >= DSPARK_SINCE:
         return True
-    v4 = any(layer.attention.kind.startswith("dsv4") for layer in model.layers)
-    return v4 and release >= DSV4_V2_RUNNER_SINCE
+    return model.is_deepseek_v4 and release >= DSV4_V2_RUNNER_SINCE
 
 
 def graphs_profiled(model: ModelSpec, release: tuple[int, int, int], method: str | None) -> bool:
@@ -188,5 +186,5 @@ def dsv4_first_capture_bytes(
     for i in layers:
         att = model.layers[i].attention
         if att.kind == "dsv4_csa" and att.index_head_dim:
-            return float(INDEXER_DUMMY_LOGITS_BYTES)
+            return float(MAX_LOGITS_BYTES)
     return 0.0

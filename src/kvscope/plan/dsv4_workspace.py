@@ -67,7 +67,7 @@ TOPK_ARRAYS_SINCE = (0, 27, 0)
 PREFILL_BUFFER_PER_TOKEN = 40
 #: ``RADIX_TOPK_WORKSPACE_SIZE`` (sparse_attn_indexer.py), bytes.
 RADIX_TOPK_BYTES = 1 << 20
-#: ``VLLM_SPARSE_INDEXER_MAX_LOGITS_MB`` default, bytes.
+#: ``VLLM_SPARSE_INDEXER_MAX_LOGITS_MB`` default (vllm/envs.py, 0.20.0-0.31.0), bytes.
 MAX_LOGITS_BYTES = 512 << 20
 #: ``DeepseekV4MLAAttention.PREFILL_CHUNK_SIZE``.
 PREFILL_CHUNK_SIZE = 4

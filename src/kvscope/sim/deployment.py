@@ -87,7 +87,8 @@ def replica_pools(
     gpu = get_gpu(cfg.gpu)
     par = cfg.parallelism
     check_layout(par, model.is_moe, model.name)
-    plan = plan_memory(model, gpu, par, engine_config(cfg))
+    eng = engine_config(cfg)
+    plan = plan_memory(model, gpu, par, eng)
     shape = _shape(par, gpu.name)
     if cfg.num_gpu_blocks_override is None and not plan.fits:
         # The planner's verdict: the engine would refuse to start (e.g. one request of
@@ -108,7 +109,7 @@ def replica_pools(
     layout = layout_for(
         model,
         plan.block_size * cfg.decode_context_parallel_size,
-        engine_config(cfg).indexer_dtype,
+        eng.indexer_dtype,
     )
     blocks = (
         plan.num_gpu_blocks
