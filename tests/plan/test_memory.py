@@ -47,15 +47,20 @@ KNOWN_OFF = {
     # (initial usage 34.44 GiB against 29.30 GiB of weights on CUDA device 2), memory no
     # engine rule allocates; from the logged 35.42 GiB the block count is exact.
     "gh10927-v2litechat-h100-fp16-before-mla": "kv_tokens",
-    # kv_tokens, +5.6 %: V0 on ROCm (0.6.3-era build, 8x MI300X) counts everything the GPU
-    # gains after the worker's first mem_get_info (vllm/worker/worker.py of 0.6.3.post1,
-    # peak_memory = init_gpu_memory - free_gpu_memory), RCCL's and the HIP runtime's buffers
-    # included; every MI300X start of the same notebooks is planned 1.4-4.5 % high, by
-    # 2-7 GiB a GPU growing with TP, and this one also ran NCCL_MIN_NCHANNELS=112 (the same
-    # notebook: 5,384 fewer blocks for that variable alone). No engine rule sizes these.
+    # kv_tokens, +5.6 %: V0 on ROCm (8x MI300X, ROCm/vllm build 0.6.4.dev5) prints its budget:
+    # non_torch_memory=9.32GiB a GPU beside a torch peak the planner matches
+    # (test_rocm_v0_profile.py), against the planner's NVIDIA-measured 0.25. Two RCCL
+    # communicators (vLLM's PyNccl one at start-up, torch's ProcessGroupNCCL at the first
+    # eager all-reduce: vllm/distributed/parallel_state.py of 0.6.3.post1), hipBLASLt and the
+    # HIP runtime hold it; NCCL_MIN_NCHANNELS=112 alone adds 1.32 GiB of it. These are the
+    # runtime libraries' sizes, which no engine code determines; from the logged 160.37 GiB
+    # the block count is exact.
     "vllm-mi300x-llama31-8b-tp8-chunked": "kv_tokens",
-    # kv_tokens, +15 %: the same ROCm shortfall on 8x MI300X (7.4 GiB a GPU, as on the other
-    # TP8 MI300X starts) against a KV pool of only ~55 GiB a GPU beside 94.5 GiB of weights.
+    # kv_tokens, +15 %: the same ROCm shortfall (7.4 GiB a GPU: 5.0 GiB as on the
+    # hipBLASLt-off Llama 2 TP8 start of the same build and environment, the rest growing with
+    # the 131,072-token profile pass; the 0.6.3 formula, peak_memory = init_gpu_memory -
+    # free_gpu_memory with no empty_cache after the pass, also counts the allocator's cached
+    # segments) against a KV pool of only ~55 GiB a GPU beside 94.5 GiB of weights.
     "vllm-mi300x-llama31-405b-tp8": "kv_tokens",
 }
 
