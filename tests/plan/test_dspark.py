@@ -92,3 +92,50 @@ def test_dspark_buffers_by_release(version: str, extra_mib: float) -> None:
         assert dsv4_buffer_bytes(model, base, 8192, True) == topk
     got = dsv4_buffer_bytes(model, drafted, 8192, True) - topk
     assert got == extra_mib * (1 << 20)
+
+
+@pytest.mark.parametrize(
+    ("version", "sample", "want"),
+    [
+        ("0.25.0", "probabilistic", 0),  # memory_profiling does not count them before 0.27
+        ("0.27.0", "probabilistic", 8192 * 4096 * 2 + 64 * 5 * 129_280 * 4),  # fp32 logits
+        ("0.30.1", "probabilistic", 8192 * 4096 * 2 + 64 * 5 * 129_280 * 2),  # head dtype
+        ("0.30.1", "greedy", 8192 * 4096 * 2),  # no cached proposal distribution
+    ],
+)
+def test_dspark_speculator_buffers(version: str, sample: str, want: int) -> None:
+    """V4-Flash-0731 (hidden 4096, vocab 129,280, bf16) at 8,192 batched tokens, 64
+    sequences, k = 5: the speculator's hidden-state copy and cached draft logits."""
+    from kvscope.plan.spec_buffers import dspark_speculator_bytes
+
+    with offline_hub():
+        model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+    cfg = f'{{"method": "dspark", "num_speculative_tokens": 5, "draft_sample_method": "{sample}"}}'
+    eng = EngineConfig(engine="vllm", engine_version=version, speculative=parse_vllm(cfg))
+    assert dspark_speculator_bytes(model, eng, 64, 8192) == want
+    mtp = EngineConfig(
+        engine="vllm",
+        engine_version=version,
+        speculative=parse_vllm('{"method": "mtp", "num_speculative_tokens": 1}'),
+    )
+    assert dspark_speculator_bytes(model, mtp, 64, 8192) == 0
+
+
+def test_dspark_probabilistic_logits_come_off_the_pool() -> None:
+    # the same 0.30.1 start with probabilistic and greedy drafting differs by the cached
+    # logits only: 64 x 5 x 129,280 bf16 = 82,739,200 B a rank
+    with offline_hub():
+        model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+    kv = {}
+    for sample in ("probabilistic", "greedy"):
+        cfg = f'{{"method": "dspark", "num_speculative_tokens": 5, "draft_sample_method": "{sample}"}}'  # noqa: E501
+        eng = EngineConfig(
+            engine="vllm",
+            engine_version="0.30.1",
+            speculative=parse_vllm(cfg),
+            max_model_len=262_144,
+            max_num_seqs=64,
+        )
+        kv[sample] = plan_memory(model, get_gpu("H100"), Parallelism(tp=8, ep=True), eng)
+    diff = (kv["greedy"].kv_cache_gib - kv["probabilistic"].kv_cache_gib) * GIB
+    assert diff == pytest.approx(64 * 5 * 129_280 * 2, rel=1e-9)

@@ -56,6 +56,7 @@ from kvscope.plan.dsv4_workspace import (
     with_profile_workspace,
 )
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
+from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
@@ -403,6 +404,11 @@ def plan_ranks(
                 act,
                 residual=max(act.residual, v4.stream),
                 attention=max(act.attention, v4.layer),
+            )
+        if last:  # the V2 runner's DSpark speculator buffers (kvscope.plan.spec_buffers)
+            seqs, batched = defaults.max_num_seqs, defaults.max_num_batched_tokens
+            act = replace(
+                act, runtime=act.runtime + dspark_speculator_bytes(model, eng, seqs, batched)
             )
         if compiles_cold(model, eng, w.pp_rank):
             peak = cold_compile_peak_bytes(model, par, defaults.max_num_batched_tokens)
