@@ -23,9 +23,9 @@ vLLM, by release (:func:`vllm_regime`):
   device that this process's torch did not allocate is "non-torch" memory
   (``non_torch_allocations = total_allocated_bytes - torch_allocated_bytes`` with
   ``total_allocated_bytes = total - free``, vllm/worker/worker.py at v0.6.4.post1 and
-  vllm/v1/worker/gpu_worker.py at v0.8.0 and v0.9.0), so the KV budget loses all of it: the
-  0.6.4 docs' "if 50% of the gpu memory is already used before vLLM starts and
-  --gpu-memory-utilization is set to 0.9, then only 40% of the gpu memory will be allocated".
+  vllm/v1/worker/gpu_worker.py at v0.8.0 and v0.9.0), so the KV budget loses all of it (the
+  engine-args page of the 0.6.4 docs: half the GPU in use before the start and a fraction of
+  0.9 leave the executor 40 % of the GPU).
 - ``baseline`` (V0 from 0.6.5): ``memory_profiling`` subtracts a baseline taken before the
   worker initialised (``baseline_memory_in_bytes = total_gpu_memory - self.init_gpu_memory``,
   vllm/worker/worker.py and vllm/utils.py at v0.6.5), so others' memory is not charged again.
