@@ -70,3 +70,12 @@ def test_simulate_takes_the_planned_pool_beside_others_memory(
         blocks[in_use] = sim
     # these releases charge the 10 GiB to the cache: 128 KiB a token, 16-token blocks
     assert blocks["0"] - blocks["10"] == pytest.approx(10 * 2**30 / (16 * 131072), abs=1)
+
+
+def test_sweep_takes_the_flag_as_typed() -> None:
+    from kvscope.errors import KvscopeError
+    from kvscope.sim import SimConfig
+
+    assert SimConfig().with_flag("--gpu-memory-in-use", "5").gpu_memory_in_use_gib == 5.0
+    with pytest.raises(KvscopeError, match="--gpu-memory-in-use"):
+        SimConfig().with_flag("--gpu-memory-in-use", "nan")

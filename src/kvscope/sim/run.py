@@ -214,6 +214,7 @@ _FIELD_OF_FLAG = {
     "tensor_parallel_size": "tp",
     "pipeline_parallel_size": "pp",
     "data_parallel_size": "dp",
+    "gpu_memory_in_use": "gpu_memory_in_use_gib",
 }
 #: Most tensor-parallel ranks one replica may have (a bound for typos, far past real systems).
 MAX_TP = 4096
