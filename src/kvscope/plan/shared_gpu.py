@@ -38,6 +38,9 @@ vLLM, by release (:func:`vllm_regime`):
 Where others' memory is not charged (``ignored``, ``baseline``) nothing refuses the start, but
 the KV cache is then allocated from what is really free, so it runs out of memory when the
 planned cache does not fit beside the others' memory (:func:`vllm_problem`).
+
+The figure applies to every GPU of the deployment; where the GPUs differ, give the busiest
+one's: SGLang takes the minimum ``M0`` over ranks and vLLM the fewest blocks over workers.
 """
 
 from __future__ import annotations
