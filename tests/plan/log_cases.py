@@ -155,6 +155,7 @@ class Case:
             cold_compile=_opt_bool(r.get("cold_compile", "")) or False,
             async_scheduling=_opt_bool(r.get("async_scheduling", "")),
             mamba_cache_mode=r.get("mamba_cache_mode", "") or "none",
+            gpu_memory_in_use_gib=self.num("gpu_memory_in_use_gib") or 0.0,
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

@@ -43,10 +43,6 @@ KNOWN_OFF = {
     # encoder vLLM 0.19 keeps whole on every TP rank; config.json does not say which format
     # the engine will pick (params.json beside it does), so the planner splits it over TP.
     "llmd-mistral-small31-tp4": "weights",
-    # kv_tokens: the V0 profile of vllm#10927 began with 5.14 GiB in use beside the weights
-    # (initial usage 34.44 GiB against 29.30 GiB of weights on CUDA device 2), memory no
-    # engine rule allocates; from the logged 35.42 GiB the block count is exact.
-    "gh10927-v2litechat-h100-fp16-before-mla": "kv_tokens",
     # kv_tokens, +5.6 %: V0 on ROCm (8x MI300X, ROCm/vllm build 0.6.4.dev5) prints its budget:
     # non_torch_memory=9.32GiB a GPU beside a torch peak the planner matches
     # (test_rocm_v0_profile.py), against the planner's NVIDIA-measured 0.25. Two RCCL

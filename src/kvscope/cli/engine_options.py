@@ -103,3 +103,11 @@ FlopsEfficiency = Annotated[
     float,
     typer.Option("--flops-efficiency", help="Achievable fraction of peak FLOPS (kvscope option)."),
 ]
+GpuMemoryInUse = Annotated[
+    float,
+    typer.Option(
+        "--gpu-memory-in-use",
+        help="GiB other processes already hold on each GPU when the engine starts (nvidia-smi: "
+        "a desktop, another server); each engine release handles it its own way [default: 0].",
+    ),
+]

@@ -20,6 +20,7 @@ from kvscope.cli.engine_options import (
     EnforceEager,
     FlashinferSampler,
     FlopsEfficiency,
+    GpuMemoryInUse,
     HbmEfficiency,
     KvCacheDtype,
     MambaCacheMode,
@@ -150,6 +151,7 @@ def plan(
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
     cold_compile: ColdCompile = False,
+    gpu_memory_in_use: GpuMemoryInUse = 0.0,
     mamba_cache_mode: MambaCacheMode = "none",
     moe_runner_backend: MoeRunnerBackend = "auto",
     context: int | None = typer.Option(
@@ -280,6 +282,7 @@ def plan(
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         disable_custom_all_reduce=disable_custom_all_reduce,
         cold_compile=cold_compile,
+        gpu_memory_in_use_gib=gpu_memory_in_use,
         mamba_cache_mode=mamba_cache_mode,
         moe_runner_backend=moe_runner_backend,
     )
@@ -342,10 +345,14 @@ def plan(
 
     model_id = model if local_config(model) is not None else spec.name
     advice = advise(spec, gpu_spec, par, eng, memory, model_id, context)
+    from kvscope.plan import shared_gpu
+
     if not memory.fits:
         hint = "Lower --max-model-len or raise the memory fraction."
         longest = advice.largest_max_model_len
-        if (memory.problem or "").startswith("--kv-cache-memory-bytes"):
+        if shared_gpu.MARK in (memory.problem or ""):
+            hint = shared_gpu.HINT
+        elif (memory.problem or "").startswith("--kv-cache-memory-bytes"):
             hint = "Lower --kv-cache-memory-bytes, or drop it to let vLLM size the cache."
         elif longest and advice.smallest_fit:
             # What vLLM's own error offers ("the estimated maximum model length is N"),

@@ -65,10 +65,14 @@ def search(
         print_json(doc if sims is None else {**doc, "simulated": sims})
         return
     if not res.candidates:
+        hint = "Lower --target-context or --target-concurrency, or try --kv-cache-dtype fp8."
+        if eng.gpu_memory_in_use_gib:
+            # vLLM >= 0.9.1 refuses any start whose free memory is below its fraction
+            hint += " Beside --gpu-memory-in-use, also lower --gpu-memory-utilization."
         raise KvscopeError(
             f"no configuration of {spec.name} serves {target_concurrency} requests of "
             f"{target_context} tokens within {max(counts)} GPUs.",
-            "Lower --target-context or --target-concurrency, or try --kv-cache-dtype fp8.",
+            hint,
         )
     warn(warnings)
     stdout.print(plan_perf.search_table(res))

@@ -50,6 +50,10 @@ def print_memory_table(memory: Any, advice: Any) -> None:
             f"{advice.max_num_seqs_at_context:,}",
         ),
     ]
+    if memory.gpu_memory_in_use_gib:
+        rows.insert(
+            1, ("held by other processes at start", f"{memory.gpu_memory_in_use_gib:.2f} GiB")
+        )
     if advice.fp8_kv_gain:
         rows.append(
             (

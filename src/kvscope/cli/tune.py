@@ -28,6 +28,7 @@ from kvscope.cli.engine_options import (
     ColdCompile,
     DecodeContextParallelSize,
     DisableCustomAllReduce,
+    GpuMemoryInUse,
     KvCacheDtype,
     MmEncoderTpMode,
     MoeRunnerBackend,
@@ -92,6 +93,7 @@ def tune(
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
     cold_compile: ColdCompile = False,
+    gpu_memory_in_use: GpuMemoryInUse = 0.0,
     moe_runner_backend: MoeRunnerBackend = "auto",
     objective: Annotated[
         str,
@@ -211,6 +213,7 @@ def tune(
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         disable_custom_all_reduce=disable_custom_all_reduce,
         cold_compile=cold_compile,
+        gpu_memory_in_use_gib=gpu_memory_in_use,
         moe_runner_backend=moe_runner_backend,
         dtype=dtype,
         max_model_len=max_model_len,

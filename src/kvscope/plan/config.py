@@ -264,6 +264,9 @@ class EngineConfig:
             'all' support, e.g. Qwen3.5) when prefix caching is requested
             (``MambaModelConfig.verify_and_update_config``, vllm/model_executor/models/
             config.py at v0.24.0).
+        gpu_memory_in_use_gib: GiB other processes hold on each GPU when the engine starts
+            (``nvidia-smi`` before the server: a desktop, another server); what each engine
+            and release does with it is :mod:`kvscope.plan.shared_gpu`. Not an engine flag.
     """
 
     engine: str = "vllm"
@@ -292,6 +295,7 @@ class EngineConfig:
     moe_runner_backend: str = "auto"
     cold_compile: bool = False
     mamba_cache_mode: str = "none"
+    gpu_memory_in_use_gib: float = 0.0
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -327,6 +331,7 @@ class EngineConfig:
             count(self.num_gpu_blocks_override, "--num-gpu-blocks-override", low=1)
         if self.kv_cache_memory_bytes is not None:
             count(self.kv_cache_memory_bytes, "--kv-cache-memory-bytes", low=1)
+        finite(self.gpu_memory_in_use_gib, "--gpu-memory-in-use", low=0)
         count(self.speculative_layers, "speculative layers", high=MAX_GPUS)
         count(self.decode_context_parallel_size, "--decode-context-parallel-size", low=1,
               high=MAX_GPUS)  # fmt: skip

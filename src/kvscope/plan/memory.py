@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvscope.errors import KvscopeError
-from kvscope.plan import sglang_budget, vllm_budget
+from kvscope.plan import sglang_budget, shared_gpu, vllm_budget
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
@@ -102,6 +102,8 @@ class MemoryPlan:
     #: vLLM ``max_in_flight_tokens``: what a window group reserves beyond its window per
     #: request (the token budget, twice it under async scheduling); 0 for SGLang.
     in_flight_tokens: int = 0
+    #: ``--gpu-memory-in-use``: GiB other processes held on each GPU at start (shared_gpu).
+    gpu_memory_in_use_gib: float = 0.0
 
     def raise_if_infeasible(self) -> None:
         """Raise :class:`KvscopeError` (one sentence plus a hint) when it does not fit."""
@@ -132,6 +134,7 @@ def _identity(
         "ep": par.ep,
         "kv_cache_dtype": kv_dtype,
         "gpu_memory_gib": gpu.memory_bytes / GIB,
+        "gpu_memory_in_use_gib": eng.gpu_memory_in_use_gib,
     }
 
 
@@ -223,6 +226,13 @@ def _check_inputs(
             f"--decode-context-parallel-size {dcp} must divide --tensor-parallel-size {par.tp}.",
             "vLLM splits each TP group into DCP groups of that size.",
         )
+    in_use = shared_gpu.in_use_bytes(eng)
+    if in_use >= gpu.memory_bytes:
+        raise KvscopeError(
+            f"--gpu-memory-in-use {eng.gpu_memory_in_use_gib:g} GiB is not less than the "
+            f"{gpu.memory_bytes / GIB:.2f} GiB of memory of one {gpu.name}.",
+            "It is what other processes hold on each GPU before the engine starts, in GiB.",
+        )
     kv_bytes = eng.kv_cache_memory_bytes
     if kv_bytes is not None and kv_bytes > gpu.memory_bytes:
         raise KvscopeError(
@@ -256,6 +266,14 @@ def _kv_bytes_problem(
     )
 
 
+def _shared_gpu_problem(
+    r: vllm_budget.VllmRank, gpu: GPUSpec, eng: EngineConfig, blocks: int
+) -> str | None:
+    """vLLM's verdict on one rank beside other processes' memory (:mod:`shared_gpu`)."""
+    held = r.weights + r.non_torch
+    return shared_gpu.vllm_problem(gpu, eng, r.requested, held, blocks * r.layout.block_bytes)
+
+
 def _plan_vllm(
     model: ModelSpec,
     gpu: GPUSpec,
@@ -276,8 +294,11 @@ def _plan_vllm(
     r0 = ranks[0]
     kv_problem = _kv_bytes_problem(ranks, gpu, eng, d.cudagraph_subtracted)
     need_bytes = tightest.layout.request_bytes(d.max_model_len, d.in_flight_tokens) / dcp
+    shared = next(filter(None, (_shared_gpu_problem(r, gpu, eng, blocks) for r in ranks)), None)
     problem = None
-    if r0.weights > r0.requested:
+    if shared is not None and shared_gpu.vllm_regime(eng.version) == "checked":
+        problem = shared  # init_device refuses before it loads anything
+    elif r0.weights > r0.requested:
         problem = (
             f"the weights need {r0.weights / GIB:.2f} GiB per GPU but "
             f"gpu_memory_utilization {d.gpu_memory_utilization} allows "
@@ -296,6 +317,7 @@ def _plan_vllm(
             f"{need_bytes / GIB:.2f} GiB of KV cache but only "
             f"{tightest.available_kv / GIB:.2f} GiB is available."
         )
+    problem = problem or shared  # the KV allocation runs out of memory beside others' memory
     per_rank = tuple(
         RankMemory(
             r.pp_rank,

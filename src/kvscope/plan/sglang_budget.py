@@ -30,6 +30,7 @@ from kvscope.plan.sglang_defaults import (
     sglang_defaults,
     sglang_gpu_mem_mib,
 )
+from kvscope.plan.shared_gpu import sglang_m0
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import DS_MLA_FP8_RECORD, DSV4_ENTRY, INDEXER_FP8_ENTRY
 from kvscope.specs.hardware import GIB, GPUSpec
@@ -314,7 +315,8 @@ def plan_ranks(
             "keep state in a separate mamba pool (max_mamba_cache_size) kvscope does not size.",
             "Plan it for vLLM (--engine vllm), or pass --kv-cache-memory-bytes.",
         )
-    m0 = gpu.memory_bytes - context_bytes(gpu, par, eng.disable_custom_all_reduce)
+    # memory other processes hold is not free at distributed init (kvscope.plan.shared_gpu)
+    m0 = sglang_m0(gpu.memory_bytes - context_bytes(gpu, par, eng.disable_custom_all_reduce), eng)
     attn_tp = par.attn_tp
     dsv4 = model.is_deepseek_v4
     old = eng.version <= DSV4_OLD_FORMULA_UNTIL

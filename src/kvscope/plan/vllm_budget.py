@@ -56,6 +56,7 @@ from kvscope.plan.dsv4_workspace import (
     with_profile_workspace,
 )
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
+from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.weights import RankWeights
@@ -414,6 +415,7 @@ def plan_ranks(
             peak = cold_compile_peak_bytes(model, par, defaults.max_num_batched_tokens)
             act = replace(act, compile_peak=peak)
         non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
+        non_torch += vllm_charged_bytes(eng)
         first = dsv4_first_capture_bytes(model, w.layers, v, gpu)
         graphs = first + estimate_bytes(
             len(w.layers), is_moe(model), listed_units if first else units

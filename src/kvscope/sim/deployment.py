@@ -63,6 +63,7 @@ def engine_config(cfg: SimConfig) -> EngineConfig:
         mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
         disable_custom_all_reduce=cfg.disable_custom_all_reduce,
         cold_compile=cfg.cold_compile,
+        gpu_memory_in_use_gib=cfg.gpu_memory_in_use_gib,
         moe_runner_backend=cfg.moe_runner_backend,
         speculative=speculative,
     )
@@ -80,6 +81,8 @@ def replica_pools(
     if cfg.engine == "llama.cpp":
         from kvscope.sim import llama_cpp
 
+        if cfg.gpu_memory_in_use_gib:
+            raise KvscopeError("--gpu-memory-in-use is modelled for --engine vllm and sglang.")
         return llama_cpp.replica_pools(cfg, replicas)
     if cfg.ctx_size is not None:
         raise KvscopeError("--ctx-size is llama.cpp's -c; it needs --engine llama.cpp.")

@@ -93,6 +93,7 @@ class SimConfig:
     mm_encoder_tp_mode: str = "weights"  # vLLM: where a VLM's encoder lives (plan's weights)
     disable_custom_all_reduce: bool = False  # --disable-custom-all-reduce (plan's non-torch)
     cold_compile: bool = False  # vLLM --cold-compile (plan's profiling peak)
+    gpu_memory_in_use_gib: float = 0.0  # --gpu-memory-in-use (plan's shared_gpu)
     moe_runner_backend: str = "auto"  # SGLang --moe-runner-backend (plan's expert bytes)
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
@@ -137,6 +138,7 @@ class SimConfig:
             count(self.block_size, "--block-size", low=1, high=MAX_TOKENS)
         if self.cpu_offload_gib is not None:
             finite(self.cpu_offload_gib, "--cpu-offload-gib", low=0, high=MAX_CPU_OFFLOAD_GIB)
+        finite(self.gpu_memory_in_use_gib, "--gpu-memory-in-use", low=0)
         finite(self.sample_interval_s, "--step-resolution-s", low=0)
         if 0 < self.sample_interval_s < MIN_SAMPLE_INTERVAL_S:
             # 0 samples every step; a positive interval below a microsecond only divides the
@@ -212,6 +214,7 @@ _FIELD_OF_FLAG = {
     "tensor_parallel_size": "tp",
     "pipeline_parallel_size": "pp",
     "data_parallel_size": "dp",
+    "gpu_memory_in_use": "gpu_memory_in_use_gib",
 }
 #: Most tensor-parallel ranks one replica may have (a bound for typos, far past real systems).
 MAX_TP = 4096
