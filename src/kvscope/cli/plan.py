@@ -26,6 +26,7 @@ from kvscope.cli.engine_options import (
     MaxCudagraphCaptureSize,
     MmEncoderTpMode,
     MoeRunnerBackend,
+    SharedExpertTp1,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.parallel_options import (
@@ -152,6 +153,7 @@ def plan(
     cold_compile: ColdCompile = False,
     mamba_cache_mode: MambaCacheMode = "none",
     moe_runner_backend: MoeRunnerBackend = "auto",
+    shared_expert_tp1: SharedExpertTp1 = False,
     context: int | None = typer.Option(
         None,
         "--context",
@@ -282,6 +284,7 @@ def plan(
         cold_compile=cold_compile,
         mamba_cache_mode=mamba_cache_mode,
         moe_runner_backend=moe_runner_backend,
+        shared_expert_tp1=shared_expert_tp1,
     )
     from kvscope.plan.roofline import Efficiency
 

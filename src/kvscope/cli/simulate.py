@@ -23,6 +23,7 @@ from kvscope.cli.engine_options import (
     KvCacheDtype,
     MmEncoderTpMode,
     MoeRunnerBackend,
+    SharedExpertTp1,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.fleet_options import Autoscale, ClusterFile, Replicas, Router, RouterWeights
@@ -88,6 +89,7 @@ def simulate(
     disable_custom_all_reduce: DisableCustomAllReduce = False,
     cold_compile: ColdCompile = False,
     moe_runner_backend: MoeRunnerBackend = "auto",
+    shared_expert_tp1: SharedExpertTp1 = False,
     replicas: Replicas = None,
     router: Router = None,
     router_weights: RouterWeights = None,
@@ -297,6 +299,7 @@ def simulate(
         disable_custom_all_reduce=disable_custom_all_reduce,
         cold_compile=cold_compile,
         moe_runner_backend=moe_runner_backend,
+        shared_expert_tp1=shared_expert_tp1,
         dtype=dtype,
         kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization,

@@ -31,6 +31,7 @@ from kvscope.cli.engine_options import (
     KvCacheDtype,
     MmEncoderTpMode,
     MoeRunnerBackend,
+    SharedExpertTp1,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.output import print_json, stderr, stdout
@@ -93,6 +94,7 @@ def tune(
     disable_custom_all_reduce: DisableCustomAllReduce = False,
     cold_compile: ColdCompile = False,
     moe_runner_backend: MoeRunnerBackend = "auto",
+    shared_expert_tp1: SharedExpertTp1 = False,
     objective: Annotated[
         str,
         typer.Option(
@@ -212,6 +214,7 @@ def tune(
         disable_custom_all_reduce=disable_custom_all_reduce,
         cold_compile=cold_compile,
         moe_runner_backend=moe_runner_backend,
+        shared_expert_tp1=shared_expert_tp1,
         dtype=dtype,
         max_model_len=max_model_len,
         cost_model=cost_model,

@@ -64,6 +64,7 @@ def engine_config(cfg: SimConfig) -> EngineConfig:
         disable_custom_all_reduce=cfg.disable_custom_all_reduce,
         cold_compile=cfg.cold_compile,
         moe_runner_backend=cfg.moe_runner_backend,
+        shared_expert_tp1=cfg.shared_expert_tp1,
         speculative=speculative,
     )
 

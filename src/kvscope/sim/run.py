@@ -94,6 +94,7 @@ class SimConfig:
     disable_custom_all_reduce: bool = False  # --disable-custom-all-reduce (plan's non-torch)
     cold_compile: bool = False  # vLLM --cold-compile (plan's profiling peak)
     moe_runner_backend: str = "auto"  # SGLang --moe-runner-backend (plan's expert bytes)
+    shared_expert_tp1: bool = False  # SGLang --shared-expert-tp1 (plan's shared experts)
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
     # speculative decoding: vLLM's --speculative-config JSON, kvscope's acceptance model and
