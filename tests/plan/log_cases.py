@@ -152,6 +152,7 @@ class Case:
             max_cudagraph_capture_size=max_cudagraph_capture_size,
             disable_custom_all_reduce=_opt_bool(r.get("disable_custom_all_reduce", "")) or False,
             moe_runner_backend=r.get("moe_runner_backend", "") or "auto",
+            shared_expert_tp1=_opt_bool(r.get("shared_expert_tp1", "")) or False,
             cold_compile=_opt_bool(r.get("cold_compile", "")) or False,
             async_scheduling=_opt_bool(r.get("async_scheduling", "")),
             mamba_cache_mode=r.get("mamba_cache_mode", "") or "none",

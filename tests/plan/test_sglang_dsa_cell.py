@@ -53,3 +53,13 @@ def test_main_branch_log_of_pr_11309() -> None:
     # had 1,082,432 (-26 %).
     case = next(c for c in load_cases() if c.id == "sglang-pr11309-dsv32exp-b200-main")
     assert case.plan().kv_tokens == pytest.approx(1_462_784, rel=0.02)
+
+
+def test_pr_11309_build_log_under_its_release() -> None:
+    # The PR build of the same start: "KV Cache is allocated. #tokens: 975424". The PR both adds
+    # the indexer to the profiled cell and drops the NSA mem_fraction_static = 0.8 override, and
+    # 0.5.4 ships both (model_runner.py / server_args.py of the 0.5.4 wheel). Under 0.5.3's rules
+    # (576 B, mfs 0.8) the plan was 1,480,896 (+52 %).
+    case = next(c for c in load_cases() if c.id == "sglang-pr11309-dsv32exp-b200")
+    assert case.row["version"] == "0.5.4"
+    assert case.plan().kv_tokens == pytest.approx(975_424, rel=0.02)

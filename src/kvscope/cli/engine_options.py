@@ -87,6 +87,14 @@ MoeRunnerBackend = Annotated[
         "it decides how DeepSeek V4's FP4 experts are stored [default: auto, the release's pick].",
     ),
 ]
+SharedExpertTp1 = Annotated[
+    bool,
+    typer.Option(
+        "--shared-expert-tp1",
+        help="SGLang 0.5.12+: every GPU holds the whole MoE shared experts, not 1/TP of them "
+        "(env SGLANG_SHARED_EXPERT_TP1=1) [default: off].",
+    ),
+]
 KvCacheDtype = Annotated[
     str | None,
     typer.Option(

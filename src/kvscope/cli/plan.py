@@ -27,6 +27,7 @@ from kvscope.cli.engine_options import (
     MaxCudagraphCaptureSize,
     MmEncoderTpMode,
     MoeRunnerBackend,
+    SharedExpertTp1,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.parallel_options import (
@@ -154,6 +155,7 @@ def plan(
     gpu_memory_in_use: GpuMemoryInUse = 0.0,
     mamba_cache_mode: MambaCacheMode = "none",
     moe_runner_backend: MoeRunnerBackend = "auto",
+    shared_expert_tp1: SharedExpertTp1 = False,
     context: int | None = typer.Option(
         None,
         "--context",
@@ -285,6 +287,7 @@ def plan(
         gpu_memory_in_use_gib=gpu_memory_in_use,
         mamba_cache_mode=mamba_cache_mode,
         moe_runner_backend=moe_runner_backend,
+        shared_expert_tp1=shared_expert_tp1,
     )
     from kvscope.plan.roofline import Efficiency
 

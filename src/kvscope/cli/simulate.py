@@ -24,6 +24,7 @@ from kvscope.cli.engine_options import (
     KvCacheDtype,
     MmEncoderTpMode,
     MoeRunnerBackend,
+    SharedExpertTp1,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.fleet_options import Autoscale, ClusterFile, Replicas, Router, RouterWeights
@@ -90,6 +91,7 @@ def simulate(
     cold_compile: ColdCompile = False,
     gpu_memory_in_use: GpuMemoryInUse = 0.0,
     moe_runner_backend: MoeRunnerBackend = "auto",
+    shared_expert_tp1: SharedExpertTp1 = False,
     replicas: Replicas = None,
     router: Router = None,
     router_weights: RouterWeights = None,
@@ -300,6 +302,7 @@ def simulate(
         cold_compile=cold_compile,
         gpu_memory_in_use_gib=gpu_memory_in_use,
         moe_runner_backend=moe_runner_backend,
+        shared_expert_tp1=shared_expert_tp1,
         dtype=dtype,
         kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization,

@@ -32,6 +32,7 @@ from kvscope.cli.engine_options import (
     KvCacheDtype,
     MmEncoderTpMode,
     MoeRunnerBackend,
+    SharedExpertTp1,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.output import print_json, stderr, stdout
@@ -95,6 +96,7 @@ def tune(
     cold_compile: ColdCompile = False,
     gpu_memory_in_use: GpuMemoryInUse = 0.0,
     moe_runner_backend: MoeRunnerBackend = "auto",
+    shared_expert_tp1: SharedExpertTp1 = False,
     objective: Annotated[
         str,
         typer.Option(
@@ -215,6 +217,7 @@ def tune(
         cold_compile=cold_compile,
         gpu_memory_in_use_gib=gpu_memory_in_use,
         moe_runner_backend=moe_runner_backend,
+        shared_expert_tp1=shared_expert_tp1,
         dtype=dtype,
         max_model_len=max_model_len,
         cost_model=cost_model,

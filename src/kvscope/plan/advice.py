@@ -152,6 +152,8 @@ def command_line(
     quant = [f"--quantization {online_quantization}"] if online_quantization else []
     if plan.engine == "sglang":
         parts = ["python -m sglang.launch_server", f"--model-path {model_id}", f"--tp {plan.tp}"]
+        if eng.shared_expert_tp1:
+            parts.insert(0, "SGLANG_SHARED_EXPERT_TP1=1")
         parts += quant
         if plan.pp > 1:
             parts.append(f"--pp-size {plan.pp}")

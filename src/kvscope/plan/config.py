@@ -253,6 +253,9 @@ class EngineConfig:
         moe_runner_backend: SGLang ``--moe-runner-backend`` (``auto`` = the release's pick):
             how the MoE runner stores the routed experts
             (:mod:`kvscope.plan.sglang_moe_runner`). vLLM has no such flag.
+        shared_expert_tp1: SGLang's ``SGLANG_SHARED_EXPERT_TP1=1`` (0.5.12+): every GPU holds
+            the whole MoE shared experts instead of 1/TP of them
+            (:mod:`kvscope.plan.sglang_shared_experts`).
         cold_compile: vLLM starts with no torch.compile cache for this configuration, so its
             profiling pass includes Inductor's compile and its benchmark tensors
             (:mod:`kvscope.plan.compile_peak`); ``False`` plans a start that loads the
@@ -293,6 +296,7 @@ class EngineConfig:
     mm_encoder_tp_mode: str = "weights"
     disable_custom_all_reduce: bool = False
     moe_runner_backend: str = "auto"
+    shared_expert_tp1: bool = False
     cold_compile: bool = False
     mamba_cache_mode: str = "none"
     gpu_memory_in_use_gib: float = 0.0
@@ -351,6 +355,11 @@ class EngineConfig:
 
     def _check_engine_flags(self) -> None:
         """Refuse a flag the chosen engine does not have: it would be silently ignored."""
+        if self.shared_expert_tp1:
+            # imported here: the module prices weights, which import this one
+            from kvscope.plan.sglang_shared_experts import check_shared_expert_tp1
+
+            check_shared_expert_tp1(self.engine, self.version)
         if self.engine == "sglang":
             if self.gpu_memory_utilization is not None:
                 raise KvscopeError(

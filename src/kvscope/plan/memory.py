@@ -23,6 +23,7 @@ from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
+from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.weights import (
     RankWeights,
     all_stage_weights,
@@ -185,6 +186,8 @@ def plan_memory(
     if eng.engine == "vllm" and eng.mm_encoder_tp_mode == "data":
         first = with_component(stages[0], "encoder_replica", encoder_replica_bytes(model, par))
         stages = (first, *stages[1:])
+    if eng.shared_expert_tp1:
+        stages = tuple(with_whole_shared_experts(w, par.tp) for w in stages)
     if drafter is not None and drafter.extra_weight_bytes:
         last = with_component(stages[-1], "drafter", drafter.extra_weight_bytes)
         stages = (*stages[:-1], last)
