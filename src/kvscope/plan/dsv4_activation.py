@@ -9,7 +9,10 @@ more, and some of it at a padded head count that does not shrink with TP:
 
 - the mHC residual stream ``(T, hc_mult, h)`` bf16 beside the layer input ``(T, h)`` and the
   float32 mixes ``(T, hc)`` and ``(T, hc, hc)`` (``DeepseekV4DecoderLayer.forward``,
-  vllm/models/deepseek_v4/nvidia/model.py);
+  vllm/models/deepseek_v4/nvidia/model.py), twice: ``mhc_fused_post_pre_tilelang``
+  (vllm/model_executor/kernels/mhc/tilelang.py) returns new tensors (``residual_cur =
+  torch.empty_like(...)``) while ``DeepseekV4Model.forward``'s loop still holds the previous
+  layer's outputs until the layer returns;
 - ``o_padded`` ``(T, padded_heads, head_dim)`` bf16, allocated before the input GEMMs and
   alive until the output projection (``forward``);
 - the fused ``wq_a``/``wkv`` output ``(T, q_lora_rank + head_dim)`` and its RMS-normed copy
@@ -48,7 +51,8 @@ same forward in 0.23.0-0.26.0) is as wide as a target layer: its ``mtp_block`` i
 V4-Flash and V4-Pro), run eagerly (V4 turns vLLM's torch.compile off, vllm/config/vllm.py).
 While that block runs, the predictor's frame keeps the drafter's embedding ``(T, h)`` and the
 layer's frame the ``fused_mtp_input_rmsnorm`` outputs (``empty_like`` copies, ``(T, h)`` and
-``(T, hc_mult, h)``, common/ops/fused_mtp_input_rmsnorm.py), beside the block's own stream.
+``(T, hc_mult, h)``, common/ops/fused_mtp_input_rmsnorm.py), beside the block's own stream,
+one stream only: the block is called without a residual and takes its input as the residual.
 """
 
 from __future__ import annotations
@@ -77,8 +81,8 @@ class Dsv4AttentionPeak:
     stream: float
     #: the attention layer's own tensors at their peak (indexer logits included)
     layer: float
-    #: the MTP drafter's window-only layer at its peak plus the inputs its dummy run holds
-    #: (0 without an MTP drafter)
+    #: what the MTP drafter's dummy run holds beyond ``stream`` at its peak (its one stream,
+    #: inputs and window-only layer; 0 without an MTP drafter or below ``stream``)
     draft: float = 0.0
 
 
@@ -136,12 +140,16 @@ def dsv4_attention_peak(
     if not model.is_deepseek_v4 or not SINCE <= version < UNTIL or gpu.vendor != "nvidia":
         return None
     t, h, hc = tokens, model.hidden_size, model.hc_mult
-    stream = t * ((hc * h + h) * BF16 + (hc + hc * hc) * FP32)
+    one = t * ((hc * h + h) * BF16 + (hc + hc * hc) * FP32)
+    # DeepseekV4Model.forward's loop keeps the previous layer's outputs while the next layer
+    # runs, and mhc_fused_post_pre_tilelang returns new tensors: two streams alive
+    stream = 2 * one
     layers = [ly.attention for ly in model.layers if ly.attention.kind.startswith("dsv4")]
     layer = max((_layer_bytes(a, gpu, tp, t, version, indexer_fp4) for a in layers), default=0.0)
     draft = 0.0
     if mtp_drafter and layers and model.num_mtp_layers:
         # target output + drafter embedding + enorm output (T, h) and hnorm output (T, hc, h)
         inputs = t * (3 * h + hc * h) * BF16
-        draft = inputs + _layer_bytes(layers[0], gpu, tp, t, version, indexer_fp4, True)
+        peak = one + inputs + _layer_bytes(layers[0], gpu, tp, t, version, indexer_fp4, True)
+        draft = max(0.0, peak - stream)
     return Dsv4AttentionPeak(float(stream), layer, float(draft))
