@@ -37,17 +37,18 @@ def test_padded_heads_by_attention_class() -> None:
 def test_rtx_pro_6000_tp2_start_at_4096_tokens(flash) -> None:  # type: ignore[no-untyped-def]
     peak = dsv4_attention_peak(flash, RTX, 2, 4096, (0, 25, 0))
     assert peak is not None
-    # mHC stream: 4,096 x (4 x 4,096 + 4,096) bf16 plus the float32 mixes
-    assert peak.stream == 4096 * (20480 * 2 + 20 * 4)
+    # mHC stream: 4,096 x (4 x 4,096 + 4,096) bf16 plus the float32 mixes, twice (the
+    # previous layer's outputs stay referenced by the model's loop while the next one runs)
+    assert peak.stream == 2 * 4096 * (20480 * 2 + 20 * 4)
     # indexer layer, 32 heads unpadded on SM120: o_padded 32 KiB, qr_kv twice 6 KiB,
     # compressor scores 8 KiB, indexer scores and weights 2,176 B, fp8 query and float32
     # weights 8,448 B a token, and the 512 MiB logits block
     per_token = 32 * 1024 + 6144 + 8192 + 2176 + 8448
     assert peak.layer == 4096 * per_token + 512 * MIB
-    # the row is planned within 5 % (7.06 % with the generic terms)
+    # the row is planned within 5 % (7.06 % with the generic terms, 4.02 % with one stream)
     row = {c.id: c for c in load_cases()}["ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25"]
     err = evaluate(row).tokens_err
-    assert err is not None and err < 0.05
+    assert err is not None and err < 0.03
 
 
 def test_flashmla_pads_the_query_so_tp_does_not_shrink_it(flash) -> None:  # type: ignore[no-untyped-def]
@@ -80,3 +81,37 @@ def test_outside_the_releases_read(flash) -> None:  # type: ignore[no-untyped-de
     with offline_hub():
         v3 = load_model("deepseek-ai/DeepSeek-V3")
     assert dsv4_attention_peak(v3, H20, 8, 8192, (0, 26, 0)) is None
+
+
+def test_the_mtp_drafter_layer_holds_its_inputs_beside_a_full_width_layer(flash) -> None:  # type: ignore[no-untyped-def]
+    # vLLM 0.23-0.26: _dummy_run keeps the target's output (T, h) while the MTP drafter's
+    # dummy run executes a window-only DeepseekV4DecoderLayer with the drafter's embedding
+    # (T, h) and the fused enorm / hnorm outputs (T, h) and (T, 4, h) still referenced; the
+    # block takes its input as the residual, so one stream where the target holds two.
+    plain = dsv4_attention_peak(flash, H20, 2, 8192, (0, 26, 0))
+    mtp = dsv4_attention_peak(flash, H20, 2, 8192, (0, 26, 0), mtp_drafter=True)
+    assert plain is not None and mtp is not None
+    assert plain.draft == 0.0
+    assert (mtp.stream, mtp.layer) == (plain.stream, plain.layer)
+    one_stream = 8192 * (20480 * 2 + 20 * 4)
+    # window layer at TP2 on Hopper: o_padded 64 heads, qr_kv twice, the 32-head query and
+    # its 64-head copy (no compressor scores, no indexer); inputs 3 x 8 KiB + 32 KiB a token
+    window_layer = 8192 * (64 * 1024 + 6144 + 32 * 1024 + 64 * 1024)
+    drafter_peak = one_stream + window_layer + 8192 * (3 * 8192 + 32768)
+    assert mtp.stream + mtp.draft == drafter_peak
+    # the drafter's pass, not the target's indexer layer, sets the profiling peak here
+    assert drafter_peak - (mtp.stream + mtp.layer) == pytest.approx(0.047 * GIB, abs=0.005 * GIB)
+    # at 4,096 tokens on SM120 (32 heads, unpadded) the target's indexer layer keeps the peak
+    rtx = dsv4_attention_peak(flash, RTX, 2, 4096, (0, 25, 0), mtp_drafter=True)
+    assert rtx is not None and rtx.draft < rtx.layer
+
+
+def test_gh51041_starts_move_toward_their_logs_with_the_drafter_peak() -> None:
+    # vllm#51041 (0.26.0, 2x H20 TP2, MTP): the preview start (1,009,661 tokens) was planned
+    # 8.28 % high and the 0731 start (150,992) 16.91 % high before the drafter's peak.
+    cases = {c.id: c for c in load_cases()}
+    preview = evaluate(cases["gh51041-2xh20-v4flash-mtp-0.26"]).tokens_err
+    v0731 = evaluate(cases["gh51041-2xh20-v4flash0731-mtp-0.26"]).tokens_err
+    assert preview is not None and v0731 is not None
+    assert preview < 0.05
+    assert 0.10 < v0731 < 0.13

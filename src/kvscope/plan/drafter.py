@@ -45,7 +45,9 @@ all-full-attention target join the same single group too, each with its own page
 Token slots: the scheduler books ``num_speculative_tokens`` lookahead slots per running
 request (``num_lookahead_tokens``); vLLM's logged "Maximum concurrency" does not include them.
 Activation: the drafter's dummy run follows the target's in ``profile_run``, at the same
-token budget and a narrower network, so the target's profiled peak stays the peak.
+token budget and a narrower network, so the target's profiled peak stays the peak; except
+DeepSeek V4's MTP layer in vLLM 0.23-0.26, a full-width layer whose held inputs lift the
+pass above the target's (:mod:`kvscope.plan.dsv4_activation`).
 
 Units: bytes, tokens.
 """

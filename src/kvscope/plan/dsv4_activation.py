@@ -9,7 +9,10 @@ more, and some of it at a padded head count that does not shrink with TP:
 
 - the mHC residual stream ``(T, hc_mult, h)`` bf16 beside the layer input ``(T, h)`` and the
   float32 mixes ``(T, hc)`` and ``(T, hc, hc)`` (``DeepseekV4DecoderLayer.forward``,
-  vllm/models/deepseek_v4/nvidia/model.py);
+  vllm/models/deepseek_v4/nvidia/model.py), twice: ``mhc_fused_post_pre_tilelang``
+  (vllm/model_executor/kernels/mhc/tilelang.py) returns new tensors (``residual_cur =
+  torch.empty_like(...)``) while ``DeepseekV4Model.forward``'s loop still holds the previous
+  layer's outputs until the layer returns;
 - ``o_padded`` ``(T, padded_heads, head_dim)`` bf16, allocated before the input GEMMs and
   alive until the output projection (``forward``);
 - the fused ``wq_a``/``wkv`` output ``(T, q_lora_rank + head_dim)`` and its RMS-normed copy
@@ -38,6 +41,18 @@ without an explicit backend, which takes the next of 16, 32, 64, 128
 branch before padding the query (model_executor/layers/deepseek_v4_attention.py), 0.22 runs
 the layer through an inner ``mla_attn`` module, and 0.27 adds an eager scratch pool
 (models/deepseek_v4/eager_scratch.py); those keep the generic term.
+
+With an MTP drafter the pass has a second peak. ``_dummy_run`` (vllm/v1/worker/
+gpu_model_runner.py) keeps the target's output ``hidden_states`` ``(T, h)`` while it calls
+``drafter.dummy_run`` at the same ``T`` (vllm/v1/spec_decode/llm_base_proposer.py), and V4's
+MTP layer (``DeepSeekV4MultiTokenPredictorLayer``, vllm/models/deepseek_v4/nvidia/mtp.py, the
+same forward in 0.23.0-0.26.0) is as wide as a target layer: its ``mtp_block`` is a
+``DeepseekV4DecoderLayer`` at ``compress_ratios[num_hidden_layers]`` (0, window only, in
+V4-Flash and V4-Pro), run eagerly (V4 turns vLLM's torch.compile off, vllm/config/vllm.py).
+While that block runs, the predictor's frame keeps the drafter's embedding ``(T, h)`` and the
+layer's frame the ``fused_mtp_input_rmsnorm`` outputs (``empty_like`` copies, ``(T, h)`` and
+``(T, hc_mult, h)``, common/ops/fused_mtp_input_rmsnorm.py), beside the block's own stream,
+one stream only: the block is called without a residual and takes its input as the residual.
 """
 
 from __future__ import annotations
@@ -45,6 +60,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvscope.plan.dsv4_workspace import MAX_LOGITS_BYTES, MXFP4_BLOCK
+from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -65,6 +81,9 @@ class Dsv4AttentionPeak:
     stream: float
     #: the attention layer's own tensors at their peak (indexer logits included)
     layer: float
+    #: what the MTP drafter's dummy run holds beyond ``stream`` at its peak (its one stream,
+    #: inputs and window-only layer; 0 without an MTP drafter or below ``stream``)
+    draft: float = 0.0
 
 
 def padded_q_heads(
@@ -76,6 +95,37 @@ def padded_q_heads(
     return 64 if local_heads <= 64 else 128
 
 
+def _layer_bytes(
+    att: AttentionLayer,
+    gpu: GPUSpec,
+    tp: int,
+    t: int,
+    version: tuple[int, int, int],
+    indexer_fp4: bool,
+    window_only: bool = False,
+) -> float:
+    """One V4 attention layer's tensors at their peak for ``t`` tokens (``window_only``: the
+    layer as a ratio-0 window layer, the MTP block's)."""
+    ratio = 0 if window_only else att.compress_ratio
+    local = max(1, att.num_heads // tp)
+    padded = padded_q_heads(local, gpu, version)
+    held = padded * att.head_dim * BF16  # o_padded
+    held += 2 * ((att.q_lora_rank or 0) + att.head_dim) * BF16  # qr_kv and normed copy
+    if ratio > 1:
+        coff = 2 if ratio == 4 else 1
+        held += 2 * coff * att.head_dim * FP32  # compressor kv/gate scores
+    indexer = 0.0
+    if not window_only and att.kind == "dsv4_csa" and att.index_n_heads:
+        held += 4 * att.index_head_dim * FP32 + att.index_n_heads * BF16
+        hd = att.index_head_dim
+        q_bytes = hd // 2 + hd // MXFP4_BLOCK if indexer_fp4 else hd * FP8
+        q_idx = att.index_n_heads * (q_bytes + FP32)
+        indexer = t * (held + q_idx) + MAX_LOGITS_BYTES
+    query = local * att.head_dim * BF16
+    pad = padded * att.head_dim * BF16 if padded > local else 0
+    return float(max(indexer, t * (held + query + pad)))
+
+
 def dsv4_attention_peak(
     model: ModelSpec,
     gpu: GPUSpec,
@@ -83,33 +133,23 @@ def dsv4_attention_peak(
     tokens: int,
     version: tuple[int, int, int],
     indexer_fp4: bool = False,
+    mtp_drafter: bool = False,
 ) -> Dsv4AttentionPeak | None:
     """The V4 layer terms for ``tokens`` batched tokens (None outside the releases read, for
-    other models and off CUDA)."""
+    other models and off CUDA); ``mtp_drafter``: an MTP drafter runs in the pass (last stage)."""
     if not model.is_deepseek_v4 or not SINCE <= version < UNTIL or gpu.vendor != "nvidia":
         return None
     t, h, hc = tokens, model.hidden_size, model.hc_mult
-    stream = t * ((hc * h + h) * BF16 + (hc + hc * hc) * FP32)
-    layer = 0.0
-    for ly in model.layers:
-        att = ly.attention
-        if not att.kind.startswith("dsv4"):
-            continue
-        local = max(1, att.num_heads // tp)
-        padded = padded_q_heads(local, gpu, version)
-        held = padded * att.head_dim * BF16  # o_padded
-        held += 2 * ((att.q_lora_rank or 0) + att.head_dim) * BF16  # qr_kv and normed copy
-        if att.compress_ratio > 1:
-            coff = 2 if att.compress_ratio == 4 else 1
-            held += 2 * coff * att.head_dim * FP32  # compressor kv/gate scores
-        indexer = 0.0
-        if att.kind == "dsv4_csa" and att.index_n_heads:
-            held += 4 * att.index_head_dim * FP32 + att.index_n_heads * BF16
-            hd = att.index_head_dim
-            q_bytes = hd // 2 + hd // MXFP4_BLOCK if indexer_fp4 else hd * FP8
-            q_idx = att.index_n_heads * (q_bytes + FP32)
-            indexer = t * (held + q_idx) + MAX_LOGITS_BYTES
-        query = local * att.head_dim * BF16
-        pad = padded * att.head_dim * BF16 if padded > local else 0
-        layer = max(layer, indexer, t * (held + query + pad))
-    return Dsv4AttentionPeak(float(stream), float(layer))
+    one = t * ((hc * h + h) * BF16 + (hc + hc * hc) * FP32)
+    # DeepseekV4Model.forward's loop keeps the previous layer's outputs while the next layer
+    # runs, and mhc_fused_post_pre_tilelang returns new tensors: two streams alive
+    stream = 2 * one
+    layers = [ly.attention for ly in model.layers if ly.attention.kind.startswith("dsv4")]
+    layer = max((_layer_bytes(a, gpu, tp, t, version, indexer_fp4) for a in layers), default=0.0)
+    draft = 0.0
+    if mtp_drafter and layers and model.num_mtp_layers:
+        # target output + drafter embedding + enorm output (T, h) and hnorm output (T, hc, h)
+        inputs = t * (3 * h + hc * h) * BF16
+        peak = one + inputs + _layer_bytes(layers[0], gpu, tp, t, version, indexer_fp4, True)
+        draft = max(0.0, peak - stream)
+    return Dsv4AttentionPeak(float(stream), layer, float(draft))

@@ -396,15 +396,17 @@ def plan_ranks(
             )
         if ws is not None:
             act = with_profile_workspace(act, ws)
+        mtp = last and spec is not None and spec.method == "mtp"
         v4 = dsv4_attention_peak(
-            model, gpu, attn_tp, defaults.max_num_batched_tokens, v, eng.indexer_dtype == "fp4"
+            model, gpu, attn_tp, defaults.max_num_batched_tokens, v, eng.indexer_dtype == "fp4", mtp
         )
         if v4 is not None:
-            # the mHC stream and V4's attention tensors, padded heads included
+            # the mHC stream and V4's attention tensors, padded heads included; the MTP
+            # drafter's layer with the inputs its dummy run holds
             act = replace(
                 act,
                 residual=max(act.residual, v4.stream),
-                attention=max(act.attention, v4.layer),
+                attention=max(act.attention, v4.layer, v4.draft),
             )
         if last:  # the V2 runner's DSpark speculator buffers (kvscope.plan.spec_buffers)
             seqs, batched = defaults.max_num_seqs, defaults.max_num_batched_tokens
