@@ -9,9 +9,8 @@ and prints a comparison table. Library code lives in :mod:`kvscope.sim`.
 from __future__ import annotations
 
 import itertools
-import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
@@ -40,6 +39,7 @@ from kvscope.cli.parallel_options import (
     PipelineParallelSize,
     TensorParallelSize,
 )
+from kvscope.cli.simulate_run import run_points, stopped
 from kvscope.cli.simulate_table import print_table
 from kvscope.cli.spec_options import SpeculativeConfig
 from kvscope.cli.workload import (
@@ -367,13 +367,13 @@ def simulate(
         )
     except KeyboardInterrupt:
         # Ctrl-C while the workload was built: the config is what is known (--out is empty).
-        _stopped(None, out, cfg, {})
+        stopped(None, out, cfg, {})
     if sweep:
         from kvscope.cli.simulate_sweep import run_sweep
 
         results = run_sweep(points, labels, w, out, backend, stderr)
     else:
-        results = _run_points(points, labels, w, out)
+        results = run_points(points, labels, w, out)
     if json_out:
         print_json(results if sweep else results[0])
         return
@@ -415,88 +415,3 @@ def _points(cfg: Any, sweep: list[str] | None) -> tuple[list[Any], list[str]]:
     if cfg.cost_file:
         CostCoefficients.load(cfg.cost_file)
     return points, labels
-
-
-def _run_points(
-    points: list[Any], labels: list[str], w: Any, out: Path | None
-) -> list[dict[str, Any]]:
-    """Simulate each point and write its run directory; Ctrl-C records the point it hit
-    (earlier points' directories are complete and stay as they are)."""
-    from dataclasses import replace
-
-    from kvscope.sim.run import SimInterrupted
-
-    results = []
-    spec = dict(w.spec)
-    for point, label in zip(points, labels, strict=True):
-        d = None if out is None else (out / label.replace("/", "_") if label else out)
-        res = None
-        try:
-            if label:
-                stderr.print(f"[dim]simulating {label} ...[/dim]")
-            res = _run_point(point, w, stderr)
-            run_dir = None
-            if d is not None:
-                # absolute: pyarrow takes a relative "file:/x" or "s3:/x" for a URI
-                res.write(d.absolute(), spec)
-                run_dir = str(d)
-            results.append({"point": label or None, "run_dir": run_dir, **res.figures})
-        except SimInterrupted as stop:
-            _stopped(stop.result, d, point, spec)
-        except KeyboardInterrupt:
-            # Before the engine ran, or while the tables were written (then write them
-            # again, marked interrupted).
-            _stopped(None if res is None else replace(res, interrupted=True), d, point, spec)
-    return results
-
-
-def _stopped(result: Any, d: Path | None, cfg: Any, spec: dict[str, Any]) -> NoReturn:
-    """Record an interrupted run in ``d`` (what the engine served, or at least the config),
-    say so in one line and exit 130, as a shell expects after Ctrl-C."""
-    from dataclasses import asdict
-
-    from kvscope.sim.outputs import write_interrupted
-
-    if d is None:
-        sys.stderr.write("kvscope: interrupted\n")
-        raise typer.Exit(130)
-    path = d
-    if result is not None:
-        result.write(d.absolute(), spec, force=True)
-        done = result.figures.get("completed", 0)
-        sys.stderr.write(
-            f"kvscope: interrupted; the partial run ({done:,} of "
-            f"{result.figures.get('requests', 0):,} requests finished) is in {path}\n"
-        )
-    else:
-        write_interrupted(d.absolute(), {**asdict(cfg), "workload": spec})
-        sys.stderr.write(f"kvscope: interrupted before simulating; {path}/summary.json says so\n")
-    raise typer.Exit(130)
-
-
-def _run_point(cfg: Any, w: Any, console: Any) -> Any:
-    """One simulation with a progress bar on stderr, shown once the loop is under way."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from kvscope.fleet import simulate as run_sim
-
-    bar = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    task = bar.add_task("simulating", total=len(w))
-
-    def progress(done: int, total: int) -> None:
-        if not bar.live.is_started:
-            bar.start()
-        bar.update(task, completed=done)
-
-    try:
-        return run_sim(w, cfg, progress)
-    finally:
-        if bar.live.is_started:
-            bar.stop()
