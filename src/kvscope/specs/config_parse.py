@@ -120,6 +120,8 @@ def _flatten(raw: Mapping[str, Any]) -> Mapping[str, Any]:
         if not merged.get("model_type") and isinstance(raw.get("model_type"), str):
             top = raw["model_type"]
             merged["model_type"] = families.TEXT_MODEL_TYPE.get(top, top)
+        text_type = str(merged.get("model_type") or "")
+        merged["model_type"] = families.TEXT_TYPE_ALIAS.get(text_type, text_type)
         for key in ("quantization_config", "torch_dtype", "dtype"):
             if merged.get(key) is None and raw.get(key) is not None:
                 merged[key] = raw[key]

@@ -89,6 +89,11 @@ TEXT_MODEL_TYPE = {
     "kimi_k25": "deepseek_v3",
     "kimi_vl": "deepseek_v3",
 }
+#: Text ``model_type`` values that name a known family's decoder under a wrapper's own name:
+#: Qwen3-VL builds its language model as ``Qwen3LLMForCausalLM`` / ``Qwen3MoeLLMForCausalLM``
+#: (vLLM ``vllm/model_executor/models/qwen3_vl.py`` and ``qwen3_vl_moe.py``, v0.11.0), i.e.
+#: the Qwen3 / Qwen3-MoE decoders with interleaved M-RoPE, which changes no weight or KV size.
+TEXT_TYPE_ALIAS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}
 #: Families whose ``sliding_window`` applies to every layer when ``layer_types`` is absent.
 SLIDING_ALL_LAYERS = ("mistral", "mixtral", "phi3")
 #: Families with a fixed sliding/global period when ``layer_types`` is absent.
@@ -260,9 +265,11 @@ def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, 
             d = get("hidden_size", None)
             n += d * text_hidden + d  # mm_input_projection_weight, mm_soft_emb_norm
         return n
-    # the tower's own type: qwen3_5 in the first Qwen3.5 files, qwen3_5_vision in Qwen3.6's
-    towers = ("qwen3_5", "qwen3_5_moe", "qwen3_5_vision", "qwen3_5_moe_vision")
-    if kind in towers and model_type in ("qwen3_5", "qwen3_5_moe"):
+    # the tower's own type: qwen3_5 in the first Qwen3.5 files, qwen3_5_vision in Qwen3.6's;
+    # Qwen3-VL's tower (the wrapper's name as its type) is the same Qwen3VLVisionModel
+    wrappers = ("qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe")
+    towers = (*wrappers, "qwen3_5_vision", "qwen3_5_moe_vision")
+    if kind in towers and model_type in wrappers:
         stack = vision.get("deepstack_visual_indexes") or []
         return qwen3_vl_vision_params(get, len(stack) if isinstance(stack, list) else 0)
     if kind == "pixtral" and model_type == "mistral3":
