@@ -16,6 +16,7 @@ from kvscope.errors import KvscopeError
 from kvscope.plan import sglang_mamba
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import plan_memory
+from kvscope.specs.config_parse import parse_config
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
@@ -71,3 +72,20 @@ def test_speculative_decoding_is_refused() -> None:
     eng = _engine(speculative_layers=1, max_num_seqs=8)
     with pytest.raises(KvscopeError, match="speculative"):
         plan_memory(MODEL, get_gpu("RTX-4090-24GB"), Parallelism(tp=2), eng)
+
+
+def test_a_config_without_mamba_ssm_dtype_keeps_sglang_state_in_float32() -> None:
+    # SGLang's mamba2_state_dtype (srt/configs/mamba_utils.py, 0.5.9 wheel): float32 unless the
+    # config or SGLANG_MAMBA_SSM_DTYPE names another; vLLM keeps such a config's state in the
+    # model dtype. Qwen3-Next's config.json names none.
+    import json
+
+    raw = json.loads((CONFIG.parent / "qwen3-next-80b-a3b-instruct.json").read_text())
+    assert "mamba_ssm_dtype" not in raw
+    per_req = {}
+    for name in (None, "float32", "bfloat16"):
+        cfg = dict(raw) if name is None else {**raw, "mamba_ssm_dtype": name}
+        model = parse_config(cfg, "qwen3-next.json")
+        per_req[name] = sglang_mamba.per_request_bytes(model, tuple(range(model.num_layers)), 1)
+    assert per_req[None] == per_req["float32"]
+    assert per_req["bfloat16"] < per_req[None] < 2 * per_req["bfloat16"]

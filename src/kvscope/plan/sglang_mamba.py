@@ -13,8 +13,11 @@ those releases):
     rest for the KV pool  = rest - max_mamba_cache_size x mamba_cache_per_req
 
 ``mamba_cache_per_req`` (``BaseLinearStateParams``, srt/configs/mamba_utils.py) is the conv
-window (bf16) plus the recurrent state (``mamba_ssm_dtype``) of every linear layer of the
-stage, heads split over attention TP: kvscope's :meth:`AttentionSpec.gdn_state_bytes`.
+window plus the recurrent state of every linear layer of the stage, heads split over attention
+TP (the shapes of kvscope's :meth:`AttentionLayer.gdn_state_bytes`), in SGLang's own dtypes
+(``mamba2_state_dtype``): the conv window in ``SGLANG_MAMBA_CONV_DTYPE`` (bfloat16 by default),
+the recurrent state in the config's ``mamba_ssm_dtype`` and float32 when the config names none
+(vLLM keeps that case in the model dtype; Qwen3-Next's config names none, Qwen3.5's float32).
 Under speculative decoding the engine also reserves intermediate states per draft token
 (sized from ``--max-running-requests``), which kvscope does not plan. The 0.5.23 wheel moved
 the pool profile to ``pool_configurator.py``; releases outside the range checked here are
@@ -23,6 +26,7 @@ refused rather than guessed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from kvscope.specs.model import ModelSpec
@@ -32,6 +36,10 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 #: Releases whose wheels hold the ratio split above (checked: 0.5.6, 0.5.8.post1, 0.5.9, 0.5.14).
 SINCE = (0, 5, 6)
 UNTIL = (0, 5, 14)
+#: Bytes of one conv-window element (``SGLANG_MAMBA_CONV_DTYPE`` default bfloat16) and of one
+#: recurrent-state element when the config names no ``mamba_ssm_dtype`` (float32).
+CONV_STATE_BYTES = 2.0
+DEFAULT_SSM_STATE_BYTES = 4.0
 
 
 def modelled(version: tuple[int, ...]) -> bool:
@@ -45,7 +53,11 @@ def per_request_bytes(model: ModelSpec, layers: tuple[int, ...], attn_tp: int) -
     for i in layers:
         att = model.layers[i].attention
         if att.kind == "gdn":
-            total += att.gdn_state_bytes(attn_tp)
+            ssm = att.ssm_state_bytes if att.ssm_dtype_named else DEFAULT_SSM_STATE_BYTES
+            sglang = dataclasses.replace(
+                att, conv_state_bytes=CONV_STATE_BYTES, ssm_state_bytes=ssm
+            )
+            total += sglang.gdn_state_bytes(attn_tp)
     return total
 
 
