@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
+from kvscope.plan import sglang_mamba
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.kv_layout import DSV4_BLOCK, sglang_cell_bytes
@@ -309,10 +310,12 @@ def plan_ranks(
     page_size: int,
 ) -> tuple[SglangRank, ...]:
     """Budget of every pipeline stage."""
-    if "gdn" in attention_kinds(model):
+    hybrid = "gdn" in attention_kinds(model)
+    if hybrid and (_sglang_algorithm(eng) is not None or not sglang_mamba.modelled(eng.version)):
         raise KvscopeError(
-            f"SGLang's budget for {model.name} is not modelled: its linear-attention layers "
-            "keep state in a separate mamba pool (max_mamba_cache_size) kvscope does not size.",
+            f"SGLang's budget for {model.name} is not modelled here: its linear-attention "
+            "layers keep state in a separate mamba pool (max_mamba_cache_size), which kvscope "
+            "sizes for SGLang 0.5.6-0.5.14 without speculative decoding only.",
             "Plan it for vLLM (--engine vllm), or pass --kv-cache-memory-bytes.",
         )
     # memory other processes hold is not free at distributed init (kvscope.plan.shared_gpu)
@@ -327,6 +330,9 @@ def plan_ranks(
     out = []
     for w in stage_weights:
         rest = m0 * mfs - w.total_bytes
+        if hybrid:  # the mamba pool's share of rest (kvscope.plan.sglang_mamba)
+            per_req = sglang_mamba.per_request_bytes(model, w.layers, attn_tp)
+            rest = sglang_mamba.split(rest, per_req)[1]
         if dsv4 and old:
             # No PP slicing in the old formula: every stage divides by all layers.
             cell = dsv4_bytes_per_full_token(model, tuple(range(model.num_layers)), True, spec)

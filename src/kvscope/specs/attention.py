@@ -98,6 +98,9 @@ class AttentionLayer:
     conv_kernel: int = 0
     conv_state_bytes: float = 2.0
     ssm_state_bytes: float = 2.0
+    # whether the config names ``mamba_ssm_dtype`` (else the recurrent state is in the
+    # model dtype above, vLLM's "auto"; SGLang then keeps it in float32)
+    ssm_dtype_named: bool = False
 
     @property
     def is_mla_family(self) -> bool:

@@ -57,6 +57,7 @@ def hybrid_layers(c: _Cfg, h: int, nh: int, n_layers: int, dtype: str) -> list[A
         conv_kernel=c.integer("linear_conv_kernel_dim", default=4),
         conv_state_bytes=element_bytes(dtype),
         ssm_state_bytes=_ssm_bytes(c, dtype),
+        ssm_dtype_named=bool(c.text("mamba_ssm_dtype")),
     )
     return [gated if is_full else linear for is_full in full]
 

@@ -1,0 +1,91 @@
+"""SGLang's mamba pool beside the KV pool (``handle_max_mamba_cache``, 0.5.6-0.5.14 wheels):
+pinned to a public start of Qwen/Qwen3.5-9B on two RTX 4090 (SGLang dev build of 2026-04-14,
+``--tp-size 2 --mem-fraction-static 0.8``), whose log prints every figure of the split:
+"Load weight begin. avail mem=22.93 GB", "Load weight end. ... avail mem=14.08 GB",
+"Mamba Cache is allocated. max_mamba_cache_size: 186, conv_state size: 0.10GB, ssm_state
+size: 4.38GB", "KV Cache is allocated. #tokens: 327310, K size: 2.50 GB, V size: 2.50 GB"
+(GB there are GiB)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvscope.errors import KvscopeError
+from kvscope.plan import sglang_mamba
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.memory import plan_memory
+from kvscope.specs.config_parse import parse_config
+from kvscope.specs.hardware import GIB, get_gpu
+from kvscope.specs.registry import load_model
+
+CONFIG = Path(__file__).with_name("data") / "configs" / "qwen3.5-9b.json"
+MODEL = load_model(str(CONFIG))
+LAYERS = tuple(range(MODEL.num_layers))
+
+
+def _engine(version: str = "0.5.10", **kw: object) -> EngineConfig:
+    return EngineConfig(
+        engine="sglang",
+        engine_version=version,
+        mem_fraction_static=0.8,
+        max_model_len=262144,
+        disable_custom_all_reduce=True,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_per_request_state_is_the_logged_pool_over_its_slots() -> None:
+    # The pool holds max_mamba_cache_size + 1 slots (one padding slot): 187 x per_req.
+    per_req = sglang_mamba.per_request_bytes(MODEL, LAYERS, 2)
+    assert per_req * 187 / GIB == pytest.approx(0.10 + 4.38, abs=0.01)
+    # Heads split over TP: one GPU alone holds twice the state.
+    assert sglang_mamba.per_request_bytes(MODEL, LAYERS, 1) == 2 * per_req
+
+
+def test_the_ratio_split_of_the_logged_rest() -> None:
+    # rest = free after the weights - M0 x (1 - mfs), from the log's own figures.
+    rest = (14.08 - 22.93 * (1 - 0.8)) * GIB
+    per_req = sglang_mamba.per_request_bytes(MODEL, LAYERS, 2)
+    size, kv = sglang_mamba.split(rest, per_req)
+    # The log's 186: the free memory the engine measures at the profile is a little below
+    # the 14.08 GiB printed after loading (each slot is 0.024 GiB).
+    assert 185 <= size <= 187
+    assert kv / GIB == pytest.approx(2.50 + 2.50, rel=0.01)
+    assert size * per_req + kv == pytest.approx(rest)
+    assert sglang_mamba.split(-1.0, per_req) == (0, -1.0)
+
+
+def test_the_start_plans_within_two_percent() -> None:
+    plan = plan_memory(MODEL, get_gpu("RTX-4090-24GB"), Parallelism(tp=2), _engine())
+    assert plan.kv_tokens == pytest.approx(327_310, rel=0.02)
+
+
+@pytest.mark.parametrize("version", ["0.5.3", "0.5.23"])
+def test_releases_outside_the_checked_range_are_refused(version: str) -> None:
+    with pytest.raises(KvscopeError, match="mamba pool"):
+        plan_memory(MODEL, get_gpu("RTX-4090-24GB"), Parallelism(tp=2), _engine(version))
+
+
+def test_speculative_decoding_is_refused() -> None:
+    eng = _engine(speculative_layers=1, max_num_seqs=8)
+    with pytest.raises(KvscopeError, match="speculative"):
+        plan_memory(MODEL, get_gpu("RTX-4090-24GB"), Parallelism(tp=2), eng)
+
+
+def test_a_config_without_mamba_ssm_dtype_keeps_sglang_state_in_float32() -> None:
+    # SGLang's mamba2_state_dtype (srt/configs/mamba_utils.py, 0.5.9 wheel): float32 unless the
+    # config or SGLANG_MAMBA_SSM_DTYPE names another; vLLM keeps such a config's state in the
+    # model dtype. Qwen3-Next's config.json names none.
+    import json
+
+    raw = json.loads((CONFIG.parent / "qwen3-next-80b-a3b-instruct.json").read_text())
+    assert "mamba_ssm_dtype" not in raw
+    per_req = {}
+    for name in (None, "float32", "bfloat16"):
+        cfg = dict(raw) if name is None else {**raw, "mamba_ssm_dtype": name}
+        model = parse_config(cfg, "qwen3-next.json")
+        per_req[name] = sglang_mamba.per_request_bytes(model, tuple(range(model.num_layers)), 1)
+    assert per_req[None] == per_req["float32"]
+    assert per_req["bfloat16"] < per_req[None] < 2 * per_req["bfloat16"]
