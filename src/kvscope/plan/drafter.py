@@ -47,7 +47,13 @@ request (``num_lookahead_tokens``); vLLM's logged "Maximum concurrency" does not
 Activation: the drafter's dummy run follows the target's in ``profile_run``, at the same
 token budget and a narrower network, so the target's profiled peak stays the peak; except
 DeepSeek V4's MTP layer in vLLM 0.23-0.26, a full-width layer whose held inputs lift the
-pass above the target's (:mod:`kvscope.plan.dsv4_activation`).
+pass above the target's (:mod:`kvscope.plan.dsv4_activation`). A full-width EAGLE-3 layer
+(``Eagle3LlamaForCausalLM``, one decoder layer at the target's width) stays below the
+target's pass in the starts read: ``profile_run`` samples after ``_dummy_run`` returns
+(vllm/v1/worker/gpu_model_runner.py, 0.23.0 and 0.25.0 wheels), and that sampler pass
+(``max_num_seqs`` rows of logits and their float32 copies beside the target's hidden states,
+2.15 GiB for Qwen3-8B at 16,384 tokens and 1,024 sequences) is above the drafter's layer
+(12,288-wide MLP, its 2h input and the target's output held: 1.9 GiB at most).
 
 Units: bytes, tokens.
 """

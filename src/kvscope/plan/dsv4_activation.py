@@ -1,5 +1,6 @@
-"""DeepSeek V4's attention layer in vLLM's profiling pass: the tensors alive at its peak on
-one GPU, bytes, for vLLM 0.23.0-0.26.x (other releases keep the generic attention term).
+"""DeepSeek V4's layer in vLLM's profiling pass: the tensors alive at its peak on one GPU,
+bytes: the mHC streams for vLLM 0.23.0-0.32.x, the attention layer's own tensors and the MTP
+drafter's peak for 0.23.0-0.26.x (other releases keep the generic terms).
 
 The generic rule (:mod:`kvscope.plan.activation`) prices a layer's attention at its local
 heads and the residual stream at ``2 T h``. V4's layer (``DeepseekV4Attention``,
@@ -40,19 +41,33 @@ without an explicit backend, which takes the next of 16, 32, 64, 128
 ``--attention-backend`` is not a planner input. CUDA only. 0.21 returns from the profiling
 branch before padding the query (model_executor/layers/deepseek_v4_attention.py), 0.22 runs
 the layer through an inner ``mla_attn`` module, and 0.27 adds an eager scratch pool
-(models/deepseek_v4/eager_scratch.py); those keep the generic term.
+(models/deepseek_v4/eager_scratch.py: the padded query, the compressor scratch and the fp4
+indexer query become model-wide buffers made at load); those keep the generic attention term.
+
+The two-stream rule outlives the attention rule: the 0.27.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0
+and 0.32.0 wheels keep the same ``DeepseekV4Model.forward`` loop and decoder layer
+(nvidia/model.py), V4 stays eager (``VLLM_USE_BREAKABLE_CUDAGRAPH`` sets compilation mode
+NONE, vllm/config/vllm.py), and ``mhc_fused_post_pre_tilelang`` still returns a new residual
+(``torch.empty_like``, or from 0.30 the fused kernel's ``residual_in.new_empty``,
+model_executor/kernels/mhc/tilelang_kernels.py). DeepSeek V4.1 (models/deepseek_v41/nvidia/
+model.py, 0.30.0-0.32.0) runs the same loop; its ``mhc_shifted_post_pre`` returns a new
+residual too (``mhc_post_tilelang``, or ``new_residual`` on the DeepGEMM path) and one more
+(T, hc) float32 pre-mix a stream, not counted (16 B a token). From 0.28.0 V4 runs on the V2
+model runner, whose ``profile_run`` calls the same model forward.
 
 With an MTP drafter the pass has a second peak. ``_dummy_run`` (vllm/v1/worker/
 gpu_model_runner.py) keeps the target's output ``hidden_states`` ``(T, h)`` while it calls
 ``drafter.dummy_run`` at the same ``T`` (vllm/v1/spec_decode/llm_base_proposer.py), and V4's
 MTP layer (``DeepSeekV4MultiTokenPredictorLayer``, vllm/models/deepseek_v4/nvidia/mtp.py, the
-same forward in 0.23.0-0.26.0) is as wide as a target layer: its ``mtp_block`` is a
-``DeepseekV4DecoderLayer`` at ``compress_ratios[num_hidden_layers]`` (0, window only, in
-V4-Flash and V4-Pro), run eagerly (V4 turns vLLM's torch.compile off, vllm/config/vllm.py).
-While that block runs, the predictor's frame keeps the drafter's embedding ``(T, h)`` and the
-layer's frame the ``fused_mtp_input_rmsnorm`` outputs (``empty_like`` copies, ``(T, h)`` and
-``(T, hc_mult, h)``, common/ops/fused_mtp_input_rmsnorm.py), beside the block's own stream,
-one stream only: the block is called without a residual and takes its input as the residual.
+same forward in 0.23.0-0.26.0) is as wide as a target layer (0.27+ not modelled: its layer
+draws on the eager scratch pool, and from 0.28.0 the V2 runner's speculator runs it): its
+``mtp_block`` is a ``DeepseekV4DecoderLayer`` at ``compress_ratios[num_hidden_layers]`` (0,
+window only, in V4-Flash and V4-Pro), run eagerly (V4 turns vLLM's torch.compile off,
+vllm/config/vllm.py). While that block runs, the predictor's frame keeps the drafter's
+embedding ``(T, h)`` and the layer's frame the ``fused_mtp_input_rmsnorm`` outputs
+(``empty_like`` copies, ``(T, h)`` and ``(T, hc_mult, h)``,
+common/ops/fused_mtp_input_rmsnorm.py), beside the block's own stream, one stream only: the
+block is called without a residual and takes its input as the residual.
 """
 
 from __future__ import annotations
@@ -69,6 +84,9 @@ SINCE = (0, 23, 0)
 #: First release with the SM12x FlashInfer attention class.
 SM120_CLASS_SINCE = (0, 24, 0)
 UNTIL = (0, 27, 0)
+#: Releases whose profiling pass holds two mHC streams: [SINCE, STREAM_UNTIL) (wheels read
+#: up to 0.32.0).
+STREAM_UNTIL = (0, 33, 0)
 #: bf16 activations, float32 scores and mixes, fp8 indexer query.
 BF16, FP32, FP8 = 2, 4, 1
 
@@ -136,14 +154,17 @@ def dsv4_attention_peak(
     mtp_drafter: bool = False,
 ) -> Dsv4AttentionPeak | None:
     """The V4 layer terms for ``tokens`` batched tokens (None outside the releases read, for
-    other models and off CUDA); ``mtp_drafter``: an MTP drafter runs in the pass (last stage)."""
-    if not model.is_deepseek_v4 or not SINCE <= version < UNTIL or gpu.vendor != "nvidia":
+    other models and off CUDA; from 0.27.0 the streams only); ``mtp_drafter``: an MTP drafter
+    runs in the pass (last stage)."""
+    if not model.is_deepseek_v4 or not SINCE <= version < STREAM_UNTIL or gpu.vendor != "nvidia":
         return None
     t, h, hc = tokens, model.hidden_size, model.hc_mult
     one = t * ((hc * h + h) * BF16 + (hc + hc * hc) * FP32)
     # DeepseekV4Model.forward's loop keeps the previous layer's outputs while the next layer
     # runs, and mhc_fused_post_pre_tilelang returns new tensors: two streams alive
     stream = 2 * one
+    if version >= UNTIL:  # the eager scratch pool: the generic attention term stays
+        return Dsv4AttentionPeak(float(stream), 0.0)
     layers = [ly.attention for ly in model.layers if ly.attention.kind.startswith("dsv4")]
     layer = max((_layer_bytes(a, gpu, tp, t, version, indexer_fp4) for a in layers), default=0.0)
     draft = 0.0
