@@ -137,3 +137,31 @@ def test_v41_starts_on_vllm_031_move_toward_their_logs() -> None:
     for row in ("tant2tls-v41flash-h100-tp8-0.31", "tant2tls-v41flash-h100-tp8-0.31dev50"):
         err = evaluate(cases[row]).tokens_err
         assert err is not None and err < 0.005, row
+
+
+def test_dspark_captures_stand_beside_the_last_indexer_layer() -> None:
+    # V4-Flash-0731 with DSpark: captures after layers 40 and 41 (aux 41, 42) are alive when
+    # layer 42, the last C4 indexer layer, runs: two (T, h) means and the latest (T, 4, h)
+    # aux_recon; the capture after layer 42 comes later
+    with offline_hub():
+        v0731 = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+        v41 = load_model("deepseek-ai/DeepSeek-V4.1-Flash")
+    assert v0731.layers[42].attention.kind == "dsv4_csa"
+    aux = (41, 42, 43)
+    for version in ((0, 25, 0), (0, 30, 0)):
+        peak = dsv4_attention_peak(v0731, H20, 8, 8192, version, aux_layers=aux)
+        assert peak is not None and peak.aux == 8192 * (2 + 4) * 4096 * 2
+    # no captures, a release before DSpark, or V4.1's forward (means only): nothing
+    none = dsv4_attention_peak(v0731, H20, 8, 8192, (0, 30, 0))
+    early = dsv4_attention_peak(v0731, H20, 8, 8192, (0, 24, 0), aux_layers=aux)
+    v41_peak = dsv4_attention_peak(v41, H20, 8, 8192, (0, 30, 0), aux_layers=(37, 38, 39))
+    assert none is not None and early is not None and v41_peak is not None
+    assert (none.aux, early.aux, v41_peak.aux) == (0.0, 0.0, 0.0)
+
+
+def test_dspark_0731_start_moves_toward_its_scrape() -> None:
+    # tant2tls 0731 DSpark k=5 (0.30.1rc1): 45,821 blocks in the launch's own Prometheus
+    # scrape, 1,558,746 tokens; planned 3.34 % high before the captures, within 2.5 % after
+    row = {c.id: c for c in load_cases()}["tant2tls-v4flash0731-h100-tp8-0.30-dspark5"]
+    err = evaluate(row).tokens_err
+    assert err is not None and err < 0.025

@@ -68,6 +68,14 @@ embedding ``(T, h)`` and the layer's frame the ``fused_mtp_input_rmsnorm`` outpu
 (``empty_like`` copies, ``(T, h)`` and ``(T, hc_mult, h)``,
 common/ops/fused_mtp_input_rmsnorm.py), beside the block's own stream, one stream only: the
 block is called without a residual and takes its input as the residual.
+
+A DSpark drafter (vLLM 0.25.0-0.32.x, V2 runner) has the target capture the state after each
+of its ``dspark_target_layer_ids`` (:func:`kvscope.plan.drafter.aux_capture_layers`):
+``DeepseekV4Model.forward`` appends ``aux_recon.mean(dim=1)`` ``(T, h)`` to a list and keeps
+the latest ``aux_recon`` ``(T, hc_mult, h)`` (``final_aux_recon``, from ``mhc_post_tilelang``)
+until it returns (nvidia/model.py in the 0.25.0, 0.27.0, 0.30.0 and 0.31.0 wheels). Counted at
+the last indexer layer, beside the captures made before it. V4.1's forward keeps only
+``(T, h)`` means (models/deepseek_v41/nvidia/model.py); not modelled.
 """
 
 from __future__ import annotations
@@ -87,6 +95,8 @@ UNTIL = (0, 27, 0)
 #: Releases whose profiling pass holds two mHC streams: [SINCE, STREAM_UNTIL) (wheels read
 #: up to 0.32.0).
 STREAM_UNTIL = (0, 33, 0)
+#: First release whose V2 runner captures target states for a DSpark drafter.
+AUX_SINCE = (0, 25, 0)
 #: bf16 activations, float32 scores and mixes, fp8 indexer query.
 BF16, FP32, FP8 = 2, 4, 1
 
@@ -102,6 +112,8 @@ class Dsv4AttentionPeak:
     #: what the MTP drafter's dummy run holds beyond ``stream`` at its peak (its one stream,
     #: inputs and window-only layer; 0 without an MTP drafter or below ``stream``)
     draft: float = 0.0
+    #: a DSpark drafter's captured target states alive beside the last indexer layer
+    aux: float = 0.0
 
 
 def padded_q_heads(
@@ -152,10 +164,12 @@ def dsv4_attention_peak(
     version: tuple[int, int, int],
     indexer_fp4: bool = False,
     mtp_drafter: bool = False,
+    aux_layers: tuple[int, ...] = (),
 ) -> Dsv4AttentionPeak | None:
     """The V4 layer terms for ``tokens`` batched tokens (None outside the releases read, for
-    other models and off CUDA; from 0.27.0 the streams only); ``mtp_drafter``: an MTP drafter
-    runs in the pass (last stage)."""
+    other models and off CUDA; from 0.27.0 the streams and captures only); ``mtp_drafter``: an
+    MTP drafter runs in the pass (last stage); ``aux_layers``: the model's
+    ``aux_hidden_state_layers`` (:func:`kvscope.plan.drafter.aux_capture_layers`)."""
     if not model.is_deepseek_v4 or not SINCE <= version < STREAM_UNTIL or gpu.vendor != "nvidia":
         return None
     t, h, hc = tokens, model.hidden_size, model.hc_mult
@@ -163,8 +177,9 @@ def dsv4_attention_peak(
     # DeepseekV4Model.forward's loop keeps the previous layer's outputs while the next layer
     # runs, and mhc_fused_post_pre_tilelang returns new tensors: two streams alive
     stream = 2 * one
+    aux = _aux_bytes(model, t, aux_layers) if version >= AUX_SINCE else 0.0
     if version >= UNTIL:  # the eager scratch pool: the generic attention term stays
-        return Dsv4AttentionPeak(float(stream), 0.0)
+        return Dsv4AttentionPeak(float(stream), 0.0, 0.0, aux)
     layers = [ly.attention for ly in model.layers if ly.attention.kind.startswith("dsv4")]
     layer = max((_layer_bytes(a, gpu, tp, t, version, indexer_fp4) for a in layers), default=0.0)
     draft = 0.0
@@ -173,4 +188,16 @@ def dsv4_attention_peak(
         inputs = t * (3 * h + hc * h) * BF16
         peak = one + inputs + _layer_bytes(layers[0], gpu, tp, t, version, indexer_fp4, True)
         draft = max(0.0, peak - stream)
-    return Dsv4AttentionPeak(float(stream), layer, float(draft))
+    return Dsv4AttentionPeak(float(stream), layer, float(draft), aux)
+
+
+def _aux_bytes(model: ModelSpec, t: int, aux_layers: tuple[int, ...]) -> float:
+    """Captured target states alive while V4's last indexer layer runs, bytes: a ``(T, h)``
+    mean per capture made before it and the latest ``(T, hc_mult, h)`` ``aux_recon``."""
+    if model.model_type.startswith("deepseek_v41"):
+        return 0.0
+    csa = [i for i, ly in enumerate(model.layers) if ly.attention.kind == "dsv4_csa"]
+    # layer index + 1 == a captures after layer a - 1: alive from layer a on
+    n = sum(1 for a in aux_layers if csa and a <= csa[-1])
+    h = model.hidden_size
+    return float(t * (n + model.hc_mult) * h * BF16) if n else 0.0
