@@ -40,9 +40,15 @@ without an explicit backend, which takes the next of 16, 32, 64, 128
 (nvidia/flashinfer_sparse.py; 0.23.0 selects FlashMLA on every CUDA GPU). An explicit
 ``--attention-backend`` is not a planner input. CUDA only. 0.21 returns from the profiling
 branch before padding the query (model_executor/layers/deepseek_v4_attention.py), 0.22 runs
-the layer through an inner ``mla_attn`` module, and 0.27 adds an eager scratch pool
+the layer through an inner ``mla_attn`` module, and 0.27.0-0.28.x add an eager scratch pool
 (models/deepseek_v4/eager_scratch.py: the padded query, the compressor scratch and the fp4
 indexer query become model-wide buffers made at load); those keep the generic attention term.
+The 0.29.0-0.32.0 wheels drop the pool and allocate ``o_padded`` and the ``F.pad`` copy per
+call again (``_alloc_attn_out``, ``_fused_qnorm_rope_kv_insert``), but this term is not
+wired there: their starts' own "Actual usage" lines (vLLM 0.30-0.31 on 8x H100) put
+0.9-1.9 GiB in "consumed" beyond the weights, where the planner's non-torch figure and
+workspace hold 2.9-3.4, so the activation the planner lacks is already paid for there
+(benchmarks/RESULTS.md, h19-drafter).
 
 The two-stream rule outlives the attention rule: the 0.27.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0
 and 0.32.0 wheels keep the same ``DeepseekV4Model.forward`` loop and decoder layer
