@@ -81,7 +81,8 @@ of its ``dspark_target_layer_ids`` (:func:`kvscope.plan.drafter.aux_capture_laye
 the latest ``aux_recon`` ``(T, hc_mult, h)`` (``final_aux_recon``, from ``mhc_post_tilelang``)
 until it returns (nvidia/model.py in the 0.25.0, 0.27.0, 0.30.0 and 0.31.0 wheels). Counted at
 the last indexer layer, beside the captures made before it. V4.1's forward keeps only
-``(T, h)`` means (models/deepseek_v41/nvidia/model.py); not modelled.
+``(T, h)`` means (models/deepseek_v41/nvidia/model.py), not modelled: V4.1-Flash captures at
+layers 37-39, after its last index-source layer (36).
 """
 
 from __future__ import annotations
