@@ -111,7 +111,7 @@ def aux_capture_layers(model: ModelSpec, spec: SpeculativeDecoding | None) -> tu
     ``aux_hidden_state_layers``: ``i`` captures the state after layer ``i - 1``.
 
     ``get_eagle3_aux_layers_from_config`` (vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py,
-    0.25.0, 0.30.0 and 0.31.0 wheels) maps ``dspark_target_layer_ids`` to ``i + 1`` on DeepSeek
+    0.25.0 and 0.27.0-0.32.0 wheels) maps ``dspark_target_layer_ids`` to ``i + 1`` on DeepSeek
     V4 and keeps them on V4.1 (``deepseek_v41``, whose forward captures a layer's entry
     stream); the V2 runner sets them for ``dspark`` (``use_aux_hidden_state_outputs``). Other
     methods: () (EAGLE-3 captures are not modelled).

@@ -79,7 +79,7 @@ A DSpark drafter (vLLM 0.25.0-0.32.x, V2 runner) has the target capture the stat
 of its ``dspark_target_layer_ids`` (:func:`kvscope.plan.drafter.aux_capture_layers`):
 ``DeepseekV4Model.forward`` appends ``aux_recon.mean(dim=1)`` ``(T, h)`` to a list and keeps
 the latest ``aux_recon`` ``(T, hc_mult, h)`` (``final_aux_recon``, from ``mhc_post_tilelang``)
-until it returns (nvidia/model.py in the 0.25.0, 0.27.0, 0.30.0 and 0.31.0 wheels). Counted at
+until it returns (nvidia/model.py in the 0.25.0 and 0.27.0-0.32.0 wheels). Counted at
 the last indexer layer, beside the captures made before it. V4.1's forward keeps only
 ``(T, h)`` means (models/deepseek_v41/nvidia/model.py), not modelled: V4.1-Flash captures at
 layers 37-39, after its last index-source layer (36).
