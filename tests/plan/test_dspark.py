@@ -7,7 +7,7 @@ from tests.plan.log_cases import offline_hub
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
-from kvscope.plan.drafter import plan_drafter
+from kvscope.plan.drafter import aux_capture_layers, plan_drafter
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.speculative import parse_vllm
 from kvscope.specs.hardware import GIB, get_gpu
@@ -139,3 +139,17 @@ def test_dspark_probabilistic_logits_come_off_the_pool() -> None:
         kv[sample] = plan_memory(model, get_gpu("H100"), Parallelism(tp=8, ep=True), eng)
     diff = (kv["greedy"].kv_cache_gib - kv["probabilistic"].kv_cache_gib) * GIB
     assert diff == pytest.approx(64 * 5 * 129_280 * 2, rel=1e-9)
+
+
+def test_dspark_captures_follow_vllms_layer_id_semantics() -> None:
+    # get_eagle3_aux_layers_from_config (0.25.0/0.30.0/0.31.0 eagle3_utils.py): V4's
+    # dspark_target_layer_ids [40, 41, 42] become aux_hidden_state_layers (41, 42, 43);
+    # V4.1 keeps its ids; an MTP drafter captures nothing
+    with offline_hub():
+        v4 = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+        v41 = load_model("deepseek-ai/DeepSeek-V4.1-Flash")
+    assert aux_capture_layers(v4, parse_vllm(DSPARK)) == (41, 42, 43)
+    assert aux_capture_layers(v41, parse_vllm(DSPARK)) == (37, 38, 39)
+    mtp = parse_vllm('{"method": "mtp", "num_speculative_tokens": 1}')
+    assert aux_capture_layers(v4, mtp) == ()
+    assert aux_capture_layers(v4, None) == ()

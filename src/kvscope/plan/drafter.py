@@ -47,7 +47,15 @@ request (``num_lookahead_tokens``); vLLM's logged "Maximum concurrency" does not
 Activation: the drafter's dummy run follows the target's in ``profile_run``, at the same
 token budget and a narrower network, so the target's profiled peak stays the peak; except
 DeepSeek V4's MTP layer in vLLM 0.23-0.26, a full-width layer whose held inputs lift the
-pass above the target's (:mod:`kvscope.plan.dsv4_activation`).
+pass above the target's (:mod:`kvscope.plan.dsv4_activation`), and on DeepSeek V4 the
+target states a DSpark drafter has captured (:func:`aux_capture_layers`), which the target's
+forward holds while its last layers run (the same module). A full-width EAGLE-3 layer
+(``Eagle3LlamaForCausalLM``, one decoder layer at the target's width) stays below the
+target's pass in the starts read: ``profile_run`` samples after ``_dummy_run`` returns
+(vllm/v1/worker/gpu_model_runner.py, 0.23.0 and 0.25.0 wheels), and that sampler pass
+(``max_num_seqs`` rows of logits and their float32 copies beside the target's hidden states,
+2.15 GiB for Qwen3-8B at 16,384 tokens and 1,024 sequences) is above the drafter's layer
+(12,288-wide MLP, its 2h input and the target's output held: 1.9 GiB at most).
 
 Units: bytes, tokens.
 """
@@ -96,6 +104,22 @@ class Drafter:
     #: MTP ``eh_proj`` and its two norms (DSpark stages do not)
     stage_experts: int = 0
     eh_proj: bool = True
+
+
+def aux_capture_layers(model: ModelSpec, spec: SpeculativeDecoding | None) -> tuple[int, ...]:
+    """The target layers whose output a DSpark drafter has vLLM capture, as the model's
+    ``aux_hidden_state_layers``: ``i`` captures the state after layer ``i - 1``.
+
+    ``get_eagle3_aux_layers_from_config`` (vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py,
+    0.25.0 and 0.27.0-0.32.0 wheels) maps ``dspark_target_layer_ids`` to ``i + 1`` on DeepSeek
+    V4 and keeps them on V4.1 (``deepseek_v41``, whose forward captures a layer's entry
+    stream); the V2 runner sets them for ``dspark`` (``use_aux_hidden_state_outputs``). Other
+    methods: () (EAGLE-3 captures are not modelled).
+    """
+    if spec is None or spec.method != "dspark" or not model.dspark_target_layer_ids:
+        return ()
+    shift = 0 if model.model_type.startswith("deepseek_v41") else 1
+    return tuple(sorted({i + shift for i in model.dspark_target_layer_ids}))
 
 
 def mtp_layer_count(model: ModelSpec) -> int:

@@ -1,5 +1,6 @@
-"""DeepSeek V4's attention layer in vLLM's profiling pass: the tensors alive at its peak on
-one GPU, bytes, for vLLM 0.23.0-0.26.x (other releases keep the generic attention term).
+"""DeepSeek V4's layer in vLLM's profiling pass: the tensors alive at its peak on one GPU,
+bytes: the mHC streams for vLLM 0.23.0-0.32.x, the attention layer's own tensors and the MTP
+drafter's peak for 0.23.0-0.26.x (other releases keep the generic terms).
 
 The generic rule (:mod:`kvscope.plan.activation`) prices a layer's attention at its local
 heads and the residual stream at ``2 T h``. V4's layer (``DeepseekV4Attention``,
@@ -39,20 +40,49 @@ without an explicit backend, which takes the next of 16, 32, 64, 128
 (nvidia/flashinfer_sparse.py; 0.23.0 selects FlashMLA on every CUDA GPU). An explicit
 ``--attention-backend`` is not a planner input. CUDA only. 0.21 returns from the profiling
 branch before padding the query (model_executor/layers/deepseek_v4_attention.py), 0.22 runs
-the layer through an inner ``mla_attn`` module, and 0.27 adds an eager scratch pool
-(models/deepseek_v4/eager_scratch.py); those keep the generic term.
+the layer through an inner ``mla_attn`` module, and 0.27.0-0.28.x add an eager scratch pool
+(models/deepseek_v4/eager_scratch.py: the padded query, the compressor scratch and the fp4
+indexer query become model-wide buffers made at load); those keep the generic attention term.
+The 0.29.0-0.32.0 wheels drop the pool and allocate ``o_padded`` and the ``F.pad`` copy per
+call again (``_alloc_attn_out``, ``_fused_qnorm_rope_kv_insert``), but this term is not
+wired there: their starts' own "Actual usage" lines (vLLM 0.30-0.31 on 8x H100) put
+0.9-1.9 GiB in "consumed" beyond the weights, where the planner's non-torch figure and
+workspace hold 2.9-3.4, so the activation the planner lacks is already paid for there
+(benchmarks/RESULTS.md, h19-drafter).
+
+The two-stream rule outlives the attention rule: the 0.27.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0
+and 0.32.0 wheels keep the same ``DeepseekV4Model.forward`` loop and decoder layer
+(nvidia/model.py), V4 stays eager (``VLLM_USE_BREAKABLE_CUDAGRAPH`` sets compilation mode
+NONE, vllm/config/vllm.py), and ``mhc_fused_post_pre_tilelang`` still returns a new residual
+(``torch.empty_like``, or from 0.30 the fused kernel's ``residual_in.new_empty``,
+model_executor/kernels/mhc/tilelang_kernels.py). DeepSeek V4.1 (models/deepseek_v41/nvidia/
+model.py, 0.30.0-0.32.0) runs the same loop; its ``mhc_shifted_post_pre`` returns a new
+residual too (``mhc_post_tilelang``, or ``new_residual`` on the DeepGEMM path) and one more
+(T, hc) float32 pre-mix a stream, not counted (16 B a token). From 0.28.0 V4 runs on the V2
+model runner, whose ``profile_run`` calls the same model forward.
 
 With an MTP drafter the pass has a second peak. ``_dummy_run`` (vllm/v1/worker/
 gpu_model_runner.py) keeps the target's output ``hidden_states`` ``(T, h)`` while it calls
 ``drafter.dummy_run`` at the same ``T`` (vllm/v1/spec_decode/llm_base_proposer.py), and V4's
 MTP layer (``DeepSeekV4MultiTokenPredictorLayer``, vllm/models/deepseek_v4/nvidia/mtp.py, the
-same forward in 0.23.0-0.26.0) is as wide as a target layer: its ``mtp_block`` is a
-``DeepseekV4DecoderLayer`` at ``compress_ratios[num_hidden_layers]`` (0, window only, in
-V4-Flash and V4-Pro), run eagerly (V4 turns vLLM's torch.compile off, vllm/config/vllm.py).
-While that block runs, the predictor's frame keeps the drafter's embedding ``(T, h)`` and the
-layer's frame the ``fused_mtp_input_rmsnorm`` outputs (``empty_like`` copies, ``(T, h)`` and
-``(T, hc_mult, h)``, common/ops/fused_mtp_input_rmsnorm.py), beside the block's own stream,
-one stream only: the block is called without a residual and takes its input as the residual.
+same forward in 0.23.0-0.26.0) is as wide as a target layer (0.27+ not modelled: its layer
+draws on the eager scratch pool, and from 0.28.0 the V2 runner's speculator runs it): its
+``mtp_block`` is a ``DeepseekV4DecoderLayer`` at ``compress_ratios[num_hidden_layers]`` (0,
+window only, in V4-Flash and V4-Pro), run eagerly (V4 turns vLLM's torch.compile off,
+vllm/config/vllm.py). While that block runs, the predictor's frame keeps the drafter's
+embedding ``(T, h)`` and the layer's frame the ``fused_mtp_input_rmsnorm`` outputs
+(``empty_like`` copies, ``(T, h)`` and ``(T, hc_mult, h)``,
+common/ops/fused_mtp_input_rmsnorm.py), beside the block's own stream, one stream only: the
+block is called without a residual and takes its input as the residual.
+
+A DSpark drafter (vLLM 0.25.0-0.32.x, V2 runner) has the target capture the state after each
+of its ``dspark_target_layer_ids`` (:func:`kvscope.plan.drafter.aux_capture_layers`):
+``DeepseekV4Model.forward`` appends ``aux_recon.mean(dim=1)`` ``(T, h)`` to a list and keeps
+the latest ``aux_recon`` ``(T, hc_mult, h)`` (``final_aux_recon``, from ``mhc_post_tilelang``)
+until it returns (nvidia/model.py in the 0.25.0 and 0.27.0-0.32.0 wheels). Counted at
+the last indexer layer, beside the captures made before it. V4.1's forward keeps only
+``(T, h)`` means (models/deepseek_v41/nvidia/model.py), not modelled: V4.1-Flash captures at
+layers 37-39, after its last index-source layer (36).
 """
 
 from __future__ import annotations
@@ -69,6 +99,11 @@ SINCE = (0, 23, 0)
 #: First release with the SM12x FlashInfer attention class.
 SM120_CLASS_SINCE = (0, 24, 0)
 UNTIL = (0, 27, 0)
+#: Releases whose profiling pass holds two mHC streams: [SINCE, STREAM_UNTIL) (wheels read
+#: up to 0.32.0).
+STREAM_UNTIL = (0, 33, 0)
+#: First release whose V2 runner captures target states for a DSpark drafter.
+AUX_SINCE = (0, 25, 0)
 #: bf16 activations, float32 scores and mixes, fp8 indexer query.
 BF16, FP32, FP8 = 2, 4, 1
 
@@ -84,6 +119,8 @@ class Dsv4AttentionPeak:
     #: what the MTP drafter's dummy run holds beyond ``stream`` at its peak (its one stream,
     #: inputs and window-only layer; 0 without an MTP drafter or below ``stream``)
     draft: float = 0.0
+    #: a DSpark drafter's captured target states alive beside the last indexer layer
+    aux: float = 0.0
 
 
 def padded_q_heads(
@@ -134,16 +171,22 @@ def dsv4_attention_peak(
     version: tuple[int, int, int],
     indexer_fp4: bool = False,
     mtp_drafter: bool = False,
+    aux_layers: tuple[int, ...] = (),
 ) -> Dsv4AttentionPeak | None:
     """The V4 layer terms for ``tokens`` batched tokens (None outside the releases read, for
-    other models and off CUDA); ``mtp_drafter``: an MTP drafter runs in the pass (last stage)."""
-    if not model.is_deepseek_v4 or not SINCE <= version < UNTIL or gpu.vendor != "nvidia":
+    other models and off CUDA; from 0.27.0 the streams and captures only); ``mtp_drafter``: an
+    MTP drafter runs in the pass (last stage); ``aux_layers``: the model's
+    ``aux_hidden_state_layers`` (:func:`kvscope.plan.drafter.aux_capture_layers`)."""
+    if not model.is_deepseek_v4 or not SINCE <= version < STREAM_UNTIL or gpu.vendor != "nvidia":
         return None
     t, h, hc = tokens, model.hidden_size, model.hc_mult
     one = t * ((hc * h + h) * BF16 + (hc + hc * hc) * FP32)
     # DeepseekV4Model.forward's loop keeps the previous layer's outputs while the next layer
     # runs, and mhc_fused_post_pre_tilelang returns new tensors: two streams alive
     stream = 2 * one
+    aux = _aux_bytes(model, t, aux_layers) if version >= AUX_SINCE else 0.0
+    if version >= UNTIL:  # the eager scratch pool: the generic attention term stays
+        return Dsv4AttentionPeak(float(stream), 0.0, 0.0, aux)
     layers = [ly.attention for ly in model.layers if ly.attention.kind.startswith("dsv4")]
     layer = max((_layer_bytes(a, gpu, tp, t, version, indexer_fp4) for a in layers), default=0.0)
     draft = 0.0
@@ -152,4 +195,16 @@ def dsv4_attention_peak(
         inputs = t * (3 * h + hc * h) * BF16
         peak = one + inputs + _layer_bytes(layers[0], gpu, tp, t, version, indexer_fp4, True)
         draft = max(0.0, peak - stream)
-    return Dsv4AttentionPeak(float(stream), layer, float(draft))
+    return Dsv4AttentionPeak(float(stream), layer, float(draft), aux)
+
+
+def _aux_bytes(model: ModelSpec, t: int, aux_layers: tuple[int, ...]) -> float:
+    """Captured target states alive while V4's last indexer layer runs, bytes: a ``(T, h)``
+    mean per capture made before it and the latest ``(T, hc_mult, h)`` ``aux_recon``."""
+    if model.model_type.startswith("deepseek_v41"):
+        return 0.0
+    csa = [i for i, ly in enumerate(model.layers) if ly.attention.kind == "dsv4_csa"]
+    # layer index + 1 == a captures after layer a - 1: alive from layer a on
+    n = sum(1 for a in aux_layers if csa and a <= csa[-1])
+    h = model.hidden_size
+    return float(t * (n + model.hc_mult) * h * BF16) if n else 0.0

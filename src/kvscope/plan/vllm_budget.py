@@ -49,6 +49,7 @@ from kvscope.plan.cudagraph import (
     graph_units,
     graphs_profiled,
 )
+from kvscope.plan.drafter import aux_capture_layers
 from kvscope.plan.dsv4_activation import dsv4_attention_peak
 from kvscope.plan.dsv4_workspace import (
     dsv4_profile_workspace,
@@ -397,16 +398,15 @@ def plan_ranks(
         if ws is not None:
             act = with_profile_workspace(act, ws)
         mtp = last and spec is not None and spec.method == "mtp"
-        v4 = dsv4_attention_peak(
-            model, gpu, attn_tp, defaults.max_num_batched_tokens, v, eng.indexer_dtype == "fp4", mtp
-        )
+        aux = aux_capture_layers(model, spec) if last else ()
+        t, fp4 = defaults.max_num_batched_tokens, eng.indexer_dtype == "fp4"
+        v4 = dsv4_attention_peak(model, gpu, attn_tp, t, v, fp4, mtp, aux)
         if v4 is not None:
-            # the mHC stream and V4's attention tensors, padded heads included; the MTP
-            # drafter's layer with the inputs its dummy run holds
+            # the mHC streams and V4's attention tensors, padded heads included, with a DSpark
+            # drafter's captures; the MTP drafter's layer with the inputs its dummy run holds
+            layer = max(act.attention, v4.layer) + v4.aux
             act = replace(
-                act,
-                residual=max(act.residual, v4.stream),
-                attention=max(act.attention, v4.layer, v4.draft),
+                act, residual=max(act.residual, v4.stream), attention=max(layer, v4.draft)
             )
         if last:  # the V2 runner's DSpark speculator buffers (kvscope.plan.spec_buffers)
             seqs, batched = defaults.max_num_seqs, defaults.max_num_batched_tokens

@@ -227,6 +227,7 @@ def parse_config(
         index_topk=c.integer("index_topk", default=0, minimum=0),
         dspark_stages=(c.integer("n_mtp_layers", default=3, minimum=1) if dspark_ids else 0),
         dspark_target_layers=len(dspark_ids),
+        dspark_target_layer_ids=tuple(i for i in dspark_ids if isinstance(i, int)),
         dspark_markov_rank=(
             c.integer("dspark_markov_rank", default=0, minimum=0) if dspark_ids else 0
         ),

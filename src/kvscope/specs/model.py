@@ -114,6 +114,8 @@ class ModelSpec:
     #: layers whose hidden states its ``main_proj`` fuses (``dspark_target_layer_ids``); 0 without
     dspark_stages: int = 0
     dspark_target_layers: int = 0
+    #: the ``dspark_target_layer_ids`` themselves (zero-based target layers; () without)
+    dspark_target_layer_ids: tuple[int, ...] = ()
     #: rank of the DSpark Markov head (``dspark_markov_rank``; 0 without), and the routed
     #: experts of each DSpark stage where the model's vLLM code reads ``dspark_n_routed_experts``
     #: (DeepSeek V4.1's ``DeepseekV4MoE``, vllm/models/deepseek_v41/nvidia/model.py at v0.31.0;
