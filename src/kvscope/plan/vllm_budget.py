@@ -37,8 +37,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from kvscope.plan._cache import attention_kinds, is_moe
+from kvscope.plan._cache import is_moe
 from kvscope.plan.activation import activation_peak
+from kvscope.plan.attention_backend import block_size as backend_block_size
+from kvscope.plan.attention_backend import check_fits_model, profile_workspace_bytes
 from kvscope.plan.compile_peak import cold_compile_peak_bytes, compiles_cold
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.cudagraph import (
@@ -75,7 +77,6 @@ CUDAGRAPH_ESTIMATE_DEFAULT_SINCE = (0, 20, 0)
 #: From 0.27.0 the logged "peak activation" is the transient peak plus the applied CUDA-graph
 #: estimate (``Worker.determine_available_memory``; 0.26.0 logs the profiling pass alone).
 PEAK_ACTIVATION_HOLDS_GRAPHS_SINCE = (0, 27, 0)
-DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 #: First release whose V1 sampler leaves FlashInfer's top-k/top-p kernel off unless
 #: ``VLLM_USE_FLASHINFER_SAMPLER=1`` (vllm PR #26859; see :func:`sampler_fp32_copies`).
 FLASHINFER_SAMPLER_OPT_IN_SINCE = (0, 11, 1)
@@ -150,7 +151,8 @@ def resolve_defaults(
     else:
         tokens = 8192 if big else 2048  # `vllm serve` (OPENAI_API_SERVER) defaults
     seqs = eng.max_num_seqs or (1024 if big and v >= (0, 8, 0) else 256)
-    block = eng.block_size or _default_block_size(model, gpu, v)
+    check_fits_model(model, v, eng.attention_backend)
+    block = eng.block_size or backend_block_size(model, gpu, v, eng.attention_backend)
     default_subtract = v >= CUDAGRAPH_ESTIMATE_DEFAULT_SINCE
     subtract = default_subtract if eng.cudagraph_memory is None else eng.cudagraph_memory
     subtract = subtract and not eng.enforce_eager
@@ -241,21 +243,6 @@ def dsv4_buffer_bytes(
         b = element_bytes(model.dtype)
         buffers += batched_tokens * model.hc_mult * model.hidden_size * b
     return buffers
-
-
-def _default_block_size(model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int]) -> int:
-    """Block size the attention backend forces (``vllm/platforms/cuda.py``, 0.11 / 0.19)."""
-    kinds = attention_kinds(model)
-    if model.is_deepseek_v4:
-        return 256  # sparse-SWA backend; the recipes pass --block-size 256
-    if "mla_sparse" in kinds:
-        return 64  # FLASHMLA_SPARSE
-    if "mla" in kinds:
-        if gpu.architecture.lower().startswith("blackwell") and v >= (0, 11, 0):
-            return 128  # CUTLASS_MLA
-        if gpu.architecture.lower() == "hopper" and (0, 8, 0) <= v < (0, 19, 0):
-            return 64  # FlashMLA forced its block size until the 0.19 backend selection
-    return DEFAULT_BLOCK_SIZE
 
 
 def sampler_fp32_copies(eng: EngineConfig) -> int:
@@ -408,6 +395,8 @@ def plan_ranks(
                 residual=max(act.residual, v4.stream),
                 attention=max(act.attention, v4.layer, v4.draft),
             )
+        # buffers the named attention backend makes inside the profiling pass
+        act = replace(act, runtime=act.runtime + profile_workspace_bytes(v, eng.attention_backend))
         if last:  # the V2 runner's DSpark speculator buffers (kvscope.plan.spec_buffers)
             seqs, batched = defaults.max_num_seqs, defaults.max_num_batched_tokens
             act = replace(
