@@ -207,7 +207,11 @@ def auto_block_size(model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int]) -> 
     if "mla_sparse" in kinds:
         return 64  # FLASHMLA_SPARSE
     if "mla" in kinds:
-        if gpu.architecture.lower().startswith("blackwell") and v >= (0, 11, 0):
+        # CUTLASS MLA runs on compute capability 10.x only (``CutlassMLABackend``
+        # ``supports_compute_capability``); on 12.x (RTX PRO 6000, RTX 5090, GB10) the
+        # selector falls through to TRITON_MLA (``_get_backend_priorities``, cuda.py of 0.22.0)
+        sm12 = gpu.compute_capability.startswith("12.")
+        if gpu.architecture.lower().startswith("blackwell") and v >= (0, 11, 0) and not sm12:
             return 128  # CUTLASS_MLA
         if gpu.architecture.lower() == "hopper" and (0, 8, 0) <= v < PREFERRED_BLOCK_SIZE_SINCE:
             return 64  # FlashMLA forced its block size until the 0.19 backend selection
