@@ -172,3 +172,24 @@ def test_triton_mla_logits_workspace() -> None:
     assert named.backend_workspace_gib * GIB == pytest.approx(128 * 8 * 376 * 513 * 4)
     assert auto.backend_workspace_gib == 0.0
     assert named.kv_cache_gib == pytest.approx(auto.kv_cache_gib)
+
+
+def test_v1_flashinfer_workspace_joins_the_graph_estimate() -> None:
+    """The FULL warm-up of ``profile_cudagraph_memory`` builds FlashInfer metadata on fresh
+    builders, each allocating ``VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE`` (394 MiB, envs.py of
+    0.22.0-0.31.0): one per attention group (gpt-oss: sliding and full groups, two)."""
+    h100, par = get_gpu("H100"), Parallelism()
+    for model_id, groups in (("meta-llama/Llama-3.1-8B", 1), ("openai/gpt-oss-20b", 2)):
+        model = load_model(model_id)
+        base = plan_memory(model, h100, par, EngineConfig(engine_version="0.22.0"))
+        eng = EngineConfig(engine_version="0.22.0", attention_backend="FLASHINFER")
+        fi = plan_memory(model, h100, par, eng)
+        extra = groups * 394 / 1024
+        assert fi.cudagraph_gib - base.cudagraph_gib == pytest.approx(extra)
+        assert base.kv_cache_gib - fi.kv_cache_gib == pytest.approx(extra)
+    llama = load_model("meta-llama/Llama-3.1-8B")
+    for kwargs in ({"enforce_eager": True}, {"engine_version": "0.19.0"}):
+        named = EngineConfig(attention_backend="FLASHINFER", **kwargs)  # type: ignore[arg-type]
+        auto = EngineConfig(**kwargs)  # type: ignore[arg-type]
+        pair = [plan_memory(llama, h100, par, e).kv_cache_gib for e in (named, auto)]
+        assert pair[0] == pytest.approx(pair[1])

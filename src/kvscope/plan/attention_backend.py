@@ -38,16 +38,30 @@ Memory:
   0.20.0-0.23.0 allocate the logits per call; V1's FlashInfer workspace is made with the
   builders too, so it is not in the budget either.
 
-CUDA graphs: a backend whose builder declares no CUDA-graph support makes vLLM capture
-PIECEWISE graphs only; kvscope's graph estimate is a fit over graph counts and does not take
-the backend into account (see benchmarks/RESULTS.md).
+CUDA graphs:
+
+- V1's FLASHINFER builder allocates its ``VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE`` workspace
+  (394 MiB, vllm/envs.py of the 0.22.0-0.31.0 wheels) on its first ``build``
+  (``FlashInferMetadataBuilder._get_workspace_buffer``). ``profile_cudagraph_memory`` makes
+  fresh builders for its minimal KV cache, captures PIECEWISE graphs first (no attention
+  metadata), then FULL decode graphs, whose warm-up builds metadata (``force_attention``), so
+  the first FULL sample holds one workspace per attention group
+  (:func:`first_capture_bytes`; kvscope adds it to its one first-capture term, which assumes
+  that sample is the larger of the two). Under speculative decoding FlashInfer's
+  single-token FULL graphs are not captured, and the V2 runner shares one workspace
+  (vllm/v1/worker/gpu/attn_utils.py): neither is given the term.
+- A backend whose builder declares no CUDA-graph support (TRITON_MLA before 0.22.0) makes
+  vLLM capture PIECEWISE graphs only; kvscope's graph estimate is a fit over graph counts and
+  does not take that into account (see benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
 
 from kvscope.errors import KvscopeError
 from kvscope.plan._cache import attention_kinds
-from kvscope.plan.kv_layout import MLA_CACHE_SINCE
+from kvscope.plan.config import EngineConfig
+from kvscope.plan.cudagraph import uses_v2_runner
+from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -107,6 +121,10 @@ PREFERRED_BLOCK_SIZE_SINCE = (0, 19, 0)
 FORCED_MLA_SIZES_SINCE = (0, 10, 0)
 #: V0's FlashInfer workspace (``FLASHINFER_WORKSPACE_BUFFER_SIZE``), bytes.
 V0_FLASHINFER_WORKSPACE = 256 << 20
+#: ``VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE`` default (vllm/envs.py, 0.22.0-0.31.0), bytes.
+FLASHINFER_WORKSPACE = 394 << 20
+#: First wheel read whose CUDA-graph profile builds FlashInfer metadata on fresh builders.
+FLASHINFER_GRAPH_WORKSPACE_SINCE = (0, 22, 0)
 #: First wheel whose TRITON_MLA builder reserves its logits workspace (absent in 0.23.0).
 TRITON_MLA_WORKSPACE_SINCE = (0, 25, 0)
 #: First wheel whose reservation covers ``max_num_seqs`` x the reorder threshold rows.
@@ -239,6 +257,18 @@ def profile_workspace_bytes(v: tuple[int, int, int], name: str | None) -> float:
     if name is not None and canonical(name) == "FLASHINFER" and v < (0, 8, 0):
         return float(V0_FLASHINFER_WORKSPACE)
     return 0.0
+
+
+def first_capture_bytes(model: ModelSpec, eng: EngineConfig, layout: KVLayout) -> float:
+    """Backend buffers inside the first FULL sample of vLLM's CUDA-graph estimate (bytes):
+    V1 FlashInfer's workspace, one per attention group of ``layout`` (the module text)."""
+    v, name, spec = eng.version, eng.attention_backend, eng.speculative
+    if name is None or canonical(name) != "FLASHINFER" or v < FLASHINFER_GRAPH_WORKSPACE_SINCE:
+        return 0.0
+    if spec is not None or uses_v2_runner(model, v, None):
+        return 0.0
+    groups = sum(1 for g in layout.groups if g.kind != "linear_state")
+    return float(FLASHINFER_WORKSPACE * groups)
 
 
 def _sm_count(gpu: GPUSpec) -> int | None:

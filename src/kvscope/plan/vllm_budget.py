@@ -40,7 +40,11 @@ from dataclasses import dataclass, replace
 from kvscope.plan._cache import is_moe
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.attention_backend import block_size as backend_block_size
-from kvscope.plan.attention_backend import check_fits_model, profile_workspace_bytes
+from kvscope.plan.attention_backend import (
+    check_fits_model,
+    first_capture_bytes,
+    profile_workspace_bytes,
+)
 from kvscope.plan.compile_peak import cold_compile_peak_bytes, compiles_cold
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.cudagraph import (
@@ -407,20 +411,6 @@ def plan_ranks(
             act = replace(act, compile_peak=peak)
         non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
         non_torch += vllm_charged_bytes(eng)
-        first = dsv4_first_capture_bytes(model, w.layers, v, gpu)
-        graphs = first + estimate_bytes(
-            len(w.layers), is_moe(model), listed_units if first else units
-        )
-        if eng.enforce_eager or not graphs_profiled(model, v, spec.method if spec else None):
-            graphs = 0.0
-        buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
-        weights = w.total_bytes + buffers
-        spent = weights + act.total_bytes + non_torch
-        if defaults.cudagraph_subtracted:
-            spent += graphs
-        available = requested - spent
-        if eng.kv_cache_memory_bytes is not None:
-            available = float(eng.kv_cache_memory_bytes)
         kv_layers = w.layers
         dsv4 = _is_dsv4(model, w.layers)
         if last and draft_kv_layers and not dsv4:
@@ -439,6 +429,21 @@ def plan_ranks(
             draft_window_layers=draft_kv_layers if last and dsv4 else 0,
             mamba_cache_mode=eng.mamba_cache_mode,
         )
+        first = dsv4_first_capture_bytes(model, w.layers, v, gpu)
+        graphs = first + estimate_bytes(
+            len(w.layers), is_moe(model), listed_units if first else units
+        )
+        graphs += first_capture_bytes(model, eng, layout)  # the backend's workspace
+        if eng.enforce_eager or not graphs_profiled(model, v, spec.method if spec else None):
+            graphs = 0.0
+        buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
+        weights = w.total_bytes + buffers
+        spent = weights + act.total_bytes + non_torch
+        if defaults.cudagraph_subtracted:
+            spent += graphs
+        available = requested - spent
+        if eng.kv_cache_memory_bytes is not None:
+            available = float(eng.kv_cache_memory_bytes)
         blocks = max(0, int(available // layout.block_bytes)) if layout.block_bytes else 0
         if eng.num_gpu_blocks_override is not None:
             blocks = eng.num_gpu_blocks_override
