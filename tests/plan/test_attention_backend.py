@@ -12,7 +12,7 @@ import pytest
 from kvscope.errors import KvscopeError
 from kvscope.plan import attention_backend as ab
 from kvscope.plan.config import EngineConfig, Parallelism
-from kvscope.plan.memory import plan_memory
+from kvscope.plan.memory import MemoryPlan, plan_memory
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
@@ -188,8 +188,38 @@ def test_v1_flashinfer_workspace_joins_the_graph_estimate() -> None:
         assert fi.cudagraph_gib - base.cudagraph_gib == pytest.approx(extra)
         assert base.kv_cache_gib - fi.kv_cache_gib == pytest.approx(extra)
     llama = load_model("meta-llama/Llama-3.1-8B")
-    for kwargs in ({"enforce_eager": True}, {"engine_version": "0.19.0"}):
-        named = EngineConfig(attention_backend="FLASHINFER", **kwargs)  # type: ignore[arg-type]
-        auto = EngineConfig(**kwargs)  # type: ignore[arg-type]
-        pair = [plan_memory(llama, h100, par, e).kv_cache_gib for e in (named, auto)]
+    for eager, version in ((True, None), (False, "0.19.0")):
+        pair = [
+            plan_memory(
+                llama,
+                h100,
+                par,
+                EngineConfig(engine_version=version, enforce_eager=eager, attention_backend=name),
+            ).kv_cache_gib
+            for name in ("FLASHINFER", None)
+        ]
         assert pair[0] == pytest.approx(pair[1])
+
+
+def test_mla_workspaces_by_release() -> None:
+    """CUTLASS MLA's ``SM100Workspace(128 MiB)`` and 0.22/0.23 FlashInfer MLA's
+    ``g_fi_workspace`` (128 MiB) are made at import, inside model loading; from 0.25.0
+    FlashInfer MLA makes its workspace on the first decode, the first FULL graph warm-up
+    (256 MiB when DCP returns the log-sum-exp). TRITON_MLA holds none of these."""
+    v3, b200, par = load_model("deepseek-ai/DeepSeek-V3"), get_gpu("B200"), Parallelism(tp=8)
+
+    def plan(version: str, name: str, dcp: int = 1) -> MemoryPlan:
+        eng = EngineConfig(
+            engine_version=version, attention_backend=name, decode_context_parallel_size=dcp
+        )
+        return plan_memory(v3, b200, par, eng)
+
+    for version, name in (("0.22.0", "CUTLASS_MLA"), ("0.31.0", "CUTLASS_MLA"),
+                          ("0.23.0", "FLASHINFER_MLA")):  # fmt: skip
+        diff = plan(version, name).weights_gib - plan(version, "TRITON_MLA").weights_gib
+        assert diff == pytest.approx(0.125)
+    fi, tri = plan("0.25.0", "FLASHINFER_MLA"), plan("0.25.0", "TRITON_MLA")
+    assert fi.weights_gib == pytest.approx(tri.weights_gib)
+    assert fi.cudagraph_gib - tri.cudagraph_gib == pytest.approx(0.125)
+    fi8, tri8 = plan("0.25.0", "FLASHINFER_MLA", 8), plan("0.25.0", "TRITON_MLA", 8)
+    assert fi8.cudagraph_gib - tri8.cudagraph_gib == pytest.approx(0.25)

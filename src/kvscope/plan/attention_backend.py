@@ -23,6 +23,12 @@ Block size (tokens):
 
 Memory:
 
+- CUTLASS_MLA (0.22.0-0.31.0 wheels: ``g_sm100_workspace = SM100Workspace(128 MiB)``) and
+  FLASHINFER_MLA (0.22.0 and 0.23.0: ``g_fi_workspace``, 128 MiB) allocate a workspace when
+  their module is imported, which the first attention layer built in ``load_model`` does
+  (the worker sets the block size only after loading, vllm/v1/executor/multiproc_executor.py
+  of 0.22.0), so it falls inside "Model loading took" (:func:`load_bytes`);
+
 - V0's FLASHINFER (0.6.4-0.7.2 wheels, vllm/attention/backends/flashinfer.py):
   ``FlashInferState.begin_forward`` runs in the profiling pass too and allocates the 256 MiB
   ``FLASHINFER_WORKSPACE_BUFFER_SIZE`` buffer the state keeps, so it is inside the profiled
@@ -50,6 +56,9 @@ CUDA graphs:
   that sample is the larger of the two). Under speculative decoding FlashInfer's
   single-token FULL graphs are not captured, and the V2 runner shares one workspace
   (vllm/v1/worker/gpu/attn_utils.py): neither is given the term.
+- FLASHINFER_MLA from 0.25.0 allocates its module-global workspace on its first decode
+  (``_get_workspace_buffer``: 128 MiB, 256 MiB when DCP needs the log-sum-exp), i.e. in
+  the first FULL warm-up, and keeps it: also a first-capture term.
 - A backend whose builder declares no CUDA-graph support (TRITON_MLA before 0.22.0) makes
   vLLM capture PIECEWISE graphs only; kvscope's graph estimate is a fit over graph counts and
   does not take that into account (see benchmarks/RESULTS.md).
@@ -125,6 +134,14 @@ V0_FLASHINFER_WORKSPACE = 256 << 20
 FLASHINFER_WORKSPACE = 394 << 20
 #: First wheel read whose CUDA-graph profile builds FlashInfer metadata on fresh builders.
 FLASHINFER_GRAPH_WORKSPACE_SINCE = (0, 22, 0)
+#: CUTLASS MLA's and FlashInfer MLA's workspace (cutlass_mla.py, flashinfer_mla.py), bytes.
+MLA_WORKSPACE = 128 << 20
+#: FlashInfer MLA's workspace when DCP returns the log-sum-exp (flashinfer_mla.py, 0.25.0).
+MLA_LSE_WORKSPACE = 256 << 20
+#: First wheel read holding the import-time MLA workspaces (0.9.2's cutlass_mla.py has none).
+LOAD_WORKSPACE_SINCE = (0, 22, 0)
+#: First wheel whose FlashInfer MLA workspace is made on the first decode (0.23.0: at import).
+FLASHINFER_MLA_LAZY_SINCE = (0, 25, 0)
 #: First wheel whose TRITON_MLA builder reserves its logits workspace (absent in 0.23.0).
 TRITON_MLA_WORKSPACE_SINCE = (0, 25, 0)
 #: First wheel whose reservation covers ``max_num_seqs`` x the reorder threshold rows.
@@ -252,6 +269,16 @@ def block_size(model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int], name: st
     return DEFAULT_BLOCK_SIZE
 
 
+def load_bytes(v: tuple[int, int, int], name: str | None) -> float:
+    """Backend buffers made while vLLM loads the model (bytes, inside "Model loading took")."""
+    b = canonical(name) if name is not None else None
+    if v >= LOAD_WORKSPACE_SINCE and (
+        b == "CUTLASS_MLA" or (b == "FLASHINFER_MLA" and v < FLASHINFER_MLA_LAZY_SINCE)
+    ):
+        return float(MLA_WORKSPACE)
+    return 0.0
+
+
 def profile_workspace_bytes(v: tuple[int, int, int], name: str | None) -> float:
     """Backend buffers made inside vLLM's profiling pass, so inside its peak (bytes)."""
     if name is not None and canonical(name) == "FLASHINFER" and v < (0, 8, 0):
@@ -261,8 +288,11 @@ def profile_workspace_bytes(v: tuple[int, int, int], name: str | None) -> float:
 
 def first_capture_bytes(model: ModelSpec, eng: EngineConfig, layout: KVLayout) -> float:
     """Backend buffers inside the first FULL sample of vLLM's CUDA-graph estimate (bytes):
-    V1 FlashInfer's workspace, one per attention group of ``layout`` (the module text)."""
+    V1 FlashInfer's workspace, one per attention group of ``layout``, or FlashInfer MLA's
+    (the module text)."""
     v, name, spec = eng.version, eng.attention_backend, eng.speculative
+    if name is not None and canonical(name) == "FLASHINFER_MLA" and v >= FLASHINFER_MLA_LAZY_SINCE:
+        return float(MLA_LSE_WORKSPACE if eng.decode_context_parallel_size > 1 else MLA_WORKSPACE)
     if name is None or canonical(name) != "FLASHINFER" or v < FLASHINFER_GRAPH_WORKSPACE_SINCE:
         return 0.0
     if spec is not None or uses_v2_runner(model, v, None):

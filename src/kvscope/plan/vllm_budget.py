@@ -43,6 +43,7 @@ from kvscope.plan.attention_backend import block_size as backend_block_size
 from kvscope.plan.attention_backend import (
     check_fits_model,
     first_capture_bytes,
+    load_bytes,
     profile_workspace_bytes,
 )
 from kvscope.plan.compile_peak import cold_compile_peak_bytes, compiles_cold
@@ -437,7 +438,7 @@ def plan_ranks(
         if eng.enforce_eager or not graphs_profiled(model, v, spec.method if spec else None):
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
-        weights = w.total_bytes + buffers
+        weights = w.total_bytes + buffers + load_bytes(v, eng.attention_backend)
         spent = weights + act.total_bytes + non_torch
         if defaults.cudagraph_subtracted:
             spent += graphs
