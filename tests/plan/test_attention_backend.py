@@ -223,3 +223,82 @@ def test_mla_workspaces_by_release() -> None:
     assert fi.cudagraph_gib - tri.cudagraph_gib == pytest.approx(0.125)
     fi8, tri8 = plan("0.25.0", "FLASHINFER_MLA", 8), plan("0.25.0", "TRITON_MLA", 8)
     assert fi8.cudagraph_gib - tri8.cudagraph_gib == pytest.approx(0.25)
+
+
+def _kernel_sizes(root: str, class_path: str) -> list[int] | None:
+    """The literal ``get_supported_kernel_block_sizes`` of a backend class in a wheel
+    (``MultipleOf(n)`` read as n); None when the method computes its answer."""
+    module, cls = class_path.rsplit(".", 1)
+    path = Path(root) / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        return None
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.ClassDef) and node.name == cls):
+            continue
+        for fn in node.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == "get_preferred_block_size":
+                return None  # an override: not the generic rule
+        for fn in node.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == "get_supported_kernel_block_sizes":
+                body = [s for s in fn.body if not isinstance(s, ast.Expr)]
+                if len(body) != 1 or not isinstance(body[0], ast.Return):
+                    return None
+                value = body[0].value
+                if not isinstance(value, ast.List):
+                    return None
+                sizes = []
+                for e in value.elts:
+                    if isinstance(e, ast.Constant):
+                        sizes.append(int(e.value))
+                    elif isinstance(e, ast.Call) and isinstance(e.args[0], ast.Constant):
+                        sizes.append(-int(e.args[0].value))  # MultipleOf(n): -n
+                    else:
+                        return None
+                return sizes
+    return None
+
+
+@pytest.mark.parametrize("release", [(0, 22, 0), (0, 25, 0), (0, 31, 0)])
+def test_preferred_block_sizes_follow_the_wheels_kernels(release: tuple[int, int, int]) -> None:
+    """Differential check: for every backend of the wheel whose kernel sizes are a literal
+    list, ``get_preferred_block_size(16)`` (16 when a size or multiple divides it, else the
+    smallest) is what kvscope plans (for a dense MLA model on an H100, or a Llama). Sparse
+    and CPU backends are left out (see the loop)."""
+    path = WHEELS[release]
+    if not Path(path).exists():
+        pytest.skip(f"vLLM wheel {release} not unpacked at {path}")
+    root = str(Path(path).parents[4])
+    tree = ast.parse(Path(path).read_text())
+    v3, llama, h100 = (
+        load_model("deepseek-ai/DeepSeek-V3"),
+        load_model("meta-llama/Llama-3.1-8B"),
+        get_gpu("H100"),
+    )
+    checked, wrong = 0, []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ClassDef) and node.name == "AttentionBackendEnum"):
+            continue
+        for s in node.body:
+            if not (isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)):
+                continue
+            name = s.targets[0].id
+            try:
+                target = ast.literal_eval(s.value)
+            except ValueError:
+                continue
+            # sparse backends serve V3.2-style models, whose indexer keeps 64 (planned apart);
+            # CPU backends do not run on the GPUs kvscope plans
+            if not target or "SPARSE" in name or "DSV4" in name or name in ("CPU_ATTN", "AMX_MLA"):
+                continue
+            sizes = _kernel_sizes(root, target)
+            if sizes is None:
+                continue
+            takes_16 = any((16 % -n == 0) if n < 0 else n == 16 for n in sizes)
+            want = 16 if takes_16 else min(abs(n) for n in sizes)
+            model = v3 if ab._is_mla_backend(name) else llama
+            got = ab.block_size(model, h100, release, name)
+            if got != want:
+                wrong.append(f"{name}: {got} != {want}")
+            checked += 1
+    assert not wrong
+    assert checked >= 12

@@ -17,8 +17,9 @@ Block size (tokens):
 - from 0.19 ``Platform.update_block_size_for_backend`` (vllm/platforms/interface.py of the
   0.22.0 wheel) takes ``get_preferred_block_size(16)``: 16 when the kernel takes it
   (``get_supported_kernel_block_sizes``: TRITON_MLA, FLASH_ATTN_MLA, TRITON_ATTN multiples of
-  16; FLASHINFER 16/32/64), else its smallest size (CUTLASS_MLA 128, FLASHMLA and
-  FLASHMLA_SPARSE 64, FLASHINFER_MLA and FLASHINFER_MLA_SPARSE 32);
+  16; FLASHINFER 16/32/64), else its smallest size (:data:`PREFERRED_BLOCK_SIZE`); ROCm's
+  AITER MLA took blocks of 1 only before (rocm.py of 0.9.2); FlashAttention 4's own sizes
+  on SM90 fp8 / head size 256 (0.31.0) are not modelled;
 - DeepSeek V4 keeps 256 and V3.2 64 whatever the backend (their indexer caches' sizes).
 
 Memory:
@@ -253,19 +254,39 @@ def auto_block_size(model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int]) -> 
     return DEFAULT_BLOCK_SIZE
 
 
+#: From 0.19, the backends whose kernels do not take 16-token blocks and the size
+#: ``get_preferred_block_size(16)`` then returns: the smallest of
+#: ``get_supported_kernel_block_sizes`` (wheels 0.22.0, 0.25.0, 0.31.0), or the override
+#: (ROCM_AITER_UNIFIED_ATTN: 64).
+PREFERRED_BLOCK_SIZE = {
+    "CUTLASS_MLA": 128,
+    "FLASHMLA": 64,
+    "FLASHMLA_SPARSE": 64,
+    "FLASH_ATTN_MLA_SPARSE": 64,
+    "FLASHINFER_MLA_SPARSE_SM120": 64,
+    "HPC_ATTN": 64,
+    "ROCM_AITER_UNIFIED_ATTN": 64,
+    "FLASHINFER_MLA": 32,
+    "FLASHINFER_MLA_SPARSE": 32,
+    "TOKENSPEED_MLA": 32,
+}
+
+
 def block_size(model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int], name: str | None) -> int:
     """The KV block size (tokens) vLLM at ``v`` sets for backend ``name`` (the module text)."""
     if name is None or model.is_deepseek_v4 or "mla_sparse" in attention_kinds(model):
         return auto_block_size(model, gpu, v)
     b = canonical(name)
-    if b == "FLASHMLA":
+    if v >= PREFERRED_BLOCK_SIZE_SINCE:
+        return PREFERRED_BLOCK_SIZE.get(b, DEFAULT_BLOCK_SIZE)
+    if b in ("FLASHMLA", "FLASHMLA_SPARSE"):
         return 64
     if b == "CUTLASS_MLA" and v >= FORCED_MLA_SIZES_SINCE:
         return 128
-    if b in ("FLASHINFER_MLA", "FLASHINFER_MLA_SPARSE") and v >= FORCED_MLA_SIZES_SINCE:
-        return 32 if v >= PREFERRED_BLOCK_SIZE_SINCE else 64
-    if b == "FLASHMLA_SPARSE":
+    if b == "FLASHINFER_MLA" and v >= FORCED_MLA_SIZES_SINCE:
         return 64
+    if b == "ROCM_AITER_MLA":
+        return 1  # its only size (vllm/platforms/rocm.py of 0.9.2 refuses any other)
     return DEFAULT_BLOCK_SIZE
 
 
