@@ -84,3 +84,27 @@ def test_simulate_pool_follows_the_backend(
         assert code == 0, err
         caps.append(json.loads(out)["kv_blocks_capacity"])
     assert caps[0] - caps[1] == 128
+
+
+def test_tune_points_run_with_the_backend(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Each tuned point is simulated with the flag: the V0 FlashInfer pool of
+    :func:`test_simulate_pool_follows_the_backend` (128 blocks fewer than automatic)."""
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "tp: [1]\ndp: [1]\nkv_cache_dtype: [auto]\nmax_num_seqs: [null]\n"
+        "max_num_batched_tokens: [null]\n"
+    )
+    caps = []
+    for i, extra in enumerate(([], ["--attention-backend", "FLASHINFER"])):
+        out = tmp_path / f"t{i}"
+        argv = ["tune", *WL, "--slo", "ttft_p99=2", "--space", str(space), "--max-gpus", "1"]
+        argv += ["--workers", "1", "--eta", "1", "--engine-version", "0.6.4", *extra]
+        code, _, err = run_in_process([*argv, "--out", str(out), "--json"], capsys)
+        assert code == 0, err
+        (point,) = (out / "points").glob("*/summary.json")
+        summary = json.loads(point.read_text())
+        assert summary["config"]["attention_backend"] == (extra[1] if extra else None)
+        caps.append(summary["kv_blocks_capacity"])
+    assert caps[0] - caps[1] == 128
