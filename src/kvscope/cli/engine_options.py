@@ -87,6 +87,15 @@ MoeRunnerBackend = Annotated[
         "it decides how DeepSeek V4's FP4 experts are stored [default: auto, the release's pick].",
     ),
 ]
+AttentionBackend = Annotated[
+    str | None,
+    typer.Option(
+        "--attention-backend",
+        help="vLLM: the attention backend (TRITON_MLA, FLASHINFER, FLASH_ATTN, FLASHMLA, "
+        "CUTLASS_MLA, ...; env VLLM_ATTENTION_BACKEND); it sets the block size and buffers.",
+        show_default="the engine's automatic choice",
+    ),
+]
 SharedExpertTp1 = Annotated[
     bool,
     typer.Option(

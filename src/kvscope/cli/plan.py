@@ -13,6 +13,7 @@ import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuHourPrice, GpuSpecFile, PricesFile, Provider
 from kvscope.cli.engine_options import (
+    AttentionBackend,
     ColdCompile,
     CudagraphMemory,
     DecodeContextParallelSize,
@@ -155,6 +156,7 @@ def plan(
     gpu_memory_in_use: GpuMemoryInUse = 0.0,
     mamba_cache_mode: MambaCacheMode = "none",
     moe_runner_backend: MoeRunnerBackend = "auto",
+    attention_backend: AttentionBackend = None,
     shared_expert_tp1: SharedExpertTp1 = False,
     context: int | None = typer.Option(
         None,
@@ -287,6 +289,7 @@ def plan(
         gpu_memory_in_use_gib=gpu_memory_in_use,
         mamba_cache_mode=mamba_cache_mode,
         moe_runner_backend=moe_runner_backend,
+        attention_backend=attention_backend,
         shared_expert_tp1=shared_expert_tp1,
     )
     from kvscope.plan.roofline import Efficiency

@@ -59,6 +59,7 @@ def simulate_top(
             engine_version=engine.engine_version,
             disable_custom_all_reduce=engine.disable_custom_all_reduce,
             moe_runner_backend=engine.moe_runner_backend,
+            attention_backend=engine.attention_backend,
             shared_expert_tp1=engine.shared_expert_tp1,
             kv_cache_dtype=c.kv_dtype,
             max_model_len=res.target_context,

@@ -50,6 +50,14 @@ def print_memory_table(memory: Any, advice: Any) -> None:
             f"{advice.max_num_seqs_at_context:,}",
         ),
     ]
+    if memory.backend_workspace_gib:
+        rows.insert(
+            5,
+            (
+                f"{memory.attention_backend} workspace (beside the KV pool, not subtracted)",
+                f"{memory.backend_workspace_gib:.2f} GiB",
+            ),
+        )
     if memory.gpu_memory_in_use_gib:
         rows.insert(
             1, ("held by other processes at start", f"{memory.gpu_memory_in_use_gib:.2f} GiB")

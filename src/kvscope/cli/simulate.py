@@ -16,6 +16,7 @@ import typer
 
 from kvscope.cli.cost_options import CostModelOpt, GpuSpecFile
 from kvscope.cli.engine_options import (
+    AttentionBackend,
     ColdCompile,
     DecodeContextParallelSize,
     DisableCustomAllReduce,
@@ -91,6 +92,7 @@ def simulate(
     cold_compile: ColdCompile = False,
     gpu_memory_in_use: GpuMemoryInUse = 0.0,
     moe_runner_backend: MoeRunnerBackend = "auto",
+    attention_backend: AttentionBackend = None,
     shared_expert_tp1: SharedExpertTp1 = False,
     replicas: Replicas = None,
     router: Router = None,
@@ -302,6 +304,7 @@ def simulate(
         cold_compile=cold_compile,
         gpu_memory_in_use_gib=gpu_memory_in_use,
         moe_runner_backend=moe_runner_backend,
+        attention_backend=attention_backend,
         shared_expert_tp1=shared_expert_tp1,
         dtype=dtype,
         kv_cache_dtype=kv_cache_dtype,

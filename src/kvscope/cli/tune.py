@@ -25,6 +25,7 @@ from kvscope.cli.cost_options import (
     Provider,
 )
 from kvscope.cli.engine_options import (
+    AttentionBackend,
     ColdCompile,
     DecodeContextParallelSize,
     DisableCustomAllReduce,
@@ -96,6 +97,7 @@ def tune(
     cold_compile: ColdCompile = False,
     gpu_memory_in_use: GpuMemoryInUse = 0.0,
     moe_runner_backend: MoeRunnerBackend = "auto",
+    attention_backend: AttentionBackend = None,
     shared_expert_tp1: SharedExpertTp1 = False,
     objective: Annotated[
         str,
@@ -217,6 +219,7 @@ def tune(
         cold_compile=cold_compile,
         gpu_memory_in_use_gib=gpu_memory_in_use,
         moe_runner_backend=moe_runner_backend,
+        attention_backend=attention_backend,
         shared_expert_tp1=shared_expert_tp1,
         dtype=dtype,
         max_model_len=max_model_len,

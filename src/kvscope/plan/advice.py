@@ -198,6 +198,8 @@ def command_line(
         parts.append("--enforce-eager")
     if eng.disable_custom_all_reduce:
         parts.append("--disable-custom-all-reduce")
+    if eng.attention_backend is not None:
+        parts.append(f"--attention-backend {eng.attention_backend}")
     return " ".join(parts)
 
 

@@ -270,6 +270,8 @@ class EngineConfig:
         gpu_memory_in_use_gib: GiB other processes hold on each GPU when the engine starts
             (``nvidia-smi`` before the server: a desktop, another server); what each engine
             and release does with it is :mod:`kvscope.plan.shared_gpu`. Not an engine flag.
+        attention_backend: vLLM ``--attention-backend`` (env ``VLLM_ATTENTION_BACKEND``);
+            ``None`` = the engine's automatic choice (:mod:`kvscope.plan.attention_backend`).
     """
 
     engine: str = "vllm"
@@ -300,6 +302,7 @@ class EngineConfig:
     cold_compile: bool = False
     mamba_cache_mode: str = "none"
     gpu_memory_in_use_gib: float = 0.0
+    attention_backend: str | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -322,6 +325,9 @@ class EngineConfig:
                     "It is a fraction of the GPU's total memory, e.g. 0.9.",
                 )
         self._check_engine_flags()
+        from kvscope.plan.attention_backend import check_attention_backend  # imports specs
+
+        check_attention_backend(self.engine, self.version, self.attention_backend)
         for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
             value = getattr(self, name)
             if value is not None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvscope.errors import KvscopeError
-from kvscope.plan import sglang_budget, shared_gpu, vllm_budget
+from kvscope.plan import attention_backend, sglang_budget, shared_gpu, vllm_budget
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
@@ -105,6 +105,11 @@ class MemoryPlan:
     in_flight_tokens: int = 0
     #: ``--gpu-memory-in-use``: GiB other processes held on each GPU at start (shared_gpu).
     gpu_memory_in_use_gib: float = 0.0
+    #: vLLM ``--attention-backend`` as given (None: the engine's automatic choice), and the
+    #: GiB a GPU its buffers hold beside the KV pool that vLLM subtracts nowhere
+    #: (:func:`kvscope.plan.attention_backend.outside_pool_bytes`).
+    attention_backend: str | None = None
+    backend_workspace_gib: float = 0.0
 
     def raise_if_infeasible(self) -> None:
         """Raise :class:`KvscopeError` (one sentence plus a hint) when it does not fit."""
@@ -364,7 +369,25 @@ def _plan_vllm(
         ),
         activation_peak_logged_gib=vllm_budget.logged_activation(r0, d, eng.version) / GIB,
         warnings=eng.version_warnings(),
+        attention_backend=eng.attention_backend,
+        backend_workspace_gib=_backend_workspace(model, gpu, par, eng, d) / GIB,
     )
+
+
+def _backend_workspace(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    par: Parallelism,
+    eng: EngineConfig,
+    d: vllm_budget.VllmDefaults,
+) -> float:
+    """Bytes a GPU the named attention backend keeps beside the pool, unsubtracted."""
+    spec = eng.speculative
+    k = spec.num_speculative_tokens if spec is not None else 0
+    return attention_backend.outside_pool_bytes(
+        model, gpu, eng.version, eng.attention_backend, par.tp,
+        eng.decode_context_parallel_size, d.max_num_seqs, d.max_model_len, k,
+    )  # fmt: skip
 
 
 def _plan_sglang(

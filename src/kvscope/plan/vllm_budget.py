@@ -37,8 +37,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from kvscope.plan._cache import attention_kinds, is_moe
+from kvscope.plan._cache import is_moe
 from kvscope.plan.activation import activation_peak
+from kvscope.plan.attention_backend import block_size as backend_block_size
+from kvscope.plan.attention_backend import (
+    check_fits_model,
+    first_capture_bytes,
+    load_bytes,
+    profile_workspace_bytes,
+)
 from kvscope.plan.compile_peak import cold_compile_peak_bytes, compiles_cold
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.cudagraph import (
@@ -76,7 +83,6 @@ CUDAGRAPH_ESTIMATE_DEFAULT_SINCE = (0, 20, 0)
 #: From 0.27.0 the logged "peak activation" is the transient peak plus the applied CUDA-graph
 #: estimate (``Worker.determine_available_memory``; 0.26.0 logs the profiling pass alone).
 PEAK_ACTIVATION_HOLDS_GRAPHS_SINCE = (0, 27, 0)
-DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 #: First release whose V1 sampler leaves FlashInfer's top-k/top-p kernel off unless
 #: ``VLLM_USE_FLASHINFER_SAMPLER=1`` (vllm PR #26859; see :func:`sampler_fp32_copies`).
 FLASHINFER_SAMPLER_OPT_IN_SINCE = (0, 11, 1)
@@ -151,7 +157,8 @@ def resolve_defaults(
     else:
         tokens = 8192 if big else 2048  # `vllm serve` (OPENAI_API_SERVER) defaults
     seqs = eng.max_num_seqs or (1024 if big and v >= (0, 8, 0) else 256)
-    block = eng.block_size or _default_block_size(model, gpu, v)
+    check_fits_model(model, v, eng.attention_backend)
+    block = eng.block_size or backend_block_size(model, gpu, v, eng.attention_backend)
     default_subtract = v >= CUDAGRAPH_ESTIMATE_DEFAULT_SINCE
     subtract = default_subtract if eng.cudagraph_memory is None else eng.cudagraph_memory
     subtract = subtract and not eng.enforce_eager
@@ -242,21 +249,6 @@ def dsv4_buffer_bytes(
         b = element_bytes(model.dtype)
         buffers += batched_tokens * model.hc_mult * model.hidden_size * b
     return buffers
-
-
-def _default_block_size(model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int]) -> int:
-    """Block size the attention backend forces (``vllm/platforms/cuda.py``, 0.11 / 0.19)."""
-    kinds = attention_kinds(model)
-    if model.is_deepseek_v4:
-        return 256  # sparse-SWA backend; the recipes pass --block-size 256
-    if "mla_sparse" in kinds:
-        return 64  # FLASHMLA_SPARSE
-    if "mla" in kinds:
-        if gpu.architecture.lower().startswith("blackwell") and v >= (0, 11, 0):
-            return 128  # CUTLASS_MLA
-        if gpu.architecture.lower() == "hopper" and (0, 8, 0) <= v < (0, 19, 0):
-            return 64  # FlashMLA forced its block size until the 0.19 backend selection
-    return DEFAULT_BLOCK_SIZE
 
 
 def sampler_fp32_copies(eng: EngineConfig) -> int:
@@ -408,6 +400,8 @@ def plan_ranks(
             act = replace(
                 act, residual=max(act.residual, v4.stream), attention=max(layer, v4.draft)
             )
+        # buffers the named attention backend makes inside the profiling pass
+        act = replace(act, runtime=act.runtime + profile_workspace_bytes(v, eng.attention_backend))
         if last:  # the V2 runner's DSpark speculator buffers (kvscope.plan.spec_buffers)
             seqs, batched = defaults.max_num_seqs, defaults.max_num_batched_tokens
             act = replace(
@@ -418,20 +412,6 @@ def plan_ranks(
             act = replace(act, compile_peak=peak)
         non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
         non_torch += vllm_charged_bytes(eng)
-        first = dsv4_first_capture_bytes(model, w.layers, v, gpu)
-        graphs = first + estimate_bytes(
-            len(w.layers), is_moe(model), listed_units if first else units
-        )
-        if eng.enforce_eager or not graphs_profiled(model, v, spec.method if spec else None):
-            graphs = 0.0
-        buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
-        weights = w.total_bytes + buffers
-        spent = weights + act.total_bytes + non_torch
-        if defaults.cudagraph_subtracted:
-            spent += graphs
-        available = requested - spent
-        if eng.kv_cache_memory_bytes is not None:
-            available = float(eng.kv_cache_memory_bytes)
         kv_layers = w.layers
         dsv4 = _is_dsv4(model, w.layers)
         if last and draft_kv_layers and not dsv4:
@@ -450,6 +430,21 @@ def plan_ranks(
             draft_window_layers=draft_kv_layers if last and dsv4 else 0,
             mamba_cache_mode=eng.mamba_cache_mode,
         )
+        first = dsv4_first_capture_bytes(model, w.layers, v, gpu)
+        graphs = first + estimate_bytes(
+            len(w.layers), is_moe(model), listed_units if first else units
+        )
+        graphs += first_capture_bytes(model, eng, layout)  # the backend's workspace
+        if eng.enforce_eager or not graphs_profiled(model, v, spec.method if spec else None):
+            graphs = 0.0
+        buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
+        weights = w.total_bytes + buffers + load_bytes(v, eng.attention_backend)
+        spent = weights + act.total_bytes + non_torch
+        if defaults.cudagraph_subtracted:
+            spent += graphs
+        available = requested - spent
+        if eng.kv_cache_memory_bytes is not None:
+            available = float(eng.kv_cache_memory_bytes)
         blocks = max(0, int(available // layout.block_bytes)) if layout.block_bytes else 0
         if eng.num_gpu_blocks_override is not None:
             blocks = eng.num_gpu_blocks_override

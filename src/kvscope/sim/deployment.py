@@ -65,6 +65,7 @@ def engine_config(cfg: SimConfig) -> EngineConfig:
         cold_compile=cfg.cold_compile,
         gpu_memory_in_use_gib=cfg.gpu_memory_in_use_gib,
         moe_runner_backend=cfg.moe_runner_backend,
+        attention_backend=cfg.attention_backend,
         shared_expert_tp1=cfg.shared_expert_tp1,
         speculative=speculative,
     )

@@ -96,6 +96,7 @@ class SimConfig:
     gpu_memory_in_use_gib: float = 0.0  # --gpu-memory-in-use (plan's shared_gpu)
     moe_runner_backend: str = "auto"  # SGLang --moe-runner-backend (plan's expert bytes)
     shared_expert_tp1: bool = False  # SGLang --shared-expert-tp1 (plan's shared experts)
+    attention_backend: str | None = None  # vLLM --attention-backend (plan's block size)
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
     # speculative decoding: vLLM's --speculative-config JSON, kvscope's acceptance model and
