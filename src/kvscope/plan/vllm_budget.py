@@ -58,11 +58,12 @@ from kvscope.plan.dsv4_workspace import (
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
+from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.dtypes import element_bytes
-from kvscope.specs.hardware import GIB, GPUSpec
+from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
 #: ``CacheConfig.gpu_memory_utilization`` (vllm/config/cache.py): 0.9 up to 0.19.1, 0.92 from
@@ -137,9 +138,8 @@ def resolve_defaults(
     """Fill in vLLM's defaults (``vllm/engine/arg_utils.py::_set_default_args``)."""
     v = eng.version
     max_len = eng.max_model_len or model.max_position_embeddings
-    # vLLM raises its defaults on >= 70 GiB GPUs except the A100
-    # (``EngineArgs._set_default_args``: "For GPUs like H100 and MI300x").
-    big = gpu.memory_bytes >= 70 * GIB and not gpu.name.upper().startswith("A100")
+    # vLLM tiers its defaults by device memory (:mod:`kvscope.plan.vllm_batch_defaults`)
+    serve_tokens, serve_seqs = serve_batch_defaults(gpu, v)
     if eng.max_num_batched_tokens is not None:
         tokens = eng.max_num_batched_tokens
     elif v < (0, 8, 0):
@@ -148,8 +148,8 @@ def resolve_defaults(
         # 0.6 and 2048 for the API server afterwards (vllm/engine/arg_utils.py).
         tokens = max(max_len, 2048) if max_len <= 32768 else (2048 if v >= (0, 6, 0) else 512)
     else:
-        tokens = 8192 if big else 2048  # `vllm serve` (OPENAI_API_SERVER) defaults
-    seqs = eng.max_num_seqs or (1024 if big and v >= (0, 8, 0) else 256)
+        tokens = serve_tokens  # `vllm serve` (OPENAI_API_SERVER) defaults
+    seqs = eng.max_num_seqs or serve_seqs
     block = eng.block_size or _default_block_size(model, gpu, v)
     default_subtract = v >= CUDAGRAPH_ESTIMATE_DEFAULT_SINCE
     subtract = default_subtract if eng.cudagraph_memory is None else eng.cudagraph_memory
