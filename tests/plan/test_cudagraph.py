@@ -199,14 +199,18 @@ def test_v4_first_capture_term_follows_the_runner() -> None:
     v2 = _v4_graphs("0.29.0", max_cudagraph_capture_size=512)
     assert v1 - v2 == pytest.approx(0.5, abs=1e-9)
     assert _v4_graphs("0.25.0", enforce_eager=True) == 0.0
-    # dense models are untouched: Llama at the same release keeps the fit's figure
-    llama = load_model("meta-llama/Llama-3.1-8B")
+    # other V1-runner models are untouched: Mixtral (MoE, off 0.25.0's V2 list) keeps the
+    # fit's figure; a dense Llama runs on the V2 runner at 0.25.0, which subtracts no
+    # estimate before 0.29.0 (kvscope.plan.vllm_runner)
     h100 = get_gpu("H100")
-    dense = plan_memory(llama, h100, Parallelism(), EngineConfig(engine_version="0.25.0"))
-    layers = len(llama.layers)
-    assert dense.cudagraph_gib == pytest.approx(
-        estimate_bytes(layers, False, FIT_GRAPH_UNITS) / GIB, rel=1e-12
+    mixtral = load_model("mistralai/Mixtral-8x7B-v0.1")
+    moe = plan_memory(mixtral, h100, Parallelism(tp=2), EngineConfig(engine_version="0.25.0"))
+    assert moe.cudagraph_gib == pytest.approx(
+        estimate_bytes(len(mixtral.layers), True, FIT_GRAPH_UNITS) / GIB, rel=1e-12
     )
+    llama = load_model("meta-llama/Llama-3.1-8B")
+    dense = plan_memory(llama, h100, Parallelism(), EngineConfig(engine_version="0.25.0"))
+    assert dense.cudagraph_gib == 0.0
 
 
 def test_flag_is_vllm_only() -> None:

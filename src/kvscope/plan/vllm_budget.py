@@ -47,7 +47,6 @@ from kvscope.plan.cudagraph import (
     dsv4_first_capture_bytes,
     estimate_bytes,
     graph_units,
-    graphs_profiled,
 )
 from kvscope.plan.dsv4_activation import dsv4_attention_peak
 from kvscope.plan.dsv4_workspace import (
@@ -60,6 +59,7 @@ from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
 from kvscope.plan.vllm_collectives import non_torch_bytes
+from kvscope.plan.vllm_runner import graphs_profiled, greedy_dummy_sampler
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.dtypes import element_bytes
@@ -378,7 +378,9 @@ def plan_ranks(
             defaults.max_num_batched_tokens,
             defaults.max_num_seqs,
             last,
-            sampler_fp32_copies=sampler_fp32_copies(eng),
+            sampler_fp32_copies=0
+            if greedy_dummy_sampler(model, eng, gpu)
+            else sampler_fp32_copies(eng),
             moe_persistent=moe_scratch_persists(model, eng, gpu),
         )
         ws = dsv4_profile_workspace(
@@ -422,7 +424,7 @@ def plan_ranks(
         graphs = first + estimate_bytes(
             len(w.layers), is_moe(model), listed_units if first else units
         )
-        if eng.enforce_eager or not graphs_profiled(model, v, spec.method if spec else None):
+        if eng.enforce_eager or not graphs_profiled(model, eng, gpu):
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
         weights = w.total_bytes + buffers
