@@ -58,7 +58,7 @@ KNOWN_OFF = {
     # free_gpu_memory with no empty_cache after the pass, also counts the allocator's cached
     # segments) against a KV pool of only ~55 GiB a GPU beside 94.5 GiB of weights.
     "vllm-mi300x-llama31-405b-tp8": "kv_tokens",
-    # kv_tokens, -5.3 % / +5.4 %: Qwen3-235B-A22B-2507-FP8 on 4 RTX PRO 6000 (vLLM 0.27.0,
+    # kv_tokens, -5.3 % / +5.4 %: Qwen3-235B-A22B-2507-FP8 on 4 RTX PRO 6000 (vLLM 0.27.1,
     # --max-num-seqs 32). The TP4 log splits its non-KV memory: 1.70 GiB non-torch beside the
     # weights (planned 0.25, NCCL only: more than two PCIe GPUs run no custom all-reduce) and
     # 0.76 GiB of profiling peak with the graph estimate (planned 3.57: the H100 graph fit of
@@ -69,7 +69,7 @@ KNOWN_OFF = {
     # write-up's nvidia-smi: stages 0 and 3 use 3.5 GiB less in all), which no rule holds.
     "rtxpro6000-qwen3-235b-2507-fp8-tp4-ep-0.27": "kv_tokens",
     "rtxpro6000-qwen3-235b-2507-fp8-pp4-0.27": "kv_tokens",
-    # kv_tokens, +5.5 % / +14.7 %: Qwen3-32B on two RTX PRO 6000 at 0.426 (vLLM 0.27.0, V2
+    # kv_tokens, +5.5 % / +14.7 %: Qwen3-32B on two RTX PRO 6000 at 0.426 (vLLM 0.27.1, V2
     # model runner). TP2 logs 1.66 GiB of non-KV memory beside the weights; the V2 runner's
     # profiling peak (1.02) and NCCL (0.25) leave 0.3 GiB unexplained. PP2's first stage logs
     # 3.02 GiB (planned 2.00 without a graph estimate, which the V2 runner of 0.27 does not

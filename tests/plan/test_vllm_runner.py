@@ -6,7 +6,7 @@ Engine facts: ``VllmConfig.use_v2_model_runner`` and ``_is_default_v2_model_runn
 vLLM 0.24.0 start of github.com/dcstang/eagle3-spec-dec (logs/run_all_20260701_134859.log:
 "Using V2 Model Runner", no "Estimated CUDA graph memory" line) and a vLLM 0.27.0 start of
 Qwen3-32B on two RTX PRO 6000 whose V2-runner line ("Model loading took 30.59 GiB and")
-matches that wheel's ``model_runner.py:329``.
+matches the 0.27.0 and 0.27.1 wheels' ``model_runner.py:329``.
 """
 
 from __future__ import annotations

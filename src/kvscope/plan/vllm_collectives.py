@@ -37,7 +37,7 @@ its all-reduce / all-gather / reduce-scatter limits and an 8 MiB ``rank_data`` t
 communicator it pairs with on NVLink parts exists only for compute capabilities 9.0 and 10.x
 (``SYMM_MEM_ALL_REDUCE_MAX_SIZES``, all_reduce_utils.py of 0.27.0). So the 2.1 GiB read on
 NVLink H100s is not custom all-reduce's, and a PCIe pair keeps the NCCL-only 0.25: two RTX PRO
-6000 (SM 12.0) at TP2 on vLLM 0.27.0 log 1.66 GiB of non-KV memory beside the weights in all,
+6000 (SM 12.0) at TP2 on vLLM 0.27.1 log 1.66 GiB of non-KV memory beside the weights in all,
 for 1.02 GiB of V2-runner profiling peak (kvscope.plan.vllm_runner).
 """
 
