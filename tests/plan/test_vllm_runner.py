@@ -4,7 +4,7 @@ Engine facts: ``VllmConfig.use_v2_model_runner`` and ``_is_default_v2_model_runn
 (vllm/config/vllm.py of the 0.22.0-0.29.0 wheels) and the V2 runner's ``profile_cudagraph_memory``
 / ``_dummy_sampler_run`` (vllm/v1/worker/gpu/model_runner.py of 0.27.0). Published figures: the
 vLLM 0.24.0 start of github.com/dcstang/eagle3-spec-dec (logs/run_all_20260701_134859.log:
-"Using V2 Model Runner", no "Estimated CUDA graph memory" line) and a vLLM 0.27.0 start of
+"Using V2 Model Runner", no "Estimated CUDA graph memory" line) and a vLLM 0.27.1 start of
 Qwen3-32B on two RTX PRO 6000 whose V2-runner line ("Model loading took 30.59 GiB and")
 matches the 0.27.0 and 0.27.1 wheels' ``model_runner.py:329``.
 """
