@@ -158,6 +158,7 @@ class Case:
             mamba_cache_mode=r.get("mamba_cache_mode", "") or "none",
             gpu_memory_in_use_gib=self.num("gpu_memory_in_use_gib") or 0.0,
             attention_backend=r.get("attention_backend", "") or None,
+            indexer_dtype=r.get("indexer_dtype", "") or "fp8",
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

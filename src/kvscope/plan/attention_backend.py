@@ -70,8 +70,8 @@ from __future__ import annotations
 from kvscope.errors import KvscopeError
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.config import EngineConfig
-from kvscope.plan.cudagraph import uses_v2_runner
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout
+from kvscope.plan.vllm_runner import runs_v2
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -307,7 +307,9 @@ def profile_workspace_bytes(v: tuple[int, int, int], name: str | None) -> float:
     return 0.0
 
 
-def first_capture_bytes(model: ModelSpec, eng: EngineConfig, layout: KVLayout) -> float:
+def first_capture_bytes(
+    model: ModelSpec, eng: EngineConfig, gpu: GPUSpec, layout: KVLayout
+) -> float:
     """Backend buffers inside the first FULL sample of vLLM's CUDA-graph estimate (bytes):
     V1 FlashInfer's workspace, one per attention group of ``layout``, or FlashInfer MLA's
     (the module text)."""
@@ -316,7 +318,7 @@ def first_capture_bytes(model: ModelSpec, eng: EngineConfig, layout: KVLayout) -
         return float(MLA_LSE_WORKSPACE if eng.decode_context_parallel_size > 1 else MLA_WORKSPACE)
     if name is None or canonical(name) != "FLASHINFER" or v < FLASHINFER_GRAPH_WORKSPACE_SINCE:
         return 0.0
-    if spec is not None or uses_v2_runner(model, v, None):
+    if spec is not None or runs_v2(model, eng, gpu):
         return 0.0
     groups = sum(1 for g in layout.groups if g.kind != "linear_state")
     return float(FLASHINFER_WORKSPACE * groups)

@@ -167,6 +167,12 @@ SGLANG_MOE_RUNNER_BACKENDS = (
 DEFAULT_ENGINE_VERSION = {"vllm": "0.33.0", "sglang": "0.5.23"}
 
 
+#: First vLLM release that sizes the KV cache after CUDA-graph capture by default
+#: (``CacheConfig.enable_extensible_kv_cache``, unset = on for CUDA and ROCm, and
+#: ``resolved_gpu_memory_utilization`` 1.0 with it, 0.92 without: vllm/config/cache.py of the
+#: 0.34.0 wheel; 0.33.0 has neither).
+VLLM_EXTENSIBLE_KV_SINCE = (0, 34, 0)
+
 #: Oldest SGLang release whose rules are modelled (older ones take its rules).
 SGLANG_OLDEST_MODELLED = (0, 3, 6)
 _ENGINE_NAME = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -439,10 +445,18 @@ class EngineConfig:
         v, name = self.version, _ENGINE_NAME[self.engine]
         newest = parse_version(DEFAULT_ENGINE_VERSION[self.engine])
         if v > newest:
+            extensible = (
+                " It sizes the KV cache by default from the memory left after CUDA-graph "
+                "capture (the extensible KV cache, gpu_memory_utilization then defaulting to "
+                "1.0); the plan follows the profiling estimate that "
+                "--no-enable-extensible-kv-cache keeps."
+                if self.engine == "vllm" and v >= VLLM_EXTENSIBLE_KV_SINCE
+                else ""
+            )
             return (
                 f"{name} {self.engine_version} is newer than the newest release kvscope "
                 f"models ({_version_text(newest)}); the rules of {_version_text(newest)} "
-                "are used.",
+                "are used." + extensible,
             )
         if self.engine == "sglang" and v < SGLANG_OLDEST_MODELLED:
             oldest = _version_text(SGLANG_OLDEST_MODELLED)

@@ -26,8 +26,9 @@ number of graphs: kvscope takes the first capture as one graph's worth (the 8-gr
 configuration it was read at.
 
 DeepSeek V4 on the V1 runner adds one term to the first capture (:func:`dsv4_first_capture_bytes`).
-The V2 runner measures nothing before 0.29.0 (:func:`graphs_profiled`): DSpark starts, which
-it alone runs, subtract no graphs there.
+The V2 runner measures nothing before 0.29.0
+(:func:`kvscope.plan.vllm_runner.graphs_profiled`): DSpark starts, which it alone runs,
+subtract no graphs there.
 """
 
 from __future__ import annotations
@@ -153,14 +154,6 @@ def uses_v2_runner(model: ModelSpec, release: tuple[int, int, int], method: str 
     if method == "dspark" and release >= DSPARK_SINCE:
         return True
     return model.is_deepseek_v4 and release >= DSV4_V2_RUNNER_SINCE
-
-
-def graphs_profiled(model: ModelSpec, release: tuple[int, int, int], method: str | None) -> bool:
-    """False where the release's V2 runner logs no CUDA-graph estimate (it returns 0, so
-    ``Worker.determine_available_memory`` subtracts nothing, vllm/v1/worker/gpu_worker.py)."""
-    if not uses_v2_runner(model, release, method):
-        return True
-    return release >= V2_RUNNER_PROFILES_GRAPHS_SINCE
 
 
 def dsv4_first_capture_bytes(

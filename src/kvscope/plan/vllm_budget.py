@@ -54,7 +54,6 @@ from kvscope.plan.cudagraph import (
     dsv4_first_capture_bytes,
     estimate_bytes,
     graph_units,
-    graphs_profiled,
 )
 from kvscope.plan.drafter import aux_capture_layers
 from kvscope.plan.dsv4_activation import dsv4_attention_peak
@@ -66,11 +65,13 @@ from kvscope.plan.dsv4_workspace import (
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
+from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
 from kvscope.plan.vllm_collectives import non_torch_bytes
+from kvscope.plan.vllm_runner import graphs_profiled, greedy_dummy_sampler
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.dtypes import element_bytes
-from kvscope.specs.hardware import GIB, GPUSpec
+from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
 #: ``CacheConfig.gpu_memory_utilization`` (vllm/config/cache.py): 0.9 up to 0.19.1, 0.92 from
@@ -144,9 +145,8 @@ def resolve_defaults(
     """Fill in vLLM's defaults (``vllm/engine/arg_utils.py::_set_default_args``)."""
     v = eng.version
     max_len = eng.max_model_len or model.max_position_embeddings
-    # vLLM raises its defaults on >= 70 GiB GPUs except the A100
-    # (``EngineArgs._set_default_args``: "For GPUs like H100 and MI300x").
-    big = gpu.memory_bytes >= 70 * GIB and not gpu.name.upper().startswith("A100")
+    # vLLM tiers its defaults by device memory (:mod:`kvscope.plan.vllm_batch_defaults`)
+    serve_tokens, serve_seqs = serve_batch_defaults(gpu, v)
     if eng.max_num_batched_tokens is not None:
         tokens = eng.max_num_batched_tokens
     elif v < (0, 8, 0):
@@ -155,8 +155,8 @@ def resolve_defaults(
         # 0.6 and 2048 for the API server afterwards (vllm/engine/arg_utils.py).
         tokens = max(max_len, 2048) if max_len <= 32768 else (2048 if v >= (0, 6, 0) else 512)
     else:
-        tokens = 8192 if big else 2048  # `vllm serve` (OPENAI_API_SERVER) defaults
-    seqs = eng.max_num_seqs or (1024 if big and v >= (0, 8, 0) else 256)
+        tokens = serve_tokens  # `vllm serve` (OPENAI_API_SERVER) defaults
+    seqs = eng.max_num_seqs or serve_seqs
     check_fits_model(model, v, eng.attention_backend)
     block = eng.block_size or backend_block_size(model, gpu, v, eng.attention_backend)
     default_subtract = v >= CUDAGRAPH_ESTIMATE_DEFAULT_SINCE
@@ -371,7 +371,9 @@ def plan_ranks(
             defaults.max_num_batched_tokens,
             defaults.max_num_seqs,
             last,
-            sampler_fp32_copies=sampler_fp32_copies(eng),
+            sampler_fp32_copies=0
+            if greedy_dummy_sampler(model, eng, gpu)
+            else sampler_fp32_copies(eng),
             moe_persistent=moe_scratch_persists(model, eng, gpu),
         )
         ws = dsv4_profile_workspace(
@@ -434,8 +436,8 @@ def plan_ranks(
         graphs = first + estimate_bytes(
             len(w.layers), is_moe(model), listed_units if first else units
         )
-        graphs += first_capture_bytes(model, eng, layout)  # the backend's workspace
-        if eng.enforce_eager or not graphs_profiled(model, v, spec.method if spec else None):
+        graphs += first_capture_bytes(model, eng, gpu, layout)  # the backend's workspace
+        if eng.enforce_eager or not graphs_profiled(model, eng, gpu):
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
         weights = w.total_bytes + buffers + load_bytes(v, eng.attention_backend)

@@ -29,6 +29,16 @@ remain: 0.25 (more than two PCIe GPUs; a 2x DGX Spark TP2 log, "disable_custom_a
 whatever the link: V0 on 2x RTX 4090 0.25 (vllm#13061), 4x 24 GB cards 0.20 (vllm PR #14447).
 The NCCL-only figure was read on PCIe and across nodes; over NVSwitch NCCL may keep more (its
 NVLS buffers), which no log here measures.
+
+Two GPUs without NVLink (PCIe P2P) do run custom all-reduce, but what it allocates is
+megabytes: its metadata plus ``max_size`` (8 MiB) signal buffer, one IPC buffer of the larger of
+its all-reduce / all-gather / reduce-scatter limits and an 8 MiB ``rank_data`` table
+(``CustomAllreduce.__init__``, custom_all_reduce.py of 0.27.0), and the symmetric-memory
+communicator it pairs with on NVLink parts exists only for compute capabilities 9.0 and 10.x
+(``SYMM_MEM_ALL_REDUCE_MAX_SIZES``, all_reduce_utils.py of 0.27.0). So the 2.1 GiB read on
+NVLink H100s is not custom all-reduce's, and a PCIe pair keeps the NCCL-only 0.25: two RTX PRO
+6000 (SM 12.0) at TP2 on vLLM 0.27.1 log 1.66 GiB of non-KV memory beside the weights in all,
+for 1.02 GiB of V2-runner profiling peak (kvscope.plan.vllm_runner).
 """
 
 from __future__ import annotations
@@ -74,7 +84,8 @@ def non_torch_bytes(
     if par.tp > 1 and v < CUSTOM_AR_GROWTH_SINCE:
         gib = NON_TORCH_GIB["tp_old"]
     elif custom_all_reduce_runs(gpu, par, v, disable_custom_all_reduce):
-        gib = NON_TORCH_GIB["tp_custom_ar"]
+        # the 2.1 GiB was read over NVLink; a PCIe pair keeps NCCL's figure (module text)
+        gib = NON_TORCH_GIB["tp_custom_ar" if gpu.nvlink_bandwidth > 0 else "tp_pcie"]
     elif par.tp > 1:
         gib = NON_TORCH_GIB["tp_pcie"]  # custom all-reduce off: NCCL's buffers only
     else:

@@ -1,0 +1,117 @@
+"""Which model runner vLLM starts a model on (V1 ``GPUModelRunner`` or the V2 runner), by
+release, and the two profiling terms the V2 runner leaves out (CUDA; sizes in fp32 widths).
+
+``VllmConfig.use_v2_model_runner`` (vllm/config/vllm.py; read in the PyPI wheels 0.22.0, 0.23.0,
+0.24.0, 0.25.0, 0.26.0, 0.27.0, 0.28.0, 0.29.0, 0.31.0 and 0.33.0), when
+``VLLM_USE_V2_MODEL_RUNNER`` is unset:
+
+- DSpark drafting forces V2 (0.25.0+), and DeepSeek V4 defaults to it from 0.28.0
+  (:func:`kvscope.plan.cudagraph.uses_v2_runner`).
+- ``_is_default_v2_model_runner_model``: 0.22.0 takes ``Qwen3ForCausalLM`` and 0.23.0 adds
+  ``LlamaForCausalLM`` and ``MistralForCausalLM``, each only when neither MoE nor quantized;
+  0.24.0 takes its list whatever the weights (Qwen3, Llama, Mistral, ``DeepseekV2ForCausalLM``,
+  ``Qwen2MoeForCausalLM``, ``GraniteMoeForCausalLM``); 0.25.0-0.28.0 take every model that is
+  not MoE, or MoE on their list, and no hybrid (linear-attention) model except one on the
+  list (0.27.0 on). From 0.29.0 there is no list: every model on CUDA.
+- ``_get_v2_model_runner_unsupported_features`` sends a start back to V1 for, among others,
+  a drafter other than EAGLE / EAGLE-3 / MTP (DFlash from 0.24.0, DSpark from 0.25.0), n-gram
+  drafting included; and 0.22.0 for any hybrid model.
+
+What the V2 runner's profiling pass (vllm/v1/worker/gpu/model_runner.py) does not hold:
+
+- CUDA graphs: ``profile_cudagraph_memory`` returns 0 in the 0.22.0-0.28.0 wheels, so
+  ``Worker.determine_available_memory`` subtracts no estimate; 0.29.0 measures the graphs.
+- The sampler's fp32 pipeline: ``_dummy_sampler_run`` samples once over a dummy batch whose
+  requests were never added, so temperature 0, top-k = vocabulary and top-p 1 leave
+  ``Sampler._requires_logits_processing`` False: no fp32 copy of the logits, no top-k/top-p
+  (vllm/v1/worker/gpu/sample/sampler.py and states.py of 0.27.0; the same in 0.31.0). 0.33.0
+  adds a second pass with ``SamplingParams.for_sampler_warmup()`` that "pays for the fp32
+  logits pipeline". kvscope applies the greedy pass only before 0.29.0, where the runner
+  subtracts no graph estimate either: from 0.29.0 the V2 runner measures its PIECEWISE graphs
+  in full, an estimate kvscope still takes from the V1 fit, and the one such log here
+  (vLLM 0.31.0, Llama-3.1-8B on an A100, peak activation 1.44 GiB with the estimate) is
+  0.3 GiB short of the greedy pass plus that fit; the V1 sampler count stays until V2's own
+  estimate is modelled.
+
+ROCm's defaults (other architecture lists) are not read: off NVIDIA the V1 runner is kept.
+"""
+
+from __future__ import annotations
+
+from kvscope.plan.config import EngineConfig
+from kvscope.plan.cudagraph import V2_RUNNER_PROFILES_GRAPHS_SINCE, uses_v2_runner
+from kvscope.specs.hardware import GPUSpec
+from kvscope.specs.model import ModelSpec
+
+V2_DEFAULT_SINCE = (0, 22, 0)
+#: From this release every model defaults to the V2 runner on CUDA (no architecture list).
+V2_FOR_ALL_SINCE = (0, 29, 0)
+#: First release whose V2 dummy sampler pass also runs the fp32 warmup pipeline.
+V2_SAMPLER_WARMUP_PASS_SINCE = (0, 33, 0)
+
+#: ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` by release, as HF ``model_type`` values:
+#: qwen3 = Qwen3ForCausalLM, llama = LlamaForCausalLM, mistral = MistralForCausalLM,
+#: deepseek_v2 = DeepseekV2ForCausalLM, qwen2_moe = Qwen2MoeForCausalLM,
+#: granitemoe = GraniteMoeForCausalLM (DeepseekV4ForCausalLM: :func:`uses_v2_runner`).
+_DEFAULT_TYPES = (
+    ((0, 22, 0), frozenset({"qwen3"})),
+    ((0, 23, 0), frozenset({"qwen3", "llama", "mistral"})),
+    (
+        (0, 24, 0),
+        frozenset({"qwen3", "llama", "mistral", "deepseek_v2", "qwen2_moe", "granitemoe"}),
+    ),
+    ((0, 25, 0), frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})),
+)
+_V2_DRAFTERS = (
+    ((0, 22, 0), frozenset({"eagle", "eagle3", "mtp"})),
+    ((0, 24, 0), frozenset({"eagle", "eagle3", "mtp", "dflash"})),
+    ((0, 25, 0), frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})),
+)
+
+
+def _at(table: tuple[tuple[tuple[int, int, int], frozenset[str]], ...], v: tuple[int, int, int]):  # type: ignore[no-untyped-def]
+    chosen = table[0][1]
+    for since, value in table:
+        if v >= since:
+            chosen = value
+    return chosen
+
+
+def _hybrid(model: ModelSpec) -> bool:
+    return "gdn" in model.attention_kinds
+
+
+def runs_v2(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
+    """Whether vLLM at ``eng``'s release starts ``model`` on its V2 model runner (the module
+    text; the environment variable is not read)."""
+    v = eng.version
+    spec = eng.speculative
+    method = spec.method if spec is not None else None
+    if uses_v2_runner(model, v, method):
+        return True
+    if gpu.vendor != "nvidia" or v < V2_DEFAULT_SINCE:
+        return False
+    if method is not None and method not in _at(_V2_DRAFTERS, v):
+        return False
+    if v >= V2_FOR_ALL_SINCE:
+        return True
+    listed = model.model_type in _at(_DEFAULT_TYPES, v)
+    quantized = model.quantization.method != "none"
+    if v < (0, 24, 0):
+        return listed and not model.is_moe and not quantized and not _hybrid(model)
+    if v < (0, 25, 0):
+        return listed
+    if _hybrid(model) and (v < (0, 27, 0) or not listed):
+        return False
+    return listed or not model.is_moe
+
+
+def graphs_profiled(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
+    """False where the start's runner logs no CUDA-graph estimate (V2 before 0.29.0)."""
+    return not runs_v2(model, eng, gpu) or eng.version >= V2_RUNNER_PROFILES_GRAPHS_SINCE
+
+
+def greedy_dummy_sampler(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
+    """True where the profiling sampler pass holds no fp32 copy of the logits: V2 starts
+    before 0.29.0 (the module text; 0.29.0-0.32.0 are left on the V1 count, see there)."""
+    return runs_v2(model, eng, gpu) and eng.version < V2_RUNNER_PROFILES_GRAPHS_SINCE

@@ -1,0 +1,95 @@
+"""vLLM's hardware-tiered `vllm serve` batch defaults by release (EngineArgs.get_batch_defaults)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvscope.plan.config import EngineConfig
+from kvscope.plan.memory import plan_memory
+from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
+from kvscope.plan.vllm_budget import resolve_defaults
+from kvscope.specs.hardware import GIB, get_gpu
+from kvscope.specs.registry import load_model
+
+LLAMA = load_model("meta-llama/Llama-3.1-8B")
+
+
+def vllm(version: str, **kw):  # type: ignore[no-untyped-def]
+    return EngineConfig(engine="vllm", engine_version=version, **kw)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "version", "tokens", "seqs"),
+    # Each case is one branch of get_batch_defaults in the wheel of that release
+    # (vllm/engine/arg_utils.py): the >= 160 GiB branch is absent from 0.27.0 and present in
+    # 0.28.0; `is_gb10` is absent from 0.32.0 and present in 0.33.0.
+    [
+        ("B200", "0.27.1", 8192, 1024),
+        ("B200", "0.28.0", 16384, 1024),
+        ("MI300X", "0.31.1", 16384, 1024),
+        ("MI300X", "0.26.0", 8192, 1024),
+        ("GB200", "0.33.0", 16384, 1024),
+        ("H200", "0.33.0", 8192, 1024),
+        ("H100", "0.28.0", 8192, 1024),
+        ("A100-80GB", "0.33.0", 2048, 256),
+        ("RTX-PRO-6000", "0.33.0", 8192, 1024),
+        ("L40S", "0.28.0", 2048, 256),
+        ("GB10", "0.32.0", 8192, 1024),
+        ("GB10", "0.33.0", 2048, 256),
+        ("GB10", "0.34.0", 2048, 256),
+    ],
+)
+def test_serve_defaults_follow_the_release_tiers(
+    gpu: str, version: str, tokens: int, seqs: int
+) -> None:
+    d = resolve_defaults(LLAMA, get_gpu(gpu), vllm(version))
+    assert (d.max_num_batched_tokens, d.max_num_seqs) == (tokens, seqs)
+
+
+def test_flags_given_override_the_tier() -> None:
+    d = resolve_defaults(
+        LLAMA, get_gpu("B200"), vllm("0.28.0", max_num_batched_tokens=4096, max_num_seqs=64)
+    )
+    assert (d.max_num_batched_tokens, d.max_num_seqs) == (4096, 64)
+
+
+def test_the_larger_budget_reaches_the_plan() -> None:
+    """On a B200 the 0.28 serve default doubles the profiled token budget, which shows in the
+    activation term of the plan (same model, same flags, one release apart)."""
+    b200 = get_gpu("B200")
+    old = plan_memory(LLAMA, b200, engine=vllm("0.27.1", max_model_len=8192))
+    new = plan_memory(LLAMA, b200, engine=vllm("0.28.0", max_model_len=8192))
+    assert new.activation_peak_gib > old.activation_peak_gib
+    assert new.kv_cache_gib < old.kv_cache_gib and new.max_num_batched_tokens == 16384
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    gib=st.floats(min_value=8, max_value=400),
+    minor=st.integers(min_value=8, max_value=40),
+)
+def test_budget_never_shrinks_as_memory_grows(gib: float, minor: int) -> None:
+    """Invariant of every release's table: more device memory never lowers either default
+    (A100 and GB10 aside, which the engine names), and no release before 0.28 goes past 8192."""
+    base = get_gpu("H100")
+    small = dataclasses.replace(base, memory_bytes=int(gib * GIB))
+    large = dataclasses.replace(base, memory_bytes=int((gib + 50) * GIB))
+    v = (0, minor, 0)
+    lo, hi = serve_batch_defaults(small, v), serve_batch_defaults(large, v)
+    assert hi[0] >= lo[0] and hi[1] >= lo[1]
+    if v < (0, 28, 0):
+        assert hi[0] <= 8192
+
+
+def test_a_release_past_033_says_how_its_kv_cache_is_sized() -> None:
+    """0.34.0 turns the extensible KV cache on by default (vllm/config/cache.py of its wheel),
+    which 0.33.0's rules do not model: the plan says so; 0.33.0 plans without a caveat."""
+    (note,) = vllm("0.34.0").version_warnings()
+    assert "extensible KV cache" in note and "0.33.0" in note
+    assert vllm("0.33.0").version_warnings() == ()
+    (sglang_note,) = EngineConfig(engine="sglang", engine_version="0.9.0").version_warnings()
+    assert "extensible" not in sglang_note
