@@ -81,7 +81,7 @@ def test_sglang_dspark_refused_in_one_line() -> None:
 def test_dspark_buffers_by_release(version: str, extra_mib: float) -> None:
     """At T = 8192: the residual-stream copy 8192 x 4 x 4096 bf16 (256 MiB) from every
     release, the drafter's own top-k buffer 8192 x 512 int32 (16 MiB) from 0.27.0."""
-    from kvscope.plan.vllm_budget import dsv4_buffer_bytes
+    from kvscope.plan.dsv4_buffers import dsv4_buffer_bytes
 
     with offline_hub():
         model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")

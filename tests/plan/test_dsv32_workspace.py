@@ -14,13 +14,13 @@ from __future__ import annotations
 import pytest
 
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.dsv4_buffers import dsv4_buffer_bytes
 from kvscope.plan.dsv4_workspace import (
     ProfileWorkspace,
     dsv4_profile_workspace,
     dsv32_profile_workspace,
 )
 from kvscope.plan.memory import plan_memory
-from kvscope.plan.vllm_budget import dsv4_buffer_bytes
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 

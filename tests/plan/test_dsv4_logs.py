@@ -16,8 +16,9 @@ import csv
 import pytest
 
 from kvscope.plan.config import EngineConfig
+from kvscope.plan.dsv4_buffers import dsv4_buffer_bytes
 from kvscope.plan.speculative import parse_vllm
-from kvscope.plan.vllm_budget import dsv4_buffer_bytes, in_flight_tokens
+from kvscope.plan.vllm_scheduling import in_flight_tokens
 from kvscope.specs.hardware import GIB
 from kvscope.specs.registry import load_model
 

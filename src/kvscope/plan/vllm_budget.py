@@ -29,7 +29,8 @@ the first group's, which only DeepSeek V4's unequal groups feel). A sliding-wind
 where ``max_concurrent_batches`` is 2 with asynchronous scheduling (on by default unless
 pipeline parallelism runs on the V1 model runner) and the pipeline depth otherwise
 (vllm/config/vllm.py and vllm/v1/kv_cache_interface.py of the 0.26.0 and 0.31.0 wheels; the
-0.25.0 wheel still adds the batched tokens alone). Units: bytes unless a name says GiB.
+0.25.0 wheel still adds the batched tokens alone; :mod:`kvscope.plan.vllm_scheduling`). DeepSeek
+V4's load-time buffers: :mod:`kvscope.plan.dsv4_buffers`. Units: bytes unless a name says GiB.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from kvscope.plan.cudagraph import (
 )
 from kvscope.plan.drafter import aux_capture_layers
 from kvscope.plan.dsv4_activation import dsv4_attention_peak
+from kvscope.plan.dsv4_buffers import dsv4_buffer_bytes
 from kvscope.plan.dsv4_workspace import (
     dsv4_profile_workspace,
     dsv32_profile_workspace,
@@ -68,9 +70,9 @@ from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.vllm_runner import graphs_profiled, greedy_dummy_sampler
+from kvscope.plan.vllm_scheduling import async_scheduling, in_flight_tokens
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
-from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -99,13 +101,6 @@ TRITON_TOP_K_TOP_P_SINCE = (0, 17, 0)
 #: config``, vllm/v1/core/kv_cache_utils.py of 0.21.0-0.26.0 vs 0.27.0; only DeepSeek V4's
 #: groups have unequal pages).
 REPORT_COUNTS_BLOCKS_SINCE = (0, 27, 0)
-#: First release whose sliding-window groups reserve every in-flight batch's tokens.
-IN_FLIGHT_TOKENS_SINCE = (0, 26, 0)
-#: DeepSeek V4's pre-``hc_head`` residual buffer for the MTP drafter is allocated whatever
-#: the flags up to 0.26 and only with EAGLE-type or draft-model speculation from 0.27.0
-#: (``DeepseekV4Model.__init__``, ``needs_mtp_hidden_states``, vllm/models/deepseek_v4/
-#: nvidia/model.py of the 0.26.0 and 0.27.0 wheels).
-DSV4_MTP_BUFFER_ONLY_WITH_SPEC_SINCE = (0, 27, 0)
 
 #: Non-torch memory (NCCL, custom all-reduce): :mod:`kvscope.plan.vllm_collectives`.
 
@@ -171,84 +166,6 @@ def resolve_defaults(
     pp = (par or Parallelism()).pp
     in_flight = in_flight_tokens(tokens, pp, v, async_scheduling(eng, pp))
     return VllmDefaults(gmu, max_len, tokens, seqs, block, subtract, in_flight)
-
-
-#: Speculative methods vLLM's V1 model runner cannot schedule asynchronously: anything outside
-#: ``EagleModelTypes`` (MTP types included), ``ngram_gpu``, ``draft_model``, ``dspark`` and
-#: ``dflash`` turns the default off (vllm/config/vllm.py at v0.33.0, ``VllmConfig``
-#: ``__post_init__``: ``v1_async_sched_incompat``).
-NO_ASYNC_SPEC_METHODS = frozenset({"ngram", "suffix", "custom_class"})
-
-
-def async_scheduling(eng: EngineConfig, pp: int) -> bool:
-    """Whether vLLM schedules asynchronously: the flag when given, else the default (on
-    unless pipeline parallelism on the V1 runner or an n-gram / suffix drafter forbids it)."""
-    if eng.async_scheduling is not None:
-        return eng.async_scheduling
-    spec = eng.speculative
-    return pp <= 1 and not (spec is not None and spec.method in NO_ASYNC_SPEC_METHODS)
-
-
-def in_flight_tokens(
-    batched_tokens: int, pp: int, v: tuple[int, int, int], async_on: bool | None = None
-) -> int:
-    """``VllmConfig.max_in_flight_tokens`` of release ``v`` (the module text).
-
-    From 0.26.0: 2 batches under asynchronous scheduling (``async_on``; None = its default,
-    on without PP), else the pipeline depth; the V2 runner's ``pp + 1`` under PP is not
-    modelled.
-    """
-    if v < IN_FLIGHT_TOKENS_SINCE:
-        return batched_tokens
-    on = pp <= 1 if async_on is None else async_on
-    batches = 2 if on and pp <= 1 else pp
-    return batches * batched_tokens
-
-
-#: First release whose DSpark drafter allocates its own top-k index buffer
-#: (``vllm/models/deepseek_v4/nvidia/dspark.py``: absent at 0.25.0 and 0.26.0, present at
-#: 0.27.0-0.31.0).
-DSPARK_TOPK_BUFFER_SINCE = (0, 27, 0)
-
-
-def dsv4_buffer_bytes(
-    model: ModelSpec, eng: EngineConfig, batched_tokens: int, last_stage: bool
-) -> float:
-    """Buffers DeepSeek V4's (and V3.2's) model allocates at load, sized by
-    ``max_num_batched_tokens``.
-
-    ``DeepseekV4Model.__init__`` (vllm/models/deepseek_v4/nvidia/model.py, 0.22.0-0.31.0)
-    reserves the indexers' shared top-k index buffer (T x ``index_topk`` int32) and, on the
-    last pipeline stage, the drafter's copy of the pre-``hc_head`` residual streams
-    (T x ``hc_mult`` x hidden, model dtype; from 0.27.0 only when ``use_eagle()`` or a draft
-    model, DSpark included); both fall inside "Model loading took". A DSpark drafter adds its
-    own top-k index buffer.
-    """
-    if not model.hc_mult:
-        # DeepSeek V3.2 (a config with ``index_topk``): ``DeepseekV2Model.__init__`` keeps the
-        # same T x index_topk int32 buffer (vllm/model_executor/models/deepseek_v2.py in the
-        # 0.11.1, 0.13.0 and 0.20.0 wheels; vllm/models/deepseek_v32/nvidia/model.py in 0.25.0)
-        return batched_tokens * model.index_topk * 4.0
-    buffers = batched_tokens * model.index_topk * 4.0
-    spec = eng.speculative
-    # SpeculativeConfig.use_eagle() (mtp, eagle, eagle3, dflash, dspark) or a draft model
-    drafts = spec is not None and spec.method in (
-        "mtp",
-        "eagle",
-        "eagle3",
-        "draft_model",
-        "dspark",
-    )
-    dspark = spec is not None and spec.method == "dspark"
-    if last_stage and dspark and eng.version >= DSPARK_TOPK_BUFFER_SINCE:
-        # DSparkDeepseekV4Model keeps its own top-k index buffer (T x index_topk int32)
-        buffers += batched_tokens * model.index_topk * 4.0
-    if eng.speculative_layers:
-        drafts = True
-    if last_stage and (eng.version < DSV4_MTP_BUFFER_ONLY_WITH_SPEC_SINCE or drafts):
-        b = element_bytes(model.dtype)
-        buffers += batched_tokens * model.hc_mult * model.hidden_size * b
-    return buffers
 
 
 def sampler_fp32_copies(eng: EngineConfig) -> int:
