@@ -79,6 +79,27 @@ class KVGroup:
 
 
 @dataclass(frozen=True)
+class VisionOutput:
+    """A Qwen3-VL-style vision tower as ``vision_config`` states it: the patching of its input
+    and the width of each token it returns. vLLM's ``Qwen3_VisionTransformer`` concatenates the
+    merger's output with one deepstack merger's output per ``deepstack_visual_indexes`` entry
+    (vllm/model_executor/models/qwen3_vl.py at v0.11.0), so ``out_width`` is
+    ``out_hidden_size * (1 + len(deepstack_visual_indexes))``."""
+
+    kind: str  # vision_config.model_type ("qwen3_vl", "qwen3_vl_moe", ...)
+    out_width: int
+    patch_size: int
+    temporal_patch_size: int
+    merge_size: int  # spatial_merge_size
+    in_channels: int = 3
+
+    @property
+    def patch_values(self) -> int:
+        """Pixel values of one patch (``in_channels * temporal_patch_size * patch_size**2``)."""
+        return self.in_channels * self.temporal_patch_size * self.patch_size**2
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """Architecture of a decoder-only LLM, with dtype and weight quantization resolved."""
 
@@ -100,6 +121,9 @@ class ModelSpec:
     #: model has no tower. SGLang scales its default ``mem_fraction_static`` by them.
     vision_layers: int = 0
     vision_width: int = 0
+    #: a Qwen3-VL-style tower's patching and the width of each token it returns, where
+    #: ``vision_config`` states ``out_hidden_size`` (None otherwise); see :class:`VisionOutput`
+    vision_output: VisionOutput | None = None
     #: positions of every distinct rotary cos/sin cache the engine builds (0: one cache of
     #: ``max_position_embeddings``); see ``families.rope_cache_positions``
     rope_cache_positions: int = 0

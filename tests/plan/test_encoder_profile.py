@@ -1,0 +1,75 @@
+"""vLLM 0.11's multimodal profiling pass (kvscope.plan.encoder_profile) against the engine's log
+and code.
+
+The published figure: the start-up log of row ``nanokvm-4x3090-qwen3vl30b-tp4-0.11.0``
+(Qwen3-VL-30B-A3B, vLLM 0.11.0, --max-model-len 65536, max_num_batched_tokens 2048) prints
+"Encoder cache will be initialized with a budget of 153600 tokens, and profiled with 1 video
+items of the maximum feature size"; the row's KV pool (2.31 GiB) is pinned by test_memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvscope.plan.encoder_profile import encoder_kept_bytes, encoder_profile
+from kvscope.specs.registry import load_model
+
+CONFIG = Path(__file__).parent / "data" / "configs" / "qwen3-vl-30b-a3b-instruct.json"
+V0110 = (0, 11, 0)
+
+
+@pytest.fixture(scope="module")
+def qwen3_vl():
+    return load_model(str(CONFIG))
+
+
+def test_log_line_budget_and_items(qwen3_vl) -> None:
+    p = encoder_profile(qwen3_vl, V0110, 65536, 2048, 256)
+    assert p is not None
+    assert (p.modality, p.budget_tokens, p.items) == ("video", 153_600, 1)
+
+
+def test_tower_output_width_counts_the_deepstack_mergers(qwen3_vl) -> None:
+    # config.json: out_hidden_size 2048, deepstack_visual_indexes [8, 16, 24], patch 16,
+    # temporal patch 2, merge 2; Qwen3_VisionTransformer concatenates 1 + 3 outputs
+    t = qwen3_vl.vision_output
+    assert t is not None
+    assert (t.kind, t.out_width, t.patch_values, t.merge_size) == ("qwen3_vl_moe", 8192, 1536, 2)
+
+
+def test_the_zeroed_budget_copy_dominates_what_is_kept(qwen3_vl) -> None:
+    # profile_run copies the 12,288-row output into a zeroed (153,600, width) tensor and keeps
+    # the raw output and the pixel values beside it: all three, nothing more
+    p = encoder_profile(qwen3_vl, V0110, 65536, 2048, 256)
+    assert p is not None
+    copy = 153_600 * 8192 * 2
+    assert copy < p.kept_bytes < 1.15 * copy
+    assert p.rows == 12_288
+
+
+def test_items_follow_the_encoder_budget(qwen3_vl) -> None:
+    # budget = max(max_num_batched_tokens, tokens an item); items = budget // tokens an item
+    one = encoder_profile(qwen3_vl, V0110, 65536, 8192, 256)
+    two = encoder_profile(qwen3_vl, V0110, 65536, 2 * 153_600, 256)
+    assert one is not None and two is not None
+    assert (one.budget_tokens, one.items) == (153_600, 1)
+    assert (two.budget_tokens, two.items) == (307_200, 2)
+    # a twice-larger budget widens each zeroed copy and adds an item (four times the copies);
+    # the raw outputs and pixel values only double
+    assert 3.5 * one.kept_bytes < two.kept_bytes < 4 * one.kept_bytes
+    # the batch size does not move a budget that one item sets
+    assert one.kept_bytes == encoder_kept_bytes(qwen3_vl, V0110, 65536, 2048, 256)
+
+
+@pytest.mark.parametrize("version", [(0, 9, 2), (0, 10, 2), (0, 12, 0), (0, 19, 0)])
+def test_releases_not_read_are_not_modelled(qwen3_vl, version) -> None:
+    assert encoder_profile(qwen3_vl, version, 65536, 2048, 256) is None
+    assert encoder_kept_bytes(qwen3_vl, version, 65536, 2048, 256) == 0.0
+
+
+def test_towers_without_a_modelled_output_are_left_out() -> None:
+    gemma = load_model(str(CONFIG.with_name("gemma-3-4b-it.json")))
+    assert gemma.vision_output is None
+    assert encoder_profile(gemma, V0110, 32768, 2048, 256) is None
