@@ -9,11 +9,13 @@ items of the maximum feature size"; the row's KV pool (2.31 GiB) is pinned by te
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from kvscope.plan.encoder_profile import encoder_kept_bytes, encoder_profile
+from kvscope.specs.config_parse import parse_config
 from kvscope.specs.registry import load_model
 
 CONFIG = Path(__file__).parent / "data" / "configs" / "qwen3-vl-30b-a3b-instruct.json"
@@ -63,10 +65,41 @@ def test_items_follow_the_encoder_budget(qwen3_vl) -> None:
     assert one.kept_bytes == encoder_kept_bytes(qwen3_vl, V0110, 65536, 2048, 256)
 
 
-@pytest.mark.parametrize("version", [(0, 9, 2), (0, 10, 2), (0, 12, 0), (0, 19, 0)])
+@pytest.mark.parametrize("version", [(0, 9, 2), (0, 10, 2), (0, 12, 0), (0, 14, 0), (0, 28, 0)])
 def test_releases_not_read_are_not_modelled(qwen3_vl, version) -> None:
     assert encoder_profile(qwen3_vl, version, 65536, 2048, 256) is None
     assert encoder_kept_bytes(qwen3_vl, version, 65536, 2048, 256) == 0.0
+
+
+@pytest.mark.parametrize("version", [(0, 15, 0), (0, 20, 0), (0, 24, 0), (0, 27, 0)])
+def test_from_015_the_image_is_profiled_and_parked_as_it_is(qwen3_vl, version) -> None:
+    # get_max_video_tokens counts a two-frame video at half the video pixel budget (12,288
+    # rows, no 12.5 factor), below the 16,384 rows of a 4096 x 4096 image
+    p = encoder_profile(qwen3_vl, version, 65536, 8192, 256)
+    assert p is not None
+    assert (p.modality, p.budget_tokens, p.items, p.rows) == ("image", 16_384, 1, 16_384)
+    raw = 16_384 * 8192 * 2
+    pixels = 16_384 * 4 * 1536 * 2
+    assert p.kept_bytes == raw + pixels  # no zeroed copy
+    # far below 0.11's parked video
+    old = encoder_profile(qwen3_vl, V0110, 65536, 8192, 256)
+    assert old is not None and old.kept_bytes > 5 * p.kept_bytes
+
+
+def test_from_025_a_dense_wrapper_runs_on_the_v2_runner() -> None:
+    # VllmConfig._is_default_v2_model_runner_model (0.25): neither MoE nor hybrid -> V2 runner,
+    # whose profile_run does not run the encoder
+    raw = json.loads(CONFIG.read_text())
+    text = raw["text_config"]
+    text["model_type"] = "qwen3_vl_text"
+    text["intermediate_size"] = 12288
+    for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "mlp_only_layers"):
+        text.pop(key, None)
+    raw["vision_config"]["model_type"] = "qwen3_vl"
+    dense = parse_config(raw, "cfg.json")
+    assert dense.vision_output is not None and not dense.is_moe
+    assert encoder_profile(dense, (0, 24, 0), 65536, 8192, 256) is not None
+    assert encoder_profile(dense, (0, 25, 0), 65536, 8192, 256) is None
 
 
 def test_towers_without_a_modelled_output_are_left_out() -> None:

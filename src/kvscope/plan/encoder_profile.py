@@ -18,36 +18,57 @@ The budget (vllm/v1/core/encoder_cache_manager.py ``compute_mm_encoder_budget``)
 ``max(1, min(budget // per_item, max_num_seqs * max(1, min(limit, max_model_len // per_item))))``
 with the V1 default limit of 999 items a prompt.
 
-Modelled: Qwen3-VL towers (``vision_config.model_type`` ``qwen3_vl`` / ``qwen3_vl_moe``), whose
-largest item is a video: ``Qwen3VLProcessingInfo.get_max_video_tokens`` (qwen3_vl.py at v0.11.0)
-counts ``int(12.5 * rows)`` tokens an item (timestamps and frame markers), where ``rows`` is
-the video processor's pixel budget over ``patch**2 * temporal_patch * merge**2``. The
-releases modelled are 0.11.x, read at v0.11.0; v0.9.2 parks the outputs without the expansion
-and v0.22.0 parks them one by one without it (not modelled there, nor 0.12-0.21, unread).
-Not modelled: the encoder's own transient peak (its ViT activations; at these sizes it stays
-below the expanded outputs it then holds), ``--limit-mm-per-prompt`` and
-``--skip-mm-profiling`` (the planner takes neither flag), and other towers (Gemma 3, Pixtral,
-Llama 4, MoonViT), whose outputs vLLM 0.11 parks the same way.
+Modelled: the towers vLLM serves through ``Qwen3VLProcessingInfo`` (Qwen3-VL, and Qwen3.5 /
+Qwen3.6, whose ``Qwen3_5ProcessingInfo`` subclasses it: vllm/model_executor/models/qwen3_5.py),
+by ``vision_config.model_type``. Their processors cap an image at 16,777,216 pixels and a video
+at 25,165,824 (the checkpoints' ``preprocessor_config.json`` and
+``video_preprocessor_config.json``), so an image is ``16,777,216 / (patch * merge)**2`` rows
+(16,384) and a video, at two frames folded by the temporal patch, ``25,165,824 / temporal /
+(patch * merge)**2`` rows (12,288). At 0.11.x ``get_max_video_tokens`` counts ``int(12.5 *
+rows)`` tokens a video (timestamps and frame markers), so the video is profiled (153,600
+tokens) and its output is expanded; from 0.15 it counts the rows alone, so the image is
+profiled and its output parked as it is (``encoder_cache[f"tmp_{i}"]``, no expansion).
+Releases read: 0.11.0 (expansion); 0.15.0, 0.20.0, 0.22.0, 0.23.0, 0.25.0, 0.27.0 (no
+expansion, image); 0.9.2 parks without expansion but counts video tokens its own way, and
+0.12-0.14 are unread: not modelled there, nor from 0.28. Only the V1 runner profiles the
+encoder: the V2 runner's ``profile_run`` (vllm/v1/worker/gpu/model_runner.py, 0.25.0) runs the
+language model alone, and from 0.25 ``VllmConfig._is_default_v2_model_runner_model``
+(vllm/config/vllm.py) sends a generate model that is neither MoE nor hybrid to it (the
+architectures it lists at 0.22-0.27 include no Qwen3-VL or Qwen3.5 wrapper), so from 0.25 only
+MoE or hybrid (Gated DeltaNet) models are modelled (``VLLM_USE_V2_MODEL_RUNNER`` not read).
+Not modelled: the encoder's own transient peak (its ViT activations; the pass's peak is the
+larger of it and the parked outputs plus the language model's pass, which the planner takes
+to be the latter), ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` (the planner takes
+neither: a zero image limit would profile the video instead), ``--skip-mm-profiling``, and
+other towers (Gemma 3, Pixtral, Llama 4, MoonViT), whose outputs vLLM parks the same way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvscope.plan._cache import attention_kinds, is_moe
 from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.model import ModelSpec
 
-#: ``size.longest_edge`` of the ``video_preprocessor_config.json`` the Qwen/Qwen3-VL checkpoints
-#: ship (``Qwen3VLVideoProcessor``): the pixels of all frames of one video item together
+#: ``size.longest_edge`` of the ``video_preprocessor_config.json`` the Qwen/Qwen3-VL, Qwen3.5
+#: and Qwen3.6 checkpoints ship (``Qwen3VLVideoProcessor``): the pixels of all frames of a video
 QWEN3_VL_VIDEO_PIXELS = 25_165_824
+#: ``size.longest_edge`` of their ``preprocessor_config.json`` (``Qwen2VLImageProcessorFast``)
+QWEN3_VL_IMAGE_PIXELS = 16_777_216
 #: text tokens vLLM 0.11 counts per video row (qwen3_vl.py ``get_max_video_tokens``)
 QWEN3_VL_VIDEO_TOKEN_FACTOR = 12.5
-QWEN3_VL_KINDS = frozenset({"qwen3_vl", "qwen3_vl_moe"})
+QWEN3_VL_KINDS = frozenset(
+    {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_vision", "qwen3_5_moe", "qwen3_5_moe_vision"}
+)
 #: V1's default ``limit_mm_per_prompt`` per modality (vllm/config/multimodal.py at v0.11.0)
 DEFAULT_ITEMS_PER_PROMPT = 999
 #: releases whose ``profile_run`` expands each dummy output to the encoder budget
-EXPANDS_SINCE = (0, 11, 0)
-EXPANDS_BEFORE = (0, 12, 0)
+EXPANDS = ((0, 11, 0), (0, 12, 0))
+#: releases that park each dummy output as it is
+PARKS = ((0, 15, 0), (0, 28, 0))
+#: first release whose default runner for a dense, non-hybrid generate model is the V2 runner
+V2_RUNNER_FOR_DENSE_SINCE = (0, 25, 0)
 
 
 @dataclass(frozen=True)
@@ -72,21 +93,36 @@ def encoder_profile(
     tower = model.vision_output
     if tower is None or tower.kind not in QWEN3_VL_KINDS:
         return None
-    if not EXPANDS_SINCE <= version < EXPANDS_BEFORE:
+    expands = EXPANDS[0] <= version < EXPANDS[1]
+    if not expands and not PARKS[0] <= version < PARKS[1]:
         return None
-    per_row = tower.patch_size**2 * tower.temporal_patch_size * tower.merge_size**2
+    hybrid = "gdn" in attention_kinds(model)
+    if version >= V2_RUNNER_FOR_DENSE_SINCE and not (is_moe(model) or hybrid):
+        return None
+    unit = (tower.patch_size * tower.merge_size) ** 2
+    image_rows = QWEN3_VL_IMAGE_PIXELS // unit
     # the processor resizes the frames to fit its pixel budget, so the rows level off there;
-    # below it vLLM takes the most frames whose rows fit max_model_len (approximated by it)
-    rows = min(QWEN3_VL_VIDEO_PIXELS // per_row, max_model_len)
-    per_item = int(rows * QWEN3_VL_VIDEO_TOKEN_FACTOR)
+    # below it vLLM 0.11 takes the most frames whose rows fit max_model_len (approximated)
+    video_rows = QWEN3_VL_VIDEO_PIXELS // tower.temporal_patch_size // unit
+    video_tokens = video_rows
+    if expands:
+        video_rows = min(video_rows, max_model_len)
+        video_tokens = int(video_rows * QWEN3_VL_VIDEO_TOKEN_FACTOR)
+    # MultiModalBudget.get_modality_with_max_tokens: max() keeps the first ("image") on a tie
+    modality, rows, per_item = (
+        ("video", video_rows, video_tokens)
+        if video_tokens > image_rows
+        else ("image", image_rows, image_rows)
+    )
     budget = max(max_num_batched_tokens, per_item)
     per_prompt = max(1, min(DEFAULT_ITEMS_PER_PROMPT, max_model_len // per_item))
     items = max(1, min(budget // per_item, max_num_seqs * per_prompt))
     b = element_bytes(model.dtype)
     raw = items * rows * tower.out_width * b
+    # images are tiled to the temporal patch, so an image patch has as many values as a video's
     pixels = items * rows * tower.merge_size**2 * tower.patch_values * b
-    expanded = items * budget * tower.out_width * b if rows < budget else 0.0
-    return EncoderProfile("video", budget, items, rows, raw + pixels + expanded)
+    expanded = items * budget * tower.out_width * b if expands and rows < budget else 0.0
+    return EncoderProfile(modality, budget, items, rows, raw + pixels + expanded)
 
 
 def encoder_kept_bytes(
