@@ -18,6 +18,8 @@ from kvscope.plan.encoder_profile import encoder_kept_bytes, encoder_profile
 from kvscope.specs.config_parse import parse_config
 from kvscope.specs.registry import load_model
 
+from .log_cases import offline_hub
+
 CONFIG = Path(__file__).parent / "data" / "configs" / "qwen3-vl-30b-a3b-instruct.json"
 V0110 = (0, 11, 0)
 
@@ -102,7 +104,31 @@ def test_from_025_a_dense_wrapper_runs_on_the_v2_runner() -> None:
     assert encoder_profile(dense, (0, 25, 0), 65536, 8192, 256) is None
 
 
-def test_towers_without_a_modelled_output_are_left_out() -> None:
+def test_gemma3_profiles_as_many_images_as_the_batch_holds() -> None:
+    # Gemma 3: 256 embeddings an image (mm_tokens_per_image; get_num_embeds from 0.15), so
+    # 8192 // 256 = 32 images of one 896 x 896 square, parked as they are
     gemma = load_model(str(CONFIG.with_name("gemma-3-4b-it.json")))
-    assert gemma.vision_output is None
-    assert encoder_profile(gemma, V0110, 32768, 2048, 256) is None
+    t = gemma.vision_output
+    assert t is not None and (t.kind, t.out_width, t.image_rows, t.image_size) == (
+        "gemma3",
+        2560,
+        256,
+        896,
+    )
+    p = encoder_profile(gemma, (0, 19, 0), 32768, 8192, 256)
+    assert p is not None
+    assert (p.modality, p.budget_tokens, p.items, p.rows) == ("image", 8192, 32, 256)
+    assert p.kept_bytes == 32 * (256 * 2560 + 3 * 896 * 896) * 2
+    # few sequences cap the items: max_num_seqs x min(999, max_model_len // 256)
+    capped = encoder_profile(gemma, (0, 19, 0), 2048, 8192, 2)
+    assert capped is not None and capped.items == 16
+    # a dense wrapper runs on the V2 runner from 0.25; 0.11 counts placeholder tokens too
+    assert encoder_profile(gemma, (0, 25, 0), 32768, 8192, 256) is None
+    assert encoder_profile(gemma, V0110, 32768, 8192, 256) is None
+
+
+def test_towers_without_a_modelled_output_are_left_out() -> None:
+    with offline_hub():
+        kimi = load_model("moonshotai/Kimi-VL-A3B-Instruct")
+    assert kimi.vision_params > 0 and kimi.vision_output is None
+    assert encoder_profile(kimi, (0, 19, 0), 32768, 8192, 256) is None

@@ -36,11 +36,16 @@ language model alone, and from 0.25 ``VllmConfig._is_default_v2_model_runner_mod
 (vllm/config/vllm.py) sends a generate model that is neither MoE nor hybrid to it (the
 architectures it lists at 0.22-0.27 include no Qwen3-VL or Qwen3.5 wrapper), so from 0.25 only
 MoE or hybrid (Gated DeltaNet) models are modelled (``VLLM_USE_V2_MODEL_RUNNER`` not read).
+Gemma 3 (gemma3_mm.py, read at 0.15.0, 0.20.0 and 0.25.0): an image is ``mm_tokens_per_image``
+(256) embeddings of the text width from one ``vision_config.image_size`` square (896; no
+pan-and-scan by default); from 0.15 ``get_mm_max_toks_per_item`` counts embeddings
+(``PlaceholderRange.get_num_embeds``), so ``max_num_batched_tokens // 256`` images are
+profiled. 0.11 counts the whole placeholder (newlines and BOI/EOI too) and is not modelled.
 Not modelled: the encoder's own transient peak (its ViT activations; the pass's peak is the
 larger of it and the parked outputs plus the language model's pass, which the planner takes
 to be the latter), ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` (the planner takes
 neither: a zero image limit would profile the video instead), ``--skip-mm-profiling``, and
-other towers (Gemma 3, Pixtral, Llama 4, MoonViT), whose outputs vLLM parks the same way.
+other towers (Pixtral, Llama 4, MoonViT), whose outputs vLLM parks the same way.
 """
 
 from __future__ import annotations
@@ -91,7 +96,7 @@ def encoder_profile(
 ) -> EncoderProfile | None:
     """The profiling pass of ``model``'s encoder at ``version``; None where not modelled."""
     tower = model.vision_output
-    if tower is None or tower.kind not in QWEN3_VL_KINDS:
+    if tower is None:
         return None
     expands = EXPANDS[0] <= version < EXPANDS[1]
     if not expands and not PARKS[0] <= version < PARKS[1]:
@@ -99,28 +104,38 @@ def encoder_profile(
     hybrid = "gdn" in attention_kinds(model)
     if version >= V2_RUNNER_FOR_DENSE_SINCE and not (is_moe(model) or hybrid):
         return None
-    unit = (tower.patch_size * tower.merge_size) ** 2
-    image_rows = QWEN3_VL_IMAGE_PIXELS // unit
-    # the processor resizes the frames to fit its pixel budget, so the rows level off there;
-    # below it vLLM 0.11 takes the most frames whose rows fit max_model_len (approximated)
-    video_rows = QWEN3_VL_VIDEO_PIXELS // tower.temporal_patch_size // unit
-    video_tokens = video_rows
-    if expands:
-        video_rows = min(video_rows, max_model_len)
-        video_tokens = int(video_rows * QWEN3_VL_VIDEO_TOKEN_FACTOR)
-    # MultiModalBudget.get_modality_with_max_tokens: max() keeps the first ("image") on a tie
-    modality, rows, per_item = (
-        ("video", video_rows, video_tokens)
-        if video_tokens > image_rows
-        else ("image", image_rows, image_rows)
-    )
+    b = element_bytes(model.dtype)
+    if tower.kind == "gemma3":
+        if expands:  # 0.11 counts the placeholder's newline and BOI/EOI tokens too: unmodelled
+            return None
+        # an image is image_rows embeddings (get_num_embeds, 0.15-0.24) of one image_size square
+        modality, rows, per_item = "image", tower.image_rows, tower.image_rows
+        item_pixels = tower.in_channels * tower.image_size**2
+    elif tower.kind in QWEN3_VL_KINDS:
+        unit = (tower.patch_size * tower.merge_size) ** 2
+        image_rows = QWEN3_VL_IMAGE_PIXELS // unit
+        # the processor resizes the frames to fit its pixel budget, so the rows level off
+        # there; below it vLLM 0.11 takes the most frames whose rows fit max_model_len
+        video_rows = QWEN3_VL_VIDEO_PIXELS // tower.temporal_patch_size // unit
+        video_tokens = video_rows
+        if expands:
+            video_rows = min(video_rows, max_model_len)
+            video_tokens = int(video_rows * QWEN3_VL_VIDEO_TOKEN_FACTOR)
+        # MultiModalBudget.get_modality_with_max_tokens: max() keeps the first ("image") on a tie
+        modality, rows, per_item = (
+            ("video", video_rows, video_tokens)
+            if video_tokens > image_rows
+            else ("image", image_rows, image_rows)
+        )
+        # images are tiled to the temporal patch: a patch has as many values as a video's
+        item_pixels = rows * tower.merge_size**2 * tower.patch_values
+    else:
+        return None
     budget = max(max_num_batched_tokens, per_item)
     per_prompt = max(1, min(DEFAULT_ITEMS_PER_PROMPT, max_model_len // per_item))
     items = max(1, min(budget // per_item, max_num_seqs * per_prompt))
-    b = element_bytes(model.dtype)
     raw = items * rows * tower.out_width * b
-    # images are tiled to the temporal patch, so an image patch has as many values as a video's
-    pixels = items * rows * tower.merge_size**2 * tower.patch_values * b
+    pixels = items * item_pixels * b
     expanded = items * budget * tower.out_width * b if expands and rows < budget else 0.0
     return EncoderProfile(modality, budget, items, rows, raw + pixels + expanded)
 

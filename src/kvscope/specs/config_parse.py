@@ -162,10 +162,15 @@ def _vision_shape(raw: Mapping[str, Any]) -> tuple[int, int]:
     )
 
 
-def _vision_output(raw: Mapping[str, Any]) -> VisionOutput | None:
-    """A Qwen3-VL-style tower's output width and patching (:class:`VisionOutput`), else None."""
+def _vision_output(raw: Mapping[str, Any], hidden: int) -> VisionOutput | None:
+    """A Qwen3-VL-style or Gemma 3 tower's output width and input (:class:`VisionOutput`)."""
     vision = raw.get("vision_config")
     if not isinstance(vision, Mapping):
+        return None
+    if raw.get("model_type") == "gemma3":  # Gemma3Config's default: 256 tokens an image
+        rows, side = raw.get("mm_tokens_per_image", 256), vision.get("image_size")
+        if isinstance(rows, int) and isinstance(side, int) and rows > 0 and side > 0:
+            return VisionOutput("gemma3", hidden, image_rows=rows, image_size=side)
         return None
     keys = ("out_hidden_size", "patch_size", "temporal_patch_size", "spatial_merge_size")
     vals = [x for x in (vision.get(k) for k in keys) if isinstance(x, int) and x > 0]
@@ -243,7 +248,7 @@ def parse_config(
         vision_params=vision,
         vision_layers=vision_layers,
         vision_width=vision_width,
-        vision_output=_vision_output(raw) if vision else None,
+        vision_output=_vision_output(raw, h) if vision else None,
         rope_cache_positions=families.rope_cache_positions(c.raw, model_type, max_pos),
         partial_rotary_factor=_rotary_fraction(c),
         hc_mult=hc,

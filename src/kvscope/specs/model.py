@@ -80,18 +80,22 @@ class KVGroup:
 
 @dataclass(frozen=True)
 class VisionOutput:
-    """A Qwen3-VL-style vision tower as ``vision_config`` states it: the patching of its input
-    and the width of each token it returns. vLLM's ``Qwen3_VisionTransformer`` concatenates the
-    merger's output with one deepstack merger's output per ``deepstack_visual_indexes`` entry
-    (vllm/model_executor/models/qwen3_vl.py at v0.11.0), so ``out_width`` is
-    ``out_hidden_size * (1 + len(deepstack_visual_indexes))``."""
+    """A vision tower as ``vision_config`` states it: the width of each token it returns and the
+    shape of its input. Qwen3-VL-style towers patch a resized image: vLLM's
+    ``Qwen3_VisionTransformer`` concatenates the merger's output with one deepstack merger's
+    output per ``deepstack_visual_indexes`` entry (vllm/model_executor/models/qwen3_vl.py at
+    v0.11.0), so ``out_width`` is ``out_hidden_size * (1 + len(deepstack_visual_indexes))``.
+    Gemma 3 (``kind`` "gemma3") projects a fixed ``image_size`` square to ``image_rows``
+    (``mm_tokens_per_image``) tokens of the text width (gemma3_mm.py)."""
 
-    kind: str  # vision_config.model_type ("qwen3_vl", "qwen3_vl_moe", ...)
+    kind: str  # vision_config.model_type ("qwen3_vl", "qwen3_vl_moe", ...), or "gemma3"
     out_width: int
-    patch_size: int
-    temporal_patch_size: int
-    merge_size: int  # spatial_merge_size
+    patch_size: int = 0
+    temporal_patch_size: int = 1
+    merge_size: int = 1  # spatial_merge_size
     in_channels: int = 3
+    image_rows: int = 0  # a fixed-size tower's rows an image (0: patched to the image's size)
+    image_size: int = 0  # a fixed-size tower's input side, pixels
 
     @property
     def patch_values(self) -> int:
