@@ -127,6 +127,23 @@ def test_gemma3_profiles_as_many_images_as_the_batch_holds() -> None:
     assert encoder_profile(gemma, V0110, 32768, 8192, 256) is None
 
 
+def test_mistral3_profiles_two_1540_pixel_images() -> None:
+    # Pixtral in Mistral Small 3.1: a 1540 x 1540 square in 14-pixel patches merged 2 x 2 is
+    # 55 x 55 = 3,025 embeddings (the break tokens are not embeddings): 8192 // 3025 = 2 images
+    mistral = load_model(str(CONFIG.with_name("mistral-small-3.1-24b-instruct-2503.json")))
+    t = mistral.vision_output
+    assert t is not None and (t.kind, t.out_width, t.image_rows, t.image_size) == (
+        "mistral3",
+        5120,
+        3025,
+        1540,
+    )
+    p = encoder_profile(mistral, (0, 19, 0), 32768, 8192, 256)
+    assert p is not None
+    assert (p.modality, p.budget_tokens, p.items, p.rows) == ("image", 8192, 2, 3025)
+    assert p.kept_bytes == 2 * (3025 * 5120 + 3 * 1540 * 1540) * 2
+
+
 def test_towers_without_a_modelled_output_are_left_out() -> None:
     with offline_hub():
         kimi = load_model("moonshotai/Kimi-VL-A3B-Instruct")

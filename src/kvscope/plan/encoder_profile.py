@@ -41,11 +41,15 @@ Gemma 3 (gemma3_mm.py, read at 0.15.0, 0.20.0 and 0.25.0): an image is ``mm_toke
 pan-and-scan by default); from 0.15 ``get_mm_max_toks_per_item`` counts embeddings
 (``PlaceholderRange.get_num_embeds``), so ``max_num_batched_tokens // 256`` images are
 profiled. 0.11 counts the whole placeholder (newlines and BOI/EOI too) and is not modelled.
+Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint, both read at 0.20.0): the
+largest image is the ``image_size`` square (1540), one embedding a merged patch
+(``(1540 // (14 * 2))**2`` = 3,025; the [IMG_BREAK] / [IMG_END] tokens are not embeddings),
+so 8192 // 3025 = 2 images.
 Not modelled: the encoder's own transient peak (its ViT activations; the pass's peak is the
 larger of it and the parked outputs plus the language model's pass, which the planner takes
 to be the latter), ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` (the planner takes
 neither: a zero image limit would profile the video instead), ``--skip-mm-profiling``, and
-other towers (Pixtral, Llama 4, MoonViT), whose outputs vLLM parks the same way.
+other towers (Llama 4, MoonViT), whose outputs vLLM parks the same way.
 """
 
 from __future__ import annotations
@@ -66,6 +70,9 @@ QWEN3_VL_VIDEO_TOKEN_FACTOR = 12.5
 QWEN3_VL_KINDS = frozenset(
     {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_vision", "qwen3_5_moe", "qwen3_5_moe_vision"}
 )
+#: towers whose largest image is one fixed square: Gemma 3 (SigLIP, 896 px, 256 tokens) and
+#: Mistral 3 (Pixtral, 1540 px, one token a 28 x 28 merged patch: 3,025)
+FIXED_SQUARE_KINDS = frozenset({"gemma3", "mistral3"})
 #: V1's default ``limit_mm_per_prompt`` per modality (vllm/config/multimodal.py at v0.11.0)
 DEFAULT_ITEMS_PER_PROMPT = 999
 #: releases whose ``profile_run`` expands each dummy output to the encoder budget
@@ -105,8 +112,8 @@ def encoder_profile(
     if version >= V2_RUNNER_FOR_DENSE_SINCE and not (is_moe(model) or hybrid):
         return None
     b = element_bytes(model.dtype)
-    if tower.kind == "gemma3":
-        if expands:  # 0.11 counts the placeholder's newline and BOI/EOI tokens too: unmodelled
+    if tower.kind in FIXED_SQUARE_KINDS:
+        if expands:  # 0.11 counts the placeholder's other tokens too: unmodelled
             return None
         # an image is image_rows embeddings (get_num_embeds, 0.15-0.24) of one image_size square
         modality, rows, per_item = "image", tower.image_rows, tower.image_rows

@@ -163,7 +163,7 @@ def _vision_shape(raw: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def _vision_output(raw: Mapping[str, Any], hidden: int) -> VisionOutput | None:
-    """A Qwen3-VL-style or Gemma 3 tower's output width and input (:class:`VisionOutput`)."""
+    """A Qwen3-VL-style, Gemma 3 or Mistral 3 tower's output and input (:class:`VisionOutput`)."""
     vision = raw.get("vision_config")
     if not isinstance(vision, Mapping):
         return None
@@ -172,6 +172,18 @@ def _vision_output(raw: Mapping[str, Any], hidden: int) -> VisionOutput | None:
         if isinstance(rows, int) and isinstance(side, int) and rows > 0 and side > 0:
             return VisionOutput("gemma3", hidden, image_rows=rows, image_size=side)
         return None
+    if raw.get("model_type") == "mistral3":  # Pixtral: one token a merged patch of the square
+        square = (
+            vision.get("image_size"),
+            vision.get("patch_size"),
+            raw.get("spatial_merge_size", 1),
+        )
+        sizes = [x for x in square if isinstance(x, int) and x > 0]
+        if len(sizes) != len(square):
+            return None
+        side, patch, merge = sizes
+        rows = (side // (patch * merge)) ** 2
+        return VisionOutput("mistral3", hidden, image_rows=rows, image_size=side)
     keys = ("out_hidden_size", "patch_size", "temporal_patch_size", "spatial_merge_size")
     vals = [x for x in (vision.get(k) for k in keys) if isinstance(x, int) and x > 0]
     if len(vals) != len(keys):

@@ -86,9 +86,11 @@ class VisionOutput:
     output per ``deepstack_visual_indexes`` entry (vllm/model_executor/models/qwen3_vl.py at
     v0.11.0), so ``out_width`` is ``out_hidden_size * (1 + len(deepstack_visual_indexes))``.
     Gemma 3 (``kind`` "gemma3") projects a fixed ``image_size`` square to ``image_rows``
-    (``mm_tokens_per_image``) tokens of the text width (gemma3_mm.py)."""
+    (``mm_tokens_per_image``) tokens of the text width (gemma3_mm.py); Mistral 3 ("mistral3")
+    its largest ``image_size`` square to one text-width token a ``patch_size x
+    spatial_merge_size`` patch (mistral3.py)."""
 
-    kind: str  # vision_config.model_type ("qwen3_vl", "qwen3_vl_moe", ...), or "gemma3"
+    kind: str  # vision_config.model_type ("qwen3_vl", ...), or "gemma3" / "mistral3"
     out_width: int
     patch_size: int = 0
     temporal_patch_size: int = 1
