@@ -144,6 +144,26 @@ def test_mistral3_profiles_two_1540_pixel_images() -> None:
     assert p.kept_bytes == 2 * (3025 * 5120 + 3 * 1540 * 1540) * 2
 
 
+def test_llama4_profiles_three_16_to_1_images() -> None:
+    # Llama 4 Scout: a 16:1 image is 16 tiles of 336 px plus a global tile, each 24 x 24
+    # patches pixel-shuffled by 0.5 to 144 tokens: 2,448 an image, 8192 // 2448 = 3 images
+    with offline_hub():
+        scout = load_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    t = scout.vision_output
+    assert t is not None and (t.kind, t.out_width, t.image_rows, t.image_tiles) == (
+        "llama4",
+        5120,
+        2448,
+        17,
+    )
+    p = encoder_profile(scout, (0, 19, 0), 32768, 8192, 256)
+    assert p is not None
+    assert (p.modality, p.budget_tokens, p.items, p.rows) == ("image", 8192, 3, 2448)
+    assert p.kept_bytes == 3 * (2448 * 5120 + 17 * 3 * 336 * 336) * 2
+    # a MoE model stays on the V1 runner past 0.25
+    assert encoder_profile(scout, (0, 25, 0), 32768, 8192, 256) is not None
+
+
 def test_towers_without_a_modelled_output_are_left_out() -> None:
     with offline_hub():
         kimi = load_model("moonshotai/Kimi-VL-A3B-Instruct")

@@ -45,11 +45,14 @@ Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint, both read 
 largest image is the ``image_size`` square (1540), one embedding a merged patch
 (``(1540 // (14 * 2))**2`` = 3,025; the [IMG_BREAK] / [IMG_END] tokens are not embeddings),
 so 8192 // 3025 = 2 images.
+Llama 4 (mllama4.py, read at 0.20.0): the largest image is 16:1 (``get_max_num_tiles``, the
+processor's ``max_patches`` 16) cut into 16 tiles of 336 px plus a global tile, 144 embeddings
+each after the pixel shuffle (``get_patch_per_chunk``): 2,448 an image, 8192 // 2448 = 3.
 Not modelled: the encoder's own transient peak (its ViT activations; the pass's peak is the
 larger of it and the parked outputs plus the language model's pass, which the planner takes
 to be the latter), ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` (the planner takes
 neither: a zero image limit would profile the video instead), ``--skip-mm-profiling``, and
-other towers (Llama 4, MoonViT), whose outputs vLLM parks the same way.
+other towers (MoonViT), whose outputs vLLM parks the same way.
 """
 
 from __future__ import annotations
@@ -71,8 +74,9 @@ QWEN3_VL_KINDS = frozenset(
     {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_vision", "qwen3_5_moe", "qwen3_5_moe_vision"}
 )
 #: towers whose largest image is one fixed square: Gemma 3 (SigLIP, 896 px, 256 tokens) and
-#: Mistral 3 (Pixtral, 1540 px, one token a 28 x 28 merged patch: 3,025)
-FIXED_SQUARE_KINDS = frozenset({"gemma3", "mistral3"})
+#: Mistral 3 (Pixtral, 1540 px, one token a 28 x 28 merged patch: 3,025), Llama 4 (17 tiles of
+#: 336 px, 144 tokens each)
+FIXED_SQUARE_KINDS = frozenset({"gemma3", "mistral3", "llama4"})
 #: V1's default ``limit_mm_per_prompt`` per modality (vllm/config/multimodal.py at v0.11.0)
 DEFAULT_ITEMS_PER_PROMPT = 999
 #: releases whose ``profile_run`` expands each dummy output to the encoder budget
@@ -117,7 +121,7 @@ def encoder_profile(
             return None
         # an image is image_rows embeddings (get_num_embeds, 0.15-0.24) of one image_size square
         modality, rows, per_item = "image", tower.image_rows, tower.image_rows
-        item_pixels = tower.in_channels * tower.image_size**2
+        item_pixels = tower.image_tiles * tower.in_channels * tower.image_size**2
     elif tower.kind in QWEN3_VL_KINDS:
         unit = (tower.patch_size * tower.merge_size) ** 2
         image_rows = QWEN3_VL_IMAGE_PIXELS // unit

@@ -36,7 +36,8 @@ from kvscope.specs.config_dsv41 import dsv4_attention, dsv41_layers
 from kvscope.specs.config_ffn import ffn_layers
 from kvscope.specs.config_linear import HYBRID_LINEAR_TYPES, hybrid_layers
 from kvscope.specs.dtypes import canonical_dtype, resolve_model_dtype
-from kvscope.specs.model import LayerSpec, ModelSpec, Published, VisionOutput
+from kvscope.specs.model import LayerSpec, ModelSpec, Published
+from kvscope.specs.vision_output import vision_output
 from kvscope.validate import count
 
 #: Largest value an architecture size may hold (2^31 - 1): engines index these dimensions
@@ -162,45 +163,6 @@ def _vision_shape(raw: Mapping[str, Any]) -> tuple[int, int]:
     )
 
 
-def _vision_output(raw: Mapping[str, Any], hidden: int) -> VisionOutput | None:
-    """A Qwen3-VL-style, Gemma 3 or Mistral 3 tower's output and input (:class:`VisionOutput`)."""
-    vision = raw.get("vision_config")
-    if not isinstance(vision, Mapping):
-        return None
-    if raw.get("model_type") == "gemma3":  # Gemma3Config's default: 256 tokens an image
-        rows, side = raw.get("mm_tokens_per_image", 256), vision.get("image_size")
-        if isinstance(rows, int) and isinstance(side, int) and rows > 0 and side > 0:
-            return VisionOutput("gemma3", hidden, image_rows=rows, image_size=side)
-        return None
-    if raw.get("model_type") == "mistral3":  # Pixtral: one token a merged patch of the square
-        square = (
-            vision.get("image_size"),
-            vision.get("patch_size"),
-            raw.get("spatial_merge_size", 1),
-        )
-        sizes = [x for x in square if isinstance(x, int) and x > 0]
-        if len(sizes) != len(square):
-            return None
-        side, patch, merge = sizes
-        rows = (side // (patch * merge)) ** 2
-        return VisionOutput("mistral3", hidden, image_rows=rows, image_size=side)
-    keys = ("out_hidden_size", "patch_size", "temporal_patch_size", "spatial_merge_size")
-    vals = [x for x in (vision.get(k) for k in keys) if isinstance(x, int) and x > 0]
-    if len(vals) != len(keys):
-        return None
-    out, patch, temporal, merge = vals
-    deepstack = vision.get("deepstack_visual_indexes") or []
-    channels = vision.get("in_channels", 3)
-    return VisionOutput(
-        kind=str(vision.get("model_type") or ""),
-        out_width=out * (1 + (len(deepstack) if isinstance(deepstack, list) else 0)),
-        patch_size=patch,
-        temporal_patch_size=temporal,
-        merge_size=merge,
-        in_channels=channels if isinstance(channels, int) and channels > 0 else 3,
-    )
-
-
 def parse_config(
     raw: Mapping[str, Any],
     source: str = "config.json",
@@ -260,7 +222,7 @@ def parse_config(
         vision_params=vision,
         vision_layers=vision_layers,
         vision_width=vision_width,
-        vision_output=_vision_output(raw, h) if vision else None,
+        vision_output=vision_output(raw, h) if vision else None,
         rope_cache_positions=families.rope_cache_positions(c.raw, model_type, max_pos),
         partial_rotary_factor=_rotary_fraction(c),
         hc_mult=hc,

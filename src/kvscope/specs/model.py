@@ -21,6 +21,7 @@ from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.ffn import FFNLayer
 from kvscope.specs.kv_state import KVCache, bounded_bytes_per_request, history_bytes_per_token
 from kvscope.specs.quant import Quantization
+from kvscope.specs.vision_output import VisionOutput
 
 #: Component names used in parameter and weight breakdowns (plus ``vision_tower`` for
 #: vision-language models only).
@@ -76,33 +77,6 @@ class KVGroup:
     def bounded_bytes_per_request(self) -> float:
         """Window and fixed state one request holds in this group (all its layers)."""
         return bounded_bytes_per_request(self.caches) * len(self.layers)
-
-
-@dataclass(frozen=True)
-class VisionOutput:
-    """A vision tower as ``vision_config`` states it: the width of each token it returns and the
-    shape of its input. Qwen3-VL-style towers patch a resized image: vLLM's
-    ``Qwen3_VisionTransformer`` concatenates the merger's output with one deepstack merger's
-    output per ``deepstack_visual_indexes`` entry (vllm/model_executor/models/qwen3_vl.py at
-    v0.11.0), so ``out_width`` is ``out_hidden_size * (1 + len(deepstack_visual_indexes))``.
-    Gemma 3 (``kind`` "gemma3") projects a fixed ``image_size`` square to ``image_rows``
-    (``mm_tokens_per_image``) tokens of the text width (gemma3_mm.py); Mistral 3 ("mistral3")
-    its largest ``image_size`` square to one text-width token a ``patch_size x
-    spatial_merge_size`` patch (mistral3.py)."""
-
-    kind: str  # vision_config.model_type ("qwen3_vl", ...), or "gemma3" / "mistral3"
-    out_width: int
-    patch_size: int = 0
-    temporal_patch_size: int = 1
-    merge_size: int = 1  # spatial_merge_size
-    in_channels: int = 3
-    image_rows: int = 0  # a fixed-size tower's rows an image (0: patched to the image's size)
-    image_size: int = 0  # a fixed-size tower's input side, pixels
-
-    @property
-    def patch_values(self) -> int:
-        """Pixel values of one patch (``in_channels * temporal_patch_size * patch_size**2``)."""
-        return self.in_channels * self.temporal_patch_size * self.patch_size**2
 
 
 @dataclass(frozen=True)
