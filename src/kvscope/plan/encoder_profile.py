@@ -30,7 +30,8 @@ tokens) and its output is expanded; from 0.15 it counts the rows alone, so the i
 profiled and its output parked as it is (``encoder_cache[f"tmp_{i}"]``, no expansion).
 Releases read: 0.11.0 (expansion); 0.15.0, 0.20.0, 0.22.0, 0.23.0, 0.25.0, 0.27.0 (no
 expansion, image); 0.9.2 parks without expansion but counts video tokens its own way, and
-0.12-0.14 are unread: not modelled there, nor from 0.28. Only the V1 runner profiles the
+0.12-0.14 are unread: not modelled there, nor from 0.28 (the releases between those read are
+taken to match the identical code on either side). Only the V1 runner profiles the
 encoder: the V2 runner's ``profile_run`` (vllm/v1/worker/gpu/model_runner.py, 0.25.0) runs the
 language model alone, and from 0.25 ``VllmConfig._is_default_v2_model_runner_model``
 (vllm/config/vllm.py) sends a generate model that is neither MoE nor hybrid to it (the
