@@ -42,11 +42,11 @@ Gemma 3 (gemma3_mm.py, read at 0.15.0, 0.20.0 and 0.25.0): an image is ``mm_toke
 pan-and-scan by default); from 0.15 ``get_mm_max_toks_per_item`` counts embeddings
 (``PlaceholderRange.get_num_embeds``), so ``max_num_batched_tokens // 256`` images are
 profiled. 0.11 counts the whole placeholder (newlines and BOI/EOI too) and is not modelled.
-Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint, both read at 0.20.0): the
+Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint; 0.15, 0.20, 0.25, 0.27): the
 largest image is the ``image_size`` square (1540), one embedding a merged patch
 (``(1540 // (14 * 2))**2`` = 3,025; the [IMG_BREAK] / [IMG_END] tokens are not embeddings),
 so 8192 // 3025 = 2 images.
-Llama 4 (mllama4.py, read at 0.20.0): the largest image is 16:1 (``get_max_num_tiles``, the
+Llama 4 (mllama4.py; 0.15, 0.20, 0.25, 0.27): the largest image is 16:1 (``get_max_num_tiles``, the
 processor's ``max_patches`` 16) cut into 16 tiles of 336 px plus a global tile, 144 embeddings
 each after the pixel shuffle (``get_patch_per_chunk``): 2,448 an image, 8192 // 2448 = 3.
 Not modelled: the encoder's own transient peak (its ViT activations; the pass's peak is the
