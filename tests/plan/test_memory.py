@@ -63,12 +63,6 @@ KNOWN_OFF = {
     # free_gpu_memory with no empty_cache after the pass, also counts the allocator's cached
     # segments) against a KV pool of only ~55 GiB a GPU beside 94.5 GiB of weights.
     "vllm-mi300x-llama31-405b-tp8": "kv_tokens",
-    # kv_tokens, +113 %: Qwen3-VL-30B-A3B on 4x RTX 3090 (vLLM 0.11.0). The log says "Encoder
-    # cache will be initialized with a budget of 153600 tokens, and profiled with 1 video items
-    # of the maximum feature size": the profiling pass runs the vision tower on a maximal
-    # video, whose activations (not modelled) take ~2.4 GiB a rank beside a 2.31 GiB KV pool.
-    # Weights plan 1.5 % low with the Qwen3VLVisionModel tower counted.
-    "nanokvm-4x3090-qwen3vl30b-tp4-0.11.0": "kv_tokens",
     # kv_tokens, -5.3 % / +5.4 %: Qwen3-235B-A22B-2507-FP8 on 4 RTX PRO 6000 (vLLM 0.27.1,
     # --max-num-seqs 32). The TP4 log splits its non-KV memory: 1.70 GiB non-torch beside the
     # weights (planned 0.25, NCCL only: more than two PCIe GPUs run no custom all-reduce) and

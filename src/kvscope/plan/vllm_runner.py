@@ -84,12 +84,17 @@ def _hybrid(model: ModelSpec) -> bool:
 def runs_v2(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
     """Whether vLLM at ``eng``'s release starts ``model`` on its V2 model runner (the module
     text; the environment variable is not read)."""
-    v = eng.version
     spec = eng.speculative
-    method = spec.method if spec is not None else None
+    return v2_by_default(model, eng.version, spec.method if spec else None, gpu.vendor)
+
+
+def v2_by_default(
+    model: ModelSpec, v: tuple[int, int, int], method: str | None = None, vendor: str = "nvidia"
+) -> bool:
+    """:func:`runs_v2` from the release, the drafter (``method``) and the GPU vendor alone."""
     if uses_v2_runner(model, v, method):
         return True
-    if gpu.vendor != "nvidia" or v < V2_DEFAULT_SINCE:
+    if vendor != "nvidia" or v < V2_DEFAULT_SINCE:
         return False
     if method is not None and method not in _at(_V2_DRAFTERS, v):
         return False

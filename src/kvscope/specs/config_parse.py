@@ -37,6 +37,7 @@ from kvscope.specs.config_ffn import ffn_layers
 from kvscope.specs.config_linear import HYBRID_LINEAR_TYPES, hybrid_layers
 from kvscope.specs.dtypes import canonical_dtype, resolve_model_dtype
 from kvscope.specs.model import LayerSpec, ModelSpec, Published
+from kvscope.specs.vision_output import vision_output
 from kvscope.validate import count
 
 #: Largest value an architecture size may hold (2^31 - 1): engines index these dimensions
@@ -221,6 +222,7 @@ def parse_config(
         vision_params=vision,
         vision_layers=vision_layers,
         vision_width=vision_width,
+        vision_output=vision_output(raw, h) if vision else None,
         rope_cache_positions=families.rope_cache_positions(c.raw, model_type, max_pos),
         partial_rotary_factor=_rotary_fraction(c),
         hc_mult=hc,

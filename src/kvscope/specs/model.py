@@ -21,6 +21,7 @@ from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.ffn import FFNLayer
 from kvscope.specs.kv_state import KVCache, bounded_bytes_per_request, history_bytes_per_token
 from kvscope.specs.quant import Quantization
+from kvscope.specs.vision_output import VisionOutput
 
 #: Component names used in parameter and weight breakdowns (plus ``vision_tower`` for
 #: vision-language models only).
@@ -100,6 +101,9 @@ class ModelSpec:
     #: model has no tower. SGLang scales its default ``mem_fraction_static`` by them.
     vision_layers: int = 0
     vision_width: int = 0
+    #: a Qwen3-VL-style tower's patching and the width of each token it returns, where
+    #: ``vision_config`` states ``out_hidden_size`` (None otherwise); see :class:`VisionOutput`
+    vision_output: VisionOutput | None = None
     #: positions of every distinct rotary cos/sin cache the engine builds (0: one cache of
     #: ``max_position_embeddings``); see ``families.rope_cache_positions``
     rope_cache_positions: int = 0

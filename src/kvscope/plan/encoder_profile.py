@@ -1,0 +1,162 @@
+"""Bytes vLLM V1's multimodal profiling pass keeps on a GPU through the language model's dummy
+pass (the dummy encoder outputs parked in the encoder cache, and their inputs), by release.
+
+Units: tokens and bytes. Source: ``GPUModelRunner.profile_run`` in
+vllm/v1/worker/gpu_model_runner.py at v0.11.0. When the model supports multimodal inputs (and
+``skip_mm_profiling`` is off) it picks the one modality with the most tokens per item
+(``MultiModalBudget.get_modality_with_max_tokens``), runs the encoder once on
+``max_items_per_batch`` dummy items of that modality's largest size, and, when one output has
+fewer rows than the encoder budget, copies each output into a zeroed ``(encoder_budget, width)``
+tensor; those tensors sit in ``encoder_cache["tmp"]`` until after ``_dummy_run`` and the sampler
+run, so torch's peak holds them beside the language model's pass. The loop variable ``output``
+still references the last raw output (a view of the encoder's one concatenated output, so all of
+it stays alive), and ``batched_dummy_mm_inputs`` keeps the dummy pixel values on the GPU in the
+model dtype (``_postprocess_output`` casts floating inputs, vllm/multimodal/processing.py).
+The budget (vllm/v1/core/encoder_cache_manager.py ``compute_mm_encoder_budget``) is
+``max(max_num_batched_tokens, max tokens an item)``; the items
+(vllm/v1/worker/utils.py ``MultiModalBudget.get_max_items``) are
+``max(1, min(budget // per_item, max_num_seqs * max(1, min(limit, max_model_len // per_item))))``
+with the V1 default limit of 999 items a prompt.
+
+Modelled: the towers vLLM serves through ``Qwen3VLProcessingInfo`` (Qwen3-VL, and Qwen3.5 /
+Qwen3.6, whose ``Qwen3_5ProcessingInfo`` subclasses it: vllm/model_executor/models/qwen3_5.py),
+by ``vision_config.model_type``. Their processors cap an image at 16,777,216 pixels and a video
+at 25,165,824 (the checkpoints' ``preprocessor_config.json`` and
+``video_preprocessor_config.json``), so an image is ``16,777,216 / (patch * merge)**2`` rows
+(16,384) and a video, at two frames folded by the temporal patch, ``25,165,824 / temporal /
+(patch * merge)**2`` rows (12,288). At 0.11.x ``get_max_video_tokens`` counts ``int(12.5 *
+rows)`` tokens a video (timestamps and frame markers), so the video is profiled (153,600
+tokens) and its output is expanded; from 0.15 it counts the rows alone, so the image is
+profiled and its output parked as it is (``encoder_cache[f"tmp_{i}"]``, no expansion).
+Releases read: 0.11.0 (expansion); 0.15.0, 0.20.0, 0.22.0, 0.23.0, 0.25.0, 0.27.0 (no
+expansion, image); 0.9.2 parks without expansion but counts video tokens its own way, and
+0.12-0.14 are unread: not modelled there, nor from 0.28 (the releases between those read are
+taken to match the identical code on either side). Only the V1 runner profiles the
+encoder: the V2 runner's ``profile_run`` (vllm/v1/worker/gpu/model_runner.py, 0.25.0) runs the
+language model alone, and from 0.25 ``VllmConfig._is_default_v2_model_runner_model``
+(vllm/config/vllm.py) sends a generate model that is neither MoE nor hybrid to it (the
+architectures it lists at 0.22-0.27 include no Qwen3-VL or Qwen3.5 wrapper), so from 0.25 only
+MoE or hybrid (Gated DeltaNet) models are modelled; the runner rule is
+:func:`kvscope.plan.vllm_runner.v2_by_default` (``VLLM_USE_V2_MODEL_RUNNER`` not read).
+Gemma 3 (gemma3_mm.py, read at 0.15.0, 0.20.0 and 0.25.0): an image is ``mm_tokens_per_image``
+(256) embeddings of the text width from one ``vision_config.image_size`` square (896; no
+pan-and-scan by default); from 0.15 ``get_mm_max_toks_per_item`` counts embeddings
+(``PlaceholderRange.get_num_embeds``), so ``max_num_batched_tokens // 256`` images are
+profiled. 0.11 counts the whole placeholder (newlines and BOI/EOI too) and is not modelled.
+Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint; 0.15, 0.20, 0.25, 0.27): the
+largest image is the ``image_size`` square (1540), one embedding a merged patch
+(``(1540 // (14 * 2))**2`` = 3,025; the [IMG_BREAK] / [IMG_END] tokens are not embeddings),
+so 8192 // 3025 = 2 images.
+Llama 4 (mllama4.py; 0.15, 0.20, 0.25, 0.27): the largest image is 16:1 (``get_max_num_tiles``, the
+processor's ``max_patches`` 16) cut into 16 tiles of 336 px plus a global tile, 144 embeddings
+each after the pixel shuffle (``get_patch_per_chunk``): 2,448 an image, 8192 // 2448 = 3.
+Not modelled: the encoder's own transient peak (its ViT activations; the pass's peak is the
+larger of it and the parked outputs plus the language model's pass, which the planner takes
+to be the latter), ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` (the planner takes
+neither: a zero image limit would profile the video instead), ``--skip-mm-profiling``, and
+other towers (MoonViT), whose outputs vLLM parks the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvscope.plan.vllm_runner import v2_by_default
+from kvscope.specs.dtypes import element_bytes
+from kvscope.specs.model import ModelSpec
+
+#: ``size.longest_edge`` of the ``video_preprocessor_config.json`` the Qwen/Qwen3-VL, Qwen3.5
+#: and Qwen3.6 checkpoints ship (``Qwen3VLVideoProcessor``): the pixels of all frames of a video
+QWEN3_VL_VIDEO_PIXELS = 25_165_824
+#: ``size.longest_edge`` of their ``preprocessor_config.json`` (``Qwen2VLImageProcessorFast``)
+QWEN3_VL_IMAGE_PIXELS = 16_777_216
+#: text tokens vLLM 0.11 counts per video row (qwen3_vl.py ``get_max_video_tokens``)
+QWEN3_VL_VIDEO_TOKEN_FACTOR = 12.5
+QWEN3_VL_KINDS = frozenset(
+    {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_vision", "qwen3_5_moe", "qwen3_5_moe_vision"}
+)
+#: towers whose largest image is one fixed square: Gemma 3 (SigLIP, 896 px, 256 tokens) and
+#: Mistral 3 (Pixtral, 1540 px, one token a 28 x 28 merged patch: 3,025), Llama 4 (17 tiles of
+#: 336 px, 144 tokens each)
+FIXED_SQUARE_KINDS = frozenset({"gemma3", "mistral3", "llama4"})
+#: V1's default ``limit_mm_per_prompt`` per modality (vllm/config/multimodal.py at v0.11.0)
+DEFAULT_ITEMS_PER_PROMPT = 999
+#: releases whose ``profile_run`` expands each dummy output to the encoder budget
+EXPANDS = ((0, 11, 0), (0, 12, 0))
+#: releases that park each dummy output as it is
+PARKS = ((0, 15, 0), (0, 28, 0))
+
+
+@dataclass(frozen=True)
+class EncoderProfile:
+    """One profiling pass of the encoder: what the engine logs and the bytes it keeps."""
+
+    modality: str
+    budget_tokens: int  # "Encoder cache will be initialized with a budget of N tokens"
+    items: int  # "... and profiled with N <modality> items of the maximum feature size"
+    rows: int  # rows of one item's encoder output
+    kept_bytes: float  # held through the language model's dummy pass, one GPU
+
+
+def encoder_profile(
+    model: ModelSpec,
+    version: tuple[int, int, int],
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+) -> EncoderProfile | None:
+    """The profiling pass of ``model``'s encoder at ``version``; None where not modelled."""
+    tower = model.vision_output
+    if tower is None:
+        return None
+    expands = EXPANDS[0] <= version < EXPANDS[1]
+    if not expands and not PARKS[0] <= version < PARKS[1]:
+        return None
+    if v2_by_default(model, version):  # the V2 runner profiles no encoder
+        return None
+    b = element_bytes(model.dtype)
+    if tower.kind in FIXED_SQUARE_KINDS:
+        if expands:  # 0.11 counts the placeholder's other tokens too: unmodelled
+            return None
+        # an image is image_rows embeddings (get_num_embeds, 0.15-0.24) of one image_size square
+        modality, rows, per_item = "image", tower.image_rows, tower.image_rows
+        item_pixels = tower.image_tiles * tower.in_channels * tower.image_size**2
+    elif tower.kind in QWEN3_VL_KINDS:
+        unit = (tower.patch_size * tower.merge_size) ** 2
+        image_rows = QWEN3_VL_IMAGE_PIXELS // unit
+        # the processor resizes the frames to fit its pixel budget, so the rows level off
+        # there; below it vLLM 0.11 takes the most frames whose rows fit max_model_len
+        video_rows = QWEN3_VL_VIDEO_PIXELS // tower.temporal_patch_size // unit
+        video_tokens = video_rows
+        if expands:
+            video_rows = min(video_rows, max_model_len)
+            video_tokens = int(video_rows * QWEN3_VL_VIDEO_TOKEN_FACTOR)
+        # MultiModalBudget.get_modality_with_max_tokens: max() keeps the first ("image") on a tie
+        modality, rows, per_item = (
+            ("video", video_rows, video_tokens)
+            if video_tokens > image_rows
+            else ("image", image_rows, image_rows)
+        )
+        # images are tiled to the temporal patch: a patch has as many values as a video's
+        item_pixels = rows * tower.merge_size**2 * tower.patch_values
+    else:
+        return None
+    budget = max(max_num_batched_tokens, per_item)
+    per_prompt = max(1, min(DEFAULT_ITEMS_PER_PROMPT, max_model_len // per_item))
+    items = max(1, min(budget // per_item, max_num_seqs * per_prompt))
+    raw = items * rows * tower.out_width * b
+    pixels = items * item_pixels * b
+    expanded = items * budget * tower.out_width * b if expands and rows < budget else 0.0
+    return EncoderProfile(modality, budget, items, rows, raw + pixels + expanded)
+
+
+def encoder_kept_bytes(
+    model: ModelSpec,
+    version: tuple[int, int, int],
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+) -> float:
+    """:func:`encoder_profile`'s kept bytes, 0 where the pass is not modelled."""
+    p = encoder_profile(model, version, max_model_len, max_num_batched_tokens, max_num_seqs)
+    return p.kept_bytes if p is not None else 0.0
