@@ -75,11 +75,9 @@ KNOWN_OFF = {
     # 0.76 GiB of profiling peak with the graph estimate (planned 3.57: the H100 graph fit of
     # 101 units for a 17-unit capture list, which the capture-list rule is not the default
     # for); the TP4 row lands at 4.98 %, its expert-parallel twin (0.11 GiB more KV logged)
-    # just over. PP4 logs 555,680 tokens where its 24-layer stages' 26.84 GiB (planned
-    # 26.82) hold 586,000: a first or last stage holds ~2.4 GiB more than planned (the
-    # write-up's nvidia-smi: stages 0 and 3 use 3.5 GiB less in all), which no rule holds.
+    # just over. (Its PP4 twin passes since vLLM's Qwen3MoE class is known to build both
+    # vocabulary tables on every stage: kvscope.plan.pp_vocab.)
     "rtxpro6000-qwen3-235b-2507-fp8-tp4-ep-0.27": "kv_tokens",
-    "rtxpro6000-qwen3-235b-2507-fp8-pp4-0.27": "kv_tokens",
     # kv_tokens, +5.5 % / +14.7 %: Qwen3-32B on two RTX PRO 6000 at 0.426 (vLLM 0.27.1, V2
     # model runner). TP2 logs 1.66 GiB of non-KV memory beside the weights; the V2 runner's
     # profiling peak (1.02) and NCCL (0.25) leave 0.3 GiB unexplained. PP2's first stage logs
