@@ -82,7 +82,10 @@ KNOWN_OFF = {
     # model runner). TP2 logs 1.66 GiB of non-KV memory beside the weights; the V2 runner's
     # profiling peak (1.02) and NCCL (0.25) leave 0.3 GiB unexplained. PP2's first stage logs
     # 3.02 GiB (planned 2.00 without a graph estimate, which the V2 runner of 0.27 does not
-    # take): its pipeline send buffers over PCIe are not modelled.
+    # take). Not the pipeline's send path: the profiling pass sends nothing, and the NCCL
+    # communicators the sends and PPHandler's broadcasts use (torch ProcessGroupNCCL on the PP
+    # device group and its sibling group, no eager device_id by default) start at their
+    # first use, after the pool is sized (parallel_state.py, gpu/pp_utils.py of 0.27.0).
     "rtxpro6000-qwen3-32b-tp2-u0426-0.27": "kv_tokens",
     "rtxpro6000-qwen3-32b-pp2-u0426-0.27": "kv_tokens",
     # kv_tokens, -28 %: DeepSeek-V4-Flash-0731 with DSpark (k = 7) and the fp4 indexer cache
