@@ -69,16 +69,17 @@ KNOWN_OFF = {
     # 0.76 GiB of profiling peak with the graph estimate (planned 3.57: the H100 graph fit of
     # 101 units for a 17-unit capture list, which the capture-list rule is not the default
     # for); the TP4 row lands at 4.98 %, its expert-parallel twin (0.11 GiB more KV logged)
-    # just over. PP4 logs 555,680 tokens where its 24-layer stages' 26.84 GiB (planned
-    # 26.82) hold 586,000: a first or last stage holds ~2.4 GiB more than planned (the
-    # write-up's nvidia-smi: stages 0 and 3 use 3.5 GiB less in all), which no rule holds.
+    # just over. (Its PP4 twin passes since vLLM's Qwen3MoE class is known to build both
+    # vocabulary tables on every stage: kvscope.plan.pp_vocab.)
     "rtxpro6000-qwen3-235b-2507-fp8-tp4-ep-0.27": "kv_tokens",
-    "rtxpro6000-qwen3-235b-2507-fp8-pp4-0.27": "kv_tokens",
     # kv_tokens, +5.5 % / +14.7 %: Qwen3-32B on two RTX PRO 6000 at 0.426 (vLLM 0.27.1, V2
     # model runner). TP2 logs 1.66 GiB of non-KV memory beside the weights; the V2 runner's
     # profiling peak (1.02) and NCCL (0.25) leave 0.3 GiB unexplained. PP2's first stage logs
     # 3.02 GiB (planned 2.00 without a graph estimate, which the V2 runner of 0.27 does not
-    # take): its pipeline send buffers over PCIe are not modelled.
+    # take). Not the pipeline's send path: the profiling pass sends nothing, and the NCCL
+    # communicators the sends and PPHandler's broadcasts use (torch ProcessGroupNCCL on the PP
+    # device group and its sibling group, no eager device_id by default) start at their
+    # first use, after the pool is sized (parallel_state.py, gpu/pp_utils.py of 0.27.0).
     "rtxpro6000-qwen3-32b-tp2-u0426-0.27": "kv_tokens",
     "rtxpro6000-qwen3-32b-pp2-u0426-0.27": "kv_tokens",
     # kv_tokens, -28 %: DeepSeek-V4-Flash-0731 with DSpark (k = 7) and the fp4 indexer cache

@@ -22,6 +22,7 @@ from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
+from kvscope.plan.pp_vocab import with_every_stage_tables
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.weights import (
@@ -188,6 +189,8 @@ def plan_memory(
             with_component(w, "dsv4_wide", dsv4_wide_param_bytes(model, w.layers, i == par.pp - 1))
             for i, w in enumerate(stages)
         )
+    if eng.engine == "vllm":  # classes that build both vocabulary tables on every stage
+        stages = with_every_stage_tables(stages, model)
     if eng.engine == "vllm" and eng.mm_encoder_tp_mode == "data":
         first = with_component(stages[0], "encoder_replica", encoder_replica_bytes(model, par))
         stages = (first, *stages[1:])
