@@ -100,7 +100,9 @@ def v2_by_default(
         return False
     if v >= V2_FOR_ALL_SINCE:
         return True
-    listed = model.model_type in _at(_DEFAULT_TYPES, v)
+    # the lists name text-only classes (Qwen3ForCausalLM, ...), never a vision-language
+    # wrapper (Qwen3VLForConditionalGeneration, ...), whatever its text tower's type
+    listed = model.model_type in _at(_DEFAULT_TYPES, v) and not model.vision_params
     quantized = model.quantization.method != "none"
     if v < (0, 24, 0):
         return listed and not model.is_moe and not quantized and not _hybrid(model)
