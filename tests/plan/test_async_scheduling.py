@@ -1,8 +1,8 @@
 """vLLM's asynchronous scheduling in the plan: two batches in flight from 0.26, unless turned off.
 
 vllm/config/vllm.py at v0.33.0: ``max_concurrent_batches`` is 2 under async scheduling (on by
-default unless PP on the V1 runner or an n-gram / suffix drafter forbids it), else the
-pipeline depth; window groups reserve ``max_in_flight_tokens`` beyond their window.
+default unless an n-gram / suffix drafter forbids it), ``pp + 1`` under it on the V2 runner,
+else the pipeline depth; window groups reserve ``max_in_flight_tokens`` beyond their window.
 """
 
 from __future__ import annotations
@@ -34,7 +34,11 @@ def _plan(model: str, pp: int = 1, **eng: object) -> object:
         ({}, 1, 16384),  # 0.33 default: async on, two 8,192-token batches
         ({"async_scheduling": False}, 1, 8192),
         ({"engine_version": "0.25.0"}, 1, 8192),  # before 0.26 one budget whatever the flag
-        ({}, 2, 16384),  # PP on the V1 runner: async off, the pipeline depth (2) in flight
+        # PP: async stays on; V4 runs the V2 runner from 0.28, which keeps pp + 1 batches
+        # in flight (max_concurrent_batches, vllm/config/vllm.py of 0.27.0 and 0.31.0), and
+        # at 0.27 the V1 runner, which keeps the pipeline depth
+        ({}, 2, 24576),
+        ({"engine_version": "0.27.0"}, 2, 16384),
         ({"max_num_batched_tokens": 4096}, 1, 8192),
     ],
 )

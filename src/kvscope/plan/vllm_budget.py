@@ -26,8 +26,8 @@ the first group's, which only DeepSeek V4's unequal groups feel). A sliding-wind
 (``SlidingWindowSpec.max_memory_usage_bytes``). The in-flight tokens are
 ``max_num_batched_tokens`` up to 0.25; from 0.26.0 they are
 ``VllmConfig.max_in_flight_tokens`` = ``max_concurrent_batches x max_num_batched_tokens``,
-where ``max_concurrent_batches`` is 2 with asynchronous scheduling (on by default unless
-pipeline parallelism runs on the V1 model runner) and the pipeline depth otherwise
+where ``max_concurrent_batches`` is ``pp + 1`` with asynchronous scheduling (on by default)
+on the V2 model runner, 2 with it on the V1 runner without PP, and the pipeline depth otherwise
 (vllm/config/vllm.py and vllm/v1/kv_cache_interface.py of the 0.26.0 and 0.31.0 wheels; the
 0.25.0 wheel still adds the batched tokens alone; :mod:`kvscope.plan.vllm_scheduling`). DeepSeek
 V4's load-time buffers: :mod:`kvscope.plan.dsv4_buffers`. Units: bytes unless a name says GiB.
@@ -70,7 +70,7 @@ from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
 from kvscope.plan.vllm_collectives import non_torch_bytes
-from kvscope.plan.vllm_runner import graphs_profiled, greedy_dummy_sampler
+from kvscope.plan.vllm_runner import graphs_profiled, greedy_dummy_sampler, runs_v2
 from kvscope.plan.vllm_scheduling import async_scheduling, in_flight_tokens
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
@@ -165,7 +165,8 @@ def resolve_defaults(
     )
     gmu = eng.gpu_memory_utilization or default_gmu
     pp = (par or Parallelism()).pp
-    in_flight = in_flight_tokens(tokens, pp, v, async_scheduling(eng, pp))
+    v2 = runs_v2(model, eng, gpu)
+    in_flight = in_flight_tokens(tokens, pp, v, async_scheduling(eng), v2)
     return VllmDefaults(gmu, max_len, tokens, seqs, block, subtract, in_flight)
 
 

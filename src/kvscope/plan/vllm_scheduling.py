@@ -18,26 +18,35 @@ IN_FLIGHT_TOKENS_SINCE = (0, 26, 0)
 NO_ASYNC_SPEC_METHODS = frozenset({"ngram", "suffix", "custom_class"})
 
 
-def async_scheduling(eng: EngineConfig, pp: int) -> bool:
-    """Whether vLLM schedules asynchronously: the flag when given, else the default (on
-    unless pipeline parallelism on the V1 runner or an n-gram / suffix drafter forbids it)."""
+def async_scheduling(eng: EngineConfig) -> bool:
+    """Whether vLLM schedules asynchronously: the flag when given, else the default (on unless
+    an n-gram / suffix drafter forbids it; pipeline parallelism does not turn it off:
+    ``VllmConfig.__post_init__`` of the 0.25.0, 0.27.0 and 0.31.0 wheels has no PP condition,
+    only ``max_concurrent_batches`` looks at the pipeline)."""
     if eng.async_scheduling is not None:
         return eng.async_scheduling
     spec = eng.speculative
-    return pp <= 1 and not (spec is not None and spec.method in NO_ASYNC_SPEC_METHODS)
+    return not (spec is not None and spec.method in NO_ASYNC_SPEC_METHODS)
 
 
 def in_flight_tokens(
-    batched_tokens: int, pp: int, v: tuple[int, int, int], async_on: bool | None = None
+    batched_tokens: int,
+    pp: int,
+    v: tuple[int, int, int],
+    async_on: bool = True,
+    v2_runner: bool = False,
 ) -> int:
-    """``VllmConfig.max_in_flight_tokens`` of release ``v`` (the module text).
-
-    From 0.26.0: 2 batches under asynchronous scheduling (``async_on``; None = its default,
-    on without PP), else the pipeline depth; the V2 runner's ``pp + 1`` under PP is not
-    modelled.
-    """
+    """``VllmConfig.max_in_flight_tokens`` of release ``v``: ``max_concurrent_batches x
+    max_num_batched_tokens`` from 0.26.0, where ``max_concurrent_batches`` is ``pp + 1`` under
+    asynchronous scheduling on the V2 model runner, 2 under it on the V1 runner without PP,
+    and the pipeline depth otherwise (vllm/config/vllm.py of the 0.25.0, 0.27.0 and 0.31.0
+    wheels; 0.25.0 does not yet add it to a window group's reserve)."""
     if v < IN_FLIGHT_TOKENS_SINCE:
         return batched_tokens
-    on = pp <= 1 if async_on is None else async_on
-    batches = 2 if on and pp <= 1 else pp
+    if async_on and v2_runner:
+        batches = pp + 1
+    elif async_on and pp <= 1:
+        batches = 2
+    else:
+        batches = pp
     return batches * batched_tokens
