@@ -25,6 +25,24 @@ from kvscope.specs.registry import load_model
 from .log_cases import load_cases
 
 ROOT = Path(__file__).resolve().parents[2]
+#: ``kvscope plan`` on DeepSeek-V4-Pro in a subprocess (the CLI's own exit codes and stderr)
+PLAN_V4_PRO = (
+    sys.executable,
+    "-m",
+    "kvscope.cli.main",
+    "plan",
+    "--model",
+    "deepseek-ai/DeepSeek-V4-Pro",
+)
+
+
+def _env(home: Path) -> dict[str, str]:
+    """The environment without Hugging Face settings, with a fresh HOME and this checkout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
+    env.update(HOME=str(home), PYTHONPATH=str(ROOT / "src"))
+    return env
+
+
 PRO = load_model("deepseek-ai/DeepSeek-V4-Pro")
 
 
@@ -92,16 +110,8 @@ def test_the_pr_23933_row_carries_the_switch_its_command_sets() -> None:
 def test_engines_without_the_switch_refuse_it_in_one_line(
     tmp_path: Path, extra: list[str], needle: str
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
-    env.update(HOME=str(tmp_path), PYTHONPATH=str(ROOT / "src"))
-    cmd = [
-        sys.executable,
-        "-m",
-        "kvscope.cli.main",
-        "plan",
-        "--model",
-        "deepseek-ai/DeepSeek-V4-Pro",
-    ]
+    env = _env(tmp_path)
+    cmd = [*PLAN_V4_PRO]
     cmd += ["--gpu", "H20", "--tp", "16", "--shared-expert-tp1", *extra]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
     assert out.returncode == 2
@@ -109,16 +119,8 @@ def test_engines_without_the_switch_refuse_it_in_one_line(
 
 
 def test_the_cli_flag_reaches_the_plan(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
-    env.update(HOME=str(tmp_path), PYTHONPATH=str(ROOT / "src"))
-    cmd = [
-        sys.executable,
-        "-m",
-        "kvscope.cli.main",
-        "plan",
-        "--model",
-        "deepseek-ai/DeepSeek-V4-Pro",
-    ]
+    env = _env(tmp_path)
+    cmd = [*PLAN_V4_PRO]
     cmd += ["--gpu", "H20", "--tp", "16", "--engine", "sglang", "--engine-version", "0.5.12"]
     cmd += ["--moe-runner-backend", "marlin", "--json"]
     runs = [
