@@ -271,3 +271,38 @@ def test_dspark_start_before_0_29_subtracts_no_graphs() -> None:
         h200 = get_gpu("H200")
         assert plan_memory(v4, h200, par, _dspark("0.25.0")).cudagraph_gib == 0.0
         assert plan_memory(v4, h200, par, _dspark("0.30.0")).cudagraph_gib > 0.5
+
+
+#: Qwen3-235B-A22B-2507-FP8 TP4 on RTX PRO 6000 (vLLM 0.27.1, --max-num-seqs 32, V1 runner:
+#: Qwen3MoE is not on 0.27's V2 list): the log's whole profiling peak, graph estimate
+#: included, is 0.76 GiB; the H100 fit alone would charge 2.26 GiB for its 17 graph units.
+TP4_ROW = "rtxpro6000-qwen3-235b-2507-fp8-tp4-0.27"
+TP4_LOGGED_PEAK_WITH_GRAPHS_GIB = 0.76
+
+
+def test_v1_runner_estimate_follows_the_default_capture_list() -> None:
+    # GPUModelRunner.profile_cudagraph_memory (vllm/v1/worker/gpu_model_runner.py, 0.22.0-
+    # 0.31.0) logs the first capture plus (graphs - 1) x the second: the default list, capped
+    # at max_num_seqs x 2 = 64 tokens, is what an explicit --max-cudagraph-capture-size 64 gives
+    default = CASES[TP4_ROW].plan()
+    assert default.cudagraph_gib == CASES[TP4_ROW].plan(max_cudagraph_capture_size=64).cudagraph_gib
+    assert 0.0 < default.cudagraph_gib < TP4_LOGGED_PEAK_WITH_GRAPHS_GIB
+
+
+#: DeepSeek-V4.1-Flash TP8 on H100 under the V2 runner, logged "Estimated CUDA graph memory"
+#: (GiB): the V2 runner's capture_model measurement holds the workspaces built during capture
+#: (vllm/v1/worker/gpu/cudagraph_utils.py of 0.31.0), which the 101-unit fit stands in for.
+#: (The 0731 checkpoint's 0.31 start logs 0.82, between the fit and the capture-list spread.)
+V2_LOGGED_ESTIMATE = {
+    "tant2tls-v41flash-h100-tp8-0.30": 1.25,
+    "tant2tls-v41flash-h100-tp8-0.31": 1.15,
+}
+
+
+@pytest.mark.parametrize("row", sorted(V2_LOGGED_ESTIMATE))
+def test_v2_runner_keeps_the_fit_from_029(row: str) -> None:
+    logged = V2_LOGGED_ESTIMATE[row]
+    default = CASES[row].plan().cudagraph_gib
+    listed = CASES[row].plan(max_cudagraph_capture_size=128).cudagraph_gib  # 64 seqs x 2
+    assert listed < default
+    assert abs(default - logged) < abs(listed - logged)

@@ -63,15 +63,6 @@ KNOWN_OFF = {
     # free_gpu_memory with no empty_cache after the pass, also counts the allocator's cached
     # segments) against a KV pool of only ~55 GiB a GPU beside 94.5 GiB of weights.
     "vllm-mi300x-llama31-405b-tp8": "kv_tokens",
-    # kv_tokens, -5.3 % / +5.4 %: Qwen3-235B-A22B-2507-FP8 on 4 RTX PRO 6000 (vLLM 0.27.1,
-    # --max-num-seqs 32). The TP4 log splits its non-KV memory: 1.70 GiB non-torch beside the
-    # weights (planned 0.25, NCCL only: more than two PCIe GPUs run no custom all-reduce) and
-    # 0.76 GiB of profiling peak with the graph estimate (planned 3.57: the H100 graph fit of
-    # 101 units for a 17-unit capture list, which the capture-list rule is not the default
-    # for); the TP4 row lands at 4.98 %, its expert-parallel twin (0.11 GiB more KV logged)
-    # just over. (Its PP4 twin passes since vLLM's Qwen3MoE class is known to build both
-    # vocabulary tables on every stage: kvscope.plan.pp_vocab.)
-    "rtxpro6000-qwen3-235b-2507-fp8-tp4-ep-0.27": "kv_tokens",
     # kv_tokens, +5.5 % / +14.7 %: Qwen3-32B on two RTX PRO 6000 at 0.426 (vLLM 0.27.1, V2
     # model runner). TP2 logs 1.66 GiB of non-KV memory beside the weights; the V2 runner's
     # profiling peak (1.02) and NCCL (0.25) leave 0.3 GiB unexplained. PP2's first stage logs

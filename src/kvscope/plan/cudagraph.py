@@ -23,7 +23,8 @@ PIECEWISE graphs in full and extrapolates FULL ones the same way. So the estimat
 number of graphs: kvscope takes the first capture as one graph's worth (the 8-graph starts at
 ``--max-num-seqs 8`` log 0.03-0.07 GiB for a 36-layer model, where the 101-graph default costs
 0.87), and spreads the H100 fit of :data:`CUDAGRAPH_GIB` over the 101 graph units of the
-configuration it was read at.
+configuration it was read at. Which starts take the capture list's units rather than the fit's
+101 is the runner's rule (:func:`kvscope.plan.vllm_runner.graphs_by_capture_list`).
 
 DeepSeek V4 on the V1 runner adds one term to the first capture (:func:`dsv4_first_capture_bytes`).
 The V2 runner measures nothing before 0.29.0

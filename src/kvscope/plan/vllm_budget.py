@@ -70,7 +70,12 @@ from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
 from kvscope.plan.vllm_collectives import non_torch_bytes
-from kvscope.plan.vllm_runner import graphs_profiled, greedy_dummy_sampler, runs_v2
+from kvscope.plan.vllm_runner import (
+    graphs_by_capture_list,
+    graphs_profiled,
+    greedy_dummy_sampler,
+    runs_v2,
+)
 from kvscope.plan.vllm_scheduling import async_scheduling, in_flight_tokens
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
@@ -266,9 +271,10 @@ def plan_ranks(
     else:
         requested = gpu.memory_bytes * defaults.gpu_memory_utilization
     attn_tp = par.tp
-    # The estimate follows the graphs captured under an explicit cap and on DeepSeek V4's
-    # V1-runner starts (first capture plus per-graph terms); elsewhere the fit stays, see
-    # benchmarks/RESULTS.md ("Issue 17 rows: CUDA-graph estimate by capture list").
+    # The estimate follows the graphs of the capture list (first capture plus per-graph
+    # terms) on the V1 runner and under an explicit cap; the V2 runner keeps the fit
+    # (vllm_runner.graphs_by_capture_list; benchmarks/RESULTS.md, "Issue 17 rows: CUDA-graph
+    # estimate by capture list" and "... as the V1 runner's default").
     spec = eng.speculative
     k = spec.num_speculative_tokens if spec is not None else 0
     sizes = capture_sizes(
@@ -280,7 +286,7 @@ def plan_ranks(
         gpu,
     )
     listed_units = graph_units(sizes, defaults.max_num_seqs, k)
-    units = FIT_GRAPH_UNITS if eng.max_cudagraph_capture_size is None else listed_units
+    units = listed_units if graphs_by_capture_list(model, eng, gpu) else FIT_GRAPH_UNITS
     out = []
     for w in stage_weights:
         last = w.pp_rank == par.pp - 1

@@ -122,3 +122,22 @@ def greedy_dummy_sampler(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> b
     """True where the profiling sampler pass holds no fp32 copy of the logits: V2 starts
     before 0.29.0 (the module text; 0.29.0-0.32.0 are left on the V1 count, see there)."""
     return runs_v2(model, eng, gpu) and eng.version < V2_RUNNER_PROFILES_GRAPHS_SINCE
+
+
+def graphs_by_capture_list(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
+    """Whether the planned CUDA-graph estimate follows the start's capture list (True) or keeps
+    the 101-unit H100 fit (False).
+
+    The V1 runner's ``GPUModelRunner.profile_cudagraph_memory`` (vllm/v1/worker/
+    gpu_model_runner.py, same structure in the 0.22.0, 0.25.0, 0.27.0 and 0.31.0 wheels)
+    captures the two largest sizes of each mode and logs the first capture plus
+    ``(graphs - 1) x`` the second, so its estimate scales with the graph count, which the
+    default capture list caps by ``max_num_seqs`` (:func:`kvscope.plan.cudagraph.capture_sizes`).
+    The V2 runner from 0.29.0 (``profile_cudagraph_memory`` in vllm/v1/worker/gpu/
+    cudagraph_utils.py of 0.31.0) measures the whole PIECEWISE capture in free memory, so its
+    figure also holds the workspaces built lazily during capture (0.4-0.9 GiB on the DeepSeek
+    V4 starts that log it); kvscope does not model those, and keeps the fit there, which
+    stands in for them, unless an explicit ``--max-cudagraph-capture-size`` is given (before
+    0.29.0 the V2 runner measures nothing, :func:`graphs_profiled`).
+    """
+    return eng.max_cudagraph_capture_size is not None or not runs_v2(model, eng, gpu)
