@@ -1,5 +1,5 @@
 """The Qwen3-VL-style vision tower's transient peak in vLLM's profiling pass
-(kvscope.plan.vit_peak), against facts read in the engine's code at v0.22.0-v0.27.0.
+(kvscope.plan.vit_peak), against facts read in the engine's code at v0.19.0-v0.27.0.
 
 Figures pinned: the Qwen3.6-35B-A3B tower (config.json: depth 27, hidden_size 1152,
 intermediate_size 4304, num_heads 16, out_hidden_size 2048, no deepstack mergers; patch 16,
@@ -104,7 +104,7 @@ def test_a_wide_mlp_takes_over_from_attention(qwen36) -> None:
     [
         ("T4-16GB", V024),  # cc 7.5: FlashAttention unsupported, SDPA path not modelled
         ("MI300X-192GB", V024),  # ROCm's own ViT backends
-        ("RTX-5090-32GB", (0, 21, 0)),  # releases not read
+        ("RTX-5090-32GB", (0, 18, 0)),  # releases not read
         ("RTX-5090-32GB", (0, 28, 0)),
     ],
 )

@@ -7,8 +7,9 @@ Units: bytes. Source: ``Qwen3_VisionTransformer.forward`` and its blocks
 (qwen2_5_vl.py), ``MMEncoderAttention._forward_fa`` (model_executor/layers/attention/
 mm_encoder_attention.py), ``flash_attn_maxseqlen_wrapper`` (v1/attention/ops/
 vit_attn_wrappers.py) and ``ApplyRotaryEmb.forward_cuda`` (model_executor/layers/
-rotary_embedding/common.py), read identical for these paths at v0.22.0, v0.23.0, v0.25.0 and
-v0.27.0 (0.24 and 0.26 taken to match). ``CompilationConfig.compile_mm_encoder`` is False by
+rotary_embedding/common.py), read identical for these paths at v0.19.0, v0.22.0, v0.23.0,
+v0.24.0, v0.25.0 and v0.27.0 (0.20, 0.21 and 0.26 taken to match; 0.19 interpolates
+``pos_embeds`` in torch rather than Triton, a transient of a few rows before the blocks). ``CompilationConfig.compile_mm_encoder`` is False by
 default, so the tower runs eagerly and every named tensor lives until its function returns:
 
 * the tower keeps the metadata dict's ``pos_embeds`` (``L x width``) and the rotary
@@ -42,7 +43,7 @@ from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.vision_output import VisionOutput
 
 #: releases whose ViT code paths were read identical (see the module docstring)
-READ = ((0, 22, 0), (0, 28, 0))
+READ = ((0, 19, 0), (0, 28, 0))
 #: FlashAttention's ``supports_compute_capability``: capability >= 8.0
 FLASH_ATTN_MIN_CC = (8, 0)
 #: FlashAttention's ``supports_head_size`` below FA4: a multiple of 8, at most 256
