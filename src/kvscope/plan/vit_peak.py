@@ -10,7 +10,8 @@ vit_attn_wrappers.py) and ``ApplyRotaryEmb.forward_cuda`` (model_executor/layers
 rotary_embedding/common.py), read identical for these paths at v0.19.0, v0.22.0, v0.23.0,
 v0.24.0, v0.25.0 and v0.27.0 (0.20, 0.21 and 0.26 taken to match; 0.19 interpolates
 ``pos_embeds`` in torch rather than Triton, a transient of a few rows before the blocks).
-``CompilationConfig.compile_mm_encoder`` is False by default, so the tower runs eagerly and every named tensor lives until its function returns:
+``CompilationConfig.compile_mm_encoder`` is False by default, so the tower runs eagerly and
+every named tensor lives until its function returns:
 
 * the tower keeps the metadata dict's ``pos_embeds`` (``L x width``) and the rotary
   ``cos``/``sin`` (``L x head_dim / 2`` each, ``partial_rotary_factor`` 0.5) through all blocks,
