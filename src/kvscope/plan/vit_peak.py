@@ -19,8 +19,8 @@ every named tensor lives until its function returns:
 * ``CudaPlatform.get_vit_attn_backend`` (platforms/cuda.py) takes the first supported of
   FLASH_ATTN, TRITON_ATTN, TORCH_SDPA: FlashAttention supports compute capability >= 8.0 and a
   head size that is a multiple of 8 up to 256 (v1/attention/backends/flash_attn.py), so the
-  ViT runs ``flash_attn_varlen_func`` over ``cu_seqlens``: no ``[heads, seq, seq]`` scores, one
-  fp32 log-sum-exp a head and patch;
+  ViT runs ``flash_attn_varlen_func`` over ``cu_seqlens``: no ``[heads, seq, seq]`` scores
+  (its fp32 log-sum-exp, one a head and patch, is freed before the projection);
 * an attention block holds its input ``x`` and ``norm1(x)`` (the caller's argument), the qkv
   projection (``3 x width / tp``), the ``(two b) s head head_dim`` copy of q and k (einops
   rearrange of a transposed view; ``2 / tp``), the rotated q and k (a new tensor, ``2 / tp``),
@@ -49,8 +49,6 @@ READ = ((0, 19, 0), (0, 28, 0))
 FLASH_ATTN_MIN_CC = (8, 0)
 #: FlashAttention's ``supports_head_size`` below FA4: a multiple of 8, at most 256
 FLASH_ATTN_MAX_HEAD = 256
-#: bytes of the fp32 ``softmax_lse`` FlashAttention returns per head and patch
-LSE_BYTES = 4
 
 
 def _capability(gpu: GPUSpec) -> tuple[int, int] | None:
@@ -81,7 +79,7 @@ def vit_transient_bytes(
         return 0.0  # the Triton / SDPA paths are not modelled
     tp = max(1, tp)
     d, inter = tower.width, tower.intermediate
-    attention = 3 * d + 8 * d / tp + tower.heads / tp * LSE_BYTES / dtype_bytes
+    attention = 3 * d + 8 * d / tp  # while self.proj runs (FlashAttention's lse is freed)
     mlp = max(2 * d + 2 * inter / tp, 3 * d + inter / tp)
     kept = d + head  # pos_embeds, and rotary cos + sin of head_dim / 2 each
     rows = patches * (kept + max(attention, mlp))
