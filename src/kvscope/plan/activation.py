@@ -73,6 +73,9 @@ class ActivationPeak:
     #: a cold compile's own peak before the pass (:mod:`kvscope.plan.compile_peak`); the
     #: engine logs the larger of the two
     compile_peak: float = 0.0
+    #: the multimodal encoder's phase of the pass (:mod:`kvscope.plan.vit_peak`), before the
+    #: language model's; torch's peak is the larger of the phases
+    encoder_peak: float = 0.0
 
     @property
     def layer_peak(self) -> float:
@@ -85,7 +88,7 @@ class ActivationPeak:
         else:
             moe_layer = self.residual + self.moe_workspace if self.moe_workspace else 0.0
             forward = max(self.layer_peak, moe_layer, self.sampler) + self.runtime
-        return max(forward, self.compile_peak)
+        return max(forward, self.compile_peak, self.encoder_peak)
 
 
 def moe_scratch_width(inter: float, hidden: int, modular: bool) -> float:

@@ -50,9 +50,10 @@ so 8192 // 3025 = 2 images.
 Llama 4 (mllama4.py; 0.15, 0.20, 0.25, 0.27): the largest image is 16:1 (``get_max_num_tiles``, the
 processor's ``max_patches`` 16) cut into 16 tiles of 336 px plus a global tile, 144 embeddings
 each after the pixel shuffle (``get_patch_per_chunk``): 2,448 an image, 8192 // 2448 = 3.
-Not modelled: the encoder's own transient peak (its ViT activations; the pass's peak is the
-larger of it and the parked outputs plus the language model's pass, which the planner takes
-to be the latter), ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` (the planner takes
+The encoder's own transient peak (its ViT activations) is :mod:`kvscope.plan.vit_peak`'s;
+:func:`encoder_phase_bytes` adds the pixel values to it (Qwen3-VL-style towers; the pass's
+peak is the larger of that phase and the parked outputs plus the language model's pass).
+Not modelled: ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` (the planner takes
 neither: a zero image limit would profile the video instead), ``--skip-mm-profiling``, and
 other towers (MoonViT), whose outputs vLLM parks the same way.
 """
@@ -61,8 +62,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvscope.plan.vit_peak import vit_transient_bytes
 from kvscope.plan.vllm_runner import v2_by_default
 from kvscope.specs.dtypes import element_bytes
+from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
 #: ``size.longest_edge`` of the ``video_preprocessor_config.json`` the Qwen/Qwen3-VL, Qwen3.5
@@ -96,6 +99,8 @@ class EncoderProfile:
     items: int  # "... and profiled with N <modality> items of the maximum feature size"
     rows: int  # rows of one item's encoder output
     kept_bytes: float  # held through the language model's dummy pass, one GPU
+    pixel_bytes: float = 0.0  # the dummy pixel values (part of kept_bytes)
+    patches: int = 0  # a patched tower's patches over all items (0: fixed-size tower)
 
 
 def encoder_profile(
@@ -147,7 +152,8 @@ def encoder_profile(
     raw = items * rows * tower.out_width * b
     pixels = items * item_pixels * b
     expanded = items * budget * tower.out_width * b if expands and rows < budget else 0.0
-    return EncoderProfile(modality, budget, items, rows, raw + pixels + expanded)
+    patches = items * rows * tower.merge_size**2 if tower.kind in QWEN3_VL_KINDS else 0
+    return EncoderProfile(modality, budget, items, rows, raw + pixels + expanded, pixels, patches)
 
 
 def encoder_kept_bytes(
@@ -160,3 +166,23 @@ def encoder_kept_bytes(
     """:func:`encoder_profile`'s kept bytes, 0 where the pass is not modelled."""
     p = encoder_profile(model, version, max_model_len, max_num_batched_tokens, max_num_seqs)
     return p.kept_bytes if p is not None else 0.0
+
+
+def encoder_phase_bytes(
+    model: ModelSpec,
+    version: tuple[int, int, int],
+    gpu: GPUSpec,
+    tp: int,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+) -> float:
+    """Bytes the profiling pass holds at the tower's peak while the encoder runs (pixel values
+    plus :func:`kvscope.plan.vit_peak.vit_transient_bytes`), one GPU; 0 where not modelled."""
+    p = encoder_profile(model, version, max_model_len, max_num_batched_tokens, max_num_seqs)
+    tower = model.vision_output
+    if p is None or tower is None or p.patches <= 0:
+        return 0.0
+    b = element_bytes(model.dtype)
+    peak = vit_transient_bytes(tower, p.patches, gpu, tp, version, b)
+    return p.pixel_bytes + peak if peak > 0 else 0.0

@@ -64,7 +64,7 @@ from kvscope.plan.dsv4_workspace import (
     dsv32_profile_workspace,
     with_profile_workspace,
 )
-from kvscope.plan.encoder_profile import encoder_kept_bytes
+from kvscope.plan.encoder_profile import encoder_kept_bytes, encoder_phase_bytes
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
@@ -330,6 +330,11 @@ def plan_ranks(
         # buffers the named attention backend makes inside the profiling pass
         act = replace(act, runtime=act.runtime + profile_workspace_bytes(v, eng.attention_backend))
         held = encoder_kept_bytes(model, v, defaults.max_model_len, t, defaults.max_num_seqs)
+        enc = encoder_phase_bytes(
+            model, v, gpu, par.tp, defaults.max_model_len, t, defaults.max_num_seqs
+        )
+        if enc:  # the tower's own peak, before anything is parked (kvscope.plan.vit_peak)
+            act = replace(act, encoder_peak=act.runtime + enc)
         if last:  # the V2 runner's DSpark speculator buffers (kvscope.plan.spec_buffers)
             held += dspark_speculator_bytes(model, eng, defaults.max_num_seqs, t)
         act = replace(act, runtime=act.runtime + held)  # + parked encoder outputs (encoder_profile)

@@ -35,6 +35,14 @@ class VisionOutput:
     image_rows: int = 0  # a fixed-size tower's rows an image (0: patched to the image's size)
     image_size: int = 0  # a fixed-size tower's input side, pixels
     image_tiles: int = 1  # squares the largest image is cut into (Llama 4: 16 tiles + global)
+    # a Qwen3-VL-style tower's blocks (vision_config depth, hidden_size, intermediate_size,
+    # num_heads) and its deepstack mergers' count and width; 0 where config.json lacks them
+    depth: int = 0
+    width: int = 0
+    intermediate: int = 0
+    heads: int = 0
+    deepstack: int = 0
+    merger_width: int = 0  # out_hidden_size: one merger's output width
 
     @property
     def patch_values(self) -> int:
@@ -88,11 +96,20 @@ def vision_output(raw: Mapping[str, Any], hidden: int) -> VisionOutput | None:
     out, patch, temporal, merge = vals
     deepstack = vision.get("deepstack_visual_indexes") or []
     channels = vision.get("in_channels", 3)
+    size = [vision.get(k) for k in ("depth", "hidden_size", "intermediate_size", "num_heads")]
+    depth, width, inter, heads = (x if isinstance(x, int) and x > 0 else 0 for x in size)
+    stacks = len(deepstack) if isinstance(deepstack, list) else 0
     return VisionOutput(
         kind=str(vision.get("model_type") or ""),
-        out_width=out * (1 + (len(deepstack) if isinstance(deepstack, list) else 0)),
+        out_width=out * (1 + stacks),
         patch_size=patch,
         temporal_patch_size=temporal,
         merge_size=merge,
         in_channels=channels if isinstance(channels, int) and channels > 0 else 3,
+        depth=depth,
+        width=width,
+        intermediate=inter,
+        heads=heads,
+        deepstack=stacks,
+        merger_width=out,
     )

@@ -1,0 +1,87 @@
+"""The transient peak of a Qwen3-VL-style vision tower while vLLM V1's profiling pass runs it on
+its dummy items, one GPU, bytes; the pass's peak is the larger of this encoder phase and the
+language model's phase (which holds the parked outputs: :mod:`kvscope.plan.encoder_profile`).
+
+Units: bytes. Source: ``Qwen3_VisionTransformer.forward`` and its blocks
+(vllm/model_executor/models/qwen3_vl.py), ``Qwen2_5_VisionAttention.forward``
+(qwen2_5_vl.py), ``MMEncoderAttention._forward_fa`` (model_executor/layers/attention/
+mm_encoder_attention.py), ``flash_attn_maxseqlen_wrapper`` (v1/attention/ops/
+vit_attn_wrappers.py) and ``ApplyRotaryEmb.forward_cuda`` (model_executor/layers/
+rotary_embedding/common.py), read identical for these paths at v0.19.0, v0.22.0, v0.23.0,
+v0.24.0, v0.25.0 and v0.27.0 (0.20, 0.21 and 0.26 taken to match; 0.19 interpolates
+``pos_embeds`` in torch rather than Triton, a transient of a few rows before the blocks).
+``CompilationConfig.compile_mm_encoder`` is False by default, so the tower runs eagerly and
+every named tensor lives until its function returns:
+
+* the tower keeps the metadata dict's ``pos_embeds`` (``L x width``) and the rotary
+  ``cos``/``sin`` (``L x head_dim / 2`` each, ``partial_rotary_factor`` 0.5) through all blocks,
+  and each deepstack merger's output (``L / merge**2 x out_hidden_size``) once made;
+* ``CudaPlatform.get_vit_attn_backend`` (platforms/cuda.py) takes the first supported of
+  FLASH_ATTN, TRITON_ATTN, TORCH_SDPA: FlashAttention supports compute capability >= 8.0 and a
+  head size that is a multiple of 8 up to 256 (v1/attention/backends/flash_attn.py), so the
+  ViT runs ``flash_attn_varlen_func`` over ``cu_seqlens``: no ``[heads, seq, seq]`` scores
+  (its fp32 log-sum-exp, one a head and patch, is freed before the projection);
+* an attention block holds its input ``x`` and ``norm1(x)`` (the caller's argument), the qkv
+  projection (``3 x width / tp``), the ``(two b) s head head_dim`` copy of q and k (einops
+  rearrange of a transposed view; ``2 / tp``), the rotated q and k (a new tensor, ``2 / tp``),
+  FlashAttention's output (``1 / tp``) and the projection's output (the full ``width`` after
+  the row-parallel all-reduce): ``3 + 8 / tp`` rows of ``width`` a patch, all live while
+  ``self.proj`` runs;
+* the MLP holds ``x``, ``norm2(x)``, ``linear_fc1``'s output and the activation's
+  (``intermediate / tp`` each; fc1's output is dropped once the activation returns), then
+  the activation's and fc2's: ``max(2 x width + 2 x inter / tp, 3 x width + inter / tp)``.
+
+``L`` is every patch of the dummy items (one ``flash_attn_varlen_func`` call covers them).
+The pixel values are counted by :mod:`kvscope.plan.encoder_profile`. Not modelled: other
+releases, other towers, non-NVIDIA or pre-Ampere GPUs (TORCH_SDPA / Triton / ROCm paths),
+``--mm-encoder-tp-mode data`` and ``--mm-encoder-attn-backend``, and the caching allocator's
+rounding.
+"""
+
+from __future__ import annotations
+
+from kvscope.specs.hardware import GPUSpec
+from kvscope.specs.vision_output import VisionOutput
+
+#: releases whose ViT code paths were read identical (see the module docstring)
+READ = ((0, 19, 0), (0, 28, 0))
+#: FlashAttention's ``supports_compute_capability``: capability >= 8.0
+FLASH_ATTN_MIN_CC = (8, 0)
+#: FlashAttention's ``supports_head_size`` below FA4: a multiple of 8, at most 256
+FLASH_ATTN_MAX_HEAD = 256
+
+
+def _capability(gpu: GPUSpec) -> tuple[int, int] | None:
+    try:
+        major, minor = gpu.compute_capability.split(".")
+        return int(major), int(minor)
+    except ValueError:
+        return None
+
+
+def vit_transient_bytes(
+    tower: VisionOutput,
+    patches: int,
+    gpu: GPUSpec,
+    tp: int,
+    version: tuple[int, int, int],
+    dtype_bytes: float,
+) -> float:
+    """Peak bytes the tower allocates over its input while it runs on ``patches`` patches (all
+    dummy items), one GPU of a ``tp``-way tensor-parallel group; 0 where not modelled."""
+    if not READ[0] <= version < READ[1] or gpu.vendor != "nvidia":
+        return 0.0
+    if min(tower.depth, tower.width, tower.intermediate, tower.heads, patches) <= 0:
+        return 0.0
+    cc = _capability(gpu)
+    head = tower.width // tower.heads
+    if cc is None or cc < FLASH_ATTN_MIN_CC or head % 8 or head > FLASH_ATTN_MAX_HEAD:
+        return 0.0  # the Triton / SDPA paths are not modelled
+    tp = max(1, tp)
+    d, inter = tower.width, tower.intermediate
+    attention = 3 * d + 8 * d / tp  # while self.proj runs (FlashAttention's lse is freed)
+    mlp = max(2 * d + 2 * inter / tp, 3 * d + inter / tp)
+    kept = d + head  # pos_embeds, and rotary cos + sin of head_dim / 2 each
+    rows = patches * (kept + max(attention, mlp))
+    deepstack = tower.deepstack * patches // tower.merge_size**2 * tower.merger_width
+    return (rows + deepstack) * dtype_bytes
