@@ -105,7 +105,8 @@ class EngineConfig:
     Attributes:
         engine: ``vllm`` or ``sglang``.
         engine_version: release string, e.g. ``0.19.0`` (defaults per engine).
-        gpu_memory_utilization: vLLM ``--gpu-memory-utilization`` (default 0.9).
+        gpu_memory_utilization: vLLM ``--gpu-memory-utilization`` (default by release: 0.9, 0.92
+            from 0.20, 1.0 with 0.34's extensible KV cache).
         mem_fraction_static: SGLang ``--mem-fraction-static`` (default depends on GPU and TP).
         max_model_len: ``--max-model-len`` / SGLang ``--context-length``.
         max_num_seqs: ``--max-num-seqs`` / SGLang ``--max-running-requests``.
