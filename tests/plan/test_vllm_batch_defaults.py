@@ -85,11 +85,12 @@ def test_budget_never_shrinks_as_memory_grows(gib: float, minor: int) -> None:
         assert hi[0] <= 8192
 
 
-def test_a_release_past_033_says_how_its_kv_cache_is_sized() -> None:
-    """0.34.0 turns the extensible KV cache on by default (vllm/config/cache.py of its wheel),
-    which 0.33.0's rules do not model: the plan says so; 0.33.0 plans without a caveat."""
-    (note,) = vllm("0.34.0").version_warnings()
-    assert "extensible KV cache" in note and "0.33.0" in note
+def test_a_release_past_034_is_newer_than_the_modelled_ones() -> None:
+    """0.34.0's sizing path is modelled (:mod:`kvscope.plan.vllm_extensible_kv`), so it plans
+    without a caveat; a later release is planned with 0.34.0's rules and says so."""
+    assert vllm("0.34.0").version_warnings() == ()
     assert vllm("0.33.0").version_warnings() == ()
+    (note,) = vllm("0.35.0").version_warnings()
+    assert "newer than the newest release kvscope models (0.34.0)" in note
     (sglang_note,) = EngineConfig(engine="sglang", engine_version="0.9.0").version_warnings()
     assert "extensible" not in sglang_note

@@ -30,6 +30,15 @@ MaxCudagraphCaptureSize = Annotated[
         "follows the graphs captured [default: min(max-num-seqs x (1 + spec tokens) x 2, 512)].",
     ),
 ]
+ExtensibleKvCache = Annotated[
+    bool | None,
+    typer.Option(
+        "--enable-extensible-kv-cache/--no-enable-extensible-kv-cache",
+        help="vLLM 0.34+: size the KV cache from the memory free after CUDA-graph capture "
+        "(gpu_memory_utilization then defaults to 1.0) or from the profiling estimate "
+        "(0.92) [default: the release's, on from 0.34].",
+    ),
+]
 FlashinferSampler = Annotated[
     bool | None,
     typer.Option(

@@ -196,6 +196,9 @@ def command_line(
         parts.append("--kv-cache-dtype fp8")
     if eng.enforce_eager:
         parts.append("--enforce-eager")
+    if eng.enable_extensible_kv_cache is not None:
+        no = "" if eng.enable_extensible_kv_cache else "no-"
+        parts.append(f"--{no}enable-extensible-kv-cache")
     if eng.disable_custom_all_reduce:
         parts.append("--disable-custom-all-reduce")
     if eng.attention_backend is not None:

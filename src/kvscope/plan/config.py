@@ -49,6 +49,9 @@ SGLANG_MOE_RUNNER_BACKENDS = (
 #: are modelled (a later ``--engine-version`` plans with a warning). The releases the
 #: reference notes were read from: vLLM 0.33.0, SGLang 0.5.23.
 DEFAULT_ENGINE_VERSION = {"vllm": "0.33.0", "sglang": "0.5.23"}
+#: Newest release whose rules are modelled: vLLM 0.34.0's KV sizing (the extensible KV cache,
+#: :mod:`kvscope.plan.vllm_extensible_kv`) and serve defaults were read in its wheel.
+NEWEST_MODELLED = {"vllm": "0.34.0", "sglang": DEFAULT_ENGINE_VERSION["sglang"]}
 
 
 #: First vLLM release that sizes the KV cache after CUDA-graph capture by default
@@ -102,7 +105,8 @@ class EngineConfig:
     Attributes:
         engine: ``vllm`` or ``sglang``.
         engine_version: release string, e.g. ``0.19.0`` (defaults per engine).
-        gpu_memory_utilization: vLLM ``--gpu-memory-utilization`` (default 0.9).
+        gpu_memory_utilization: vLLM ``--gpu-memory-utilization`` (default by release: 0.9, 0.92
+            from 0.20, 1.0 with 0.34's extensible KV cache).
         mem_fraction_static: SGLang ``--mem-fraction-static`` (default depends on GPU and TP).
         max_model_len: ``--max-model-len`` / SGLang ``--context-length``.
         max_num_seqs: ``--max-num-seqs`` / SGLang ``--max-running-requests``.
@@ -162,6 +166,9 @@ class EngineConfig:
             and release does with it is :mod:`kvscope.plan.shared_gpu`. Not an engine flag.
         attention_backend: vLLM ``--attention-backend`` (env ``VLLM_ATTENTION_BACKEND``);
             ``None`` = the engine's automatic choice (:mod:`kvscope.plan.attention_backend`).
+        enable_extensible_kv_cache: vLLM 0.34+ ``--[no-]enable-extensible-kv-cache``: size
+            the KV cache after CUDA-graph capture; ``None`` = the release's default
+            (:mod:`kvscope.plan.vllm_extensible_kv`).
     """
 
     engine: str = "vllm"
@@ -193,6 +200,7 @@ class EngineConfig:
     mamba_cache_mode: str = "none"
     gpu_memory_in_use_gib: float = 0.0
     attention_backend: str | None = None
+    enable_extensible_kv_cache: bool | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -269,6 +277,7 @@ class EngineConfig:
                 "cudagraph_memory": "--cudagraph-memory/--no-cudagraph-memory",
                 "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
                 "flashinfer_sampler": "--flashinfer-sampler/--no-flashinfer-sampler",
+                "enable_extensible_kv_cache": "--[no-]enable-extensible-kv-cache",
             }
             if self.decode_context_parallel_size > 1:
                 raise KvscopeError(
@@ -316,6 +325,10 @@ class EngineConfig:
                 "--mem-fraction-static is SGLang's.",
                 "Pass --gpu-memory-utilization with --engine vllm.",
             )
+        else:
+            from kvscope.plan.vllm_extensible_kv import check_extensible_flag  # imports this
+
+            check_extensible_flag(self)
 
     def version_warnings(self) -> tuple[str, ...]:
         """A warning when ``engine_version`` lies outside the releases whose rules are read.
@@ -327,20 +340,12 @@ class EngineConfig:
         if self.engine_version is None:
             return ()
         v, name = self.version, _ENGINE_NAME[self.engine]
-        newest = parse_version(DEFAULT_ENGINE_VERSION[self.engine])
+        newest = parse_version(NEWEST_MODELLED[self.engine])
         if v > newest:
-            extensible = (
-                " It sizes the KV cache by default from the memory left after CUDA-graph "
-                "capture (the extensible KV cache, gpu_memory_utilization then defaulting to "
-                "1.0); the plan follows the profiling estimate that "
-                "--no-enable-extensible-kv-cache keeps."
-                if self.engine == "vllm" and v >= VLLM_EXTENSIBLE_KV_SINCE
-                else ""
-            )
             return (
                 f"{name} {self.engine_version} is newer than the newest release kvscope "
                 f"models ({_version_text(newest)}); the rules of {_version_text(newest)} "
-                "are used." + extensible,
+                "are used.",
             )
         if self.engine == "sglang" and v < SGLANG_OLDEST_MODELLED:
             oldest = _version_text(SGLANG_OLDEST_MODELLED)

@@ -25,6 +25,7 @@ from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_byt
 from kvscope.plan.pp_vocab import with_every_stage_tables
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
+from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
 from kvscope.plan.weights import (
     RankWeights,
     all_stage_weights,
@@ -349,7 +350,7 @@ def _plan_vllm(
         activation_peak_gib=r0.activation / GIB,
         non_torch_gib=r0.non_torch / GIB,
         cudagraph_gib=r0.cudagraph / GIB,
-        cudagraph_subtracted=d.cudagraph_subtracted,
+        cudagraph_subtracted=d.cudagraph_subtracted or extensible_on(eng),  # 0.34: measured
         kv_cache_gib=r0.available_kv / GIB,
         kv_bytes_per_token=r0.layout.bytes_per_token,
         block_size=r0.layout.block_size,
@@ -371,7 +372,7 @@ def _plan_vllm(
             else f"vLLM {eng.version_text} default"
         ),
         activation_peak_logged_gib=vllm_budget.logged_activation(r0, d, eng.version) / GIB,
-        warnings=eng.version_warnings(),
+        warnings=eng.version_warnings() + path_note(eng),
         attention_backend=eng.attention_backend,
         backend_workspace_gib=_backend_workspace(model, gpu, par, eng, d) / GIB,
     )

@@ -46,6 +46,7 @@ one's: SGLang takes the minimum ``M0`` over ranks and vLLM the fewest blocks ove
 from __future__ import annotations
 
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.vllm_extensible_kv import extensible_on
 from kvscope.specs.hardware import GIB, GPUSpec
 
 #: First vLLM release whose profile charges other processes' memory as non-torch memory.
@@ -117,7 +118,9 @@ def vllm_problem(
     regime = vllm_regime(eng.version)
     if regime == "checked":
         free = startup_free_bytes(gpu, eng)
-        if free >= requested:
+        # 0.34's extensible KV cache takes the budget as a cap, measuring what is free
+        # (``request_memory``, vllm/v1/worker/utils.py of the 0.34.0 wheel)
+        if free >= requested or extensible_on(eng):
             return None
         gmu = requested / gpu.memory_bytes
         return (

@@ -70,6 +70,7 @@ from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
 from kvscope.plan.vllm_collectives import non_torch_bytes
+from kvscope.plan.vllm_extensible_kv import default_gpu_memory_utilization, extensible_on, size_rank
 from kvscope.plan.vllm_runner import (
     graphs_by_capture_list,
     graphs_profiled,
@@ -82,12 +83,8 @@ from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
-#: ``CacheConfig.gpu_memory_utilization`` (vllm/config/cache.py): 0.9 up to 0.19.1, 0.92 from
-#: 0.20.0, the release that also turned the CUDA-graph estimate on
-#: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` "0" in 0.19.1's vllm/envs.py, "1" in 0.20.0's;
-#: read in the released wheels).
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-DEFAULT_GPU_MEMORY_UTILIZATION_020 = 0.92
+#: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` "0" in 0.19.1's vllm/envs.py, "1" in 0.20.0's
+#: (gpu_memory_utilization's default by release: :mod:`kvscope.plan.vllm_extensible_kv`).
 CUDAGRAPH_ESTIMATE_DEFAULT_SINCE = (0, 20, 0)
 #: From 0.27.0 the logged "peak activation" is the transient peak plus the applied CUDA-graph
 #: estimate (``Worker.determine_available_memory``; 0.26.0 logs the profiling pass alone).
@@ -162,13 +159,8 @@ def resolve_defaults(
     block = eng.block_size or backend_block_size(model, gpu, v, eng.attention_backend)
     default_subtract = v >= CUDAGRAPH_ESTIMATE_DEFAULT_SINCE
     subtract = default_subtract if eng.cudagraph_memory is None else eng.cudagraph_memory
-    subtract = subtract and not eng.enforce_eager
-    default_gmu = (
-        DEFAULT_GPU_MEMORY_UTILIZATION_020
-        if v >= CUDAGRAPH_ESTIMATE_DEFAULT_SINCE
-        else DEFAULT_GPU_MEMORY_UTILIZATION
-    )
-    gmu = eng.gpu_memory_utilization or default_gmu
+    subtract = subtract and not eng.enforce_eager and not extensible_on(eng)  # 0.34: measured
+    gmu = eng.gpu_memory_utilization or default_gpu_memory_utilization(eng)
     pp = (par or Parallelism()).pp
     v2 = runs_v2(model, eng, gpu)
     in_flight = in_flight_tokens(tokens, pp, v, async_scheduling(eng), v2)
@@ -379,6 +371,10 @@ def plan_ranks(
         blocks = max(0, int(available // layout.block_bytes)) if layout.block_bytes else 0
         if eng.num_gpu_blocks_override is not None:
             blocks = eng.num_gpu_blocks_override
+        if extensible_on(eng):  # sized after warmup and capture, within the capacity above
+            used, segments = weights + non_torch + graphs, len(kv_layers)
+            ext = size_rank(eng, gpu, requested, used, act.total_bytes, layout, segments, blocks)
+            available, blocks = min(ext.kv_bytes, available), ext.num_blocks
         out.append(
             VllmRank(
                 w.pp_rank,
