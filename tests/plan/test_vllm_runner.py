@@ -15,7 +15,7 @@ import pytest
 
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import plan_memory
-from kvscope.plan.speculative import SpeculativeDecoding
+from kvscope.plan.speculative import SpeculativeDecoding, parse_vllm
 from kvscope.plan.vllm_runner import graphs_profiled, greedy_dummy_sampler, runs_v2
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
@@ -95,3 +95,13 @@ def test_published_v2_starts_land_within_five_percent() -> None:
         tp2 = cases[QWEN32_TP2].plan()
         assert tp2.non_torch_gib == pytest.approx(0.25)
         assert tp2.cudagraph_gib == 0.0
+
+
+def test_034_has_only_the_v2_runner() -> None:
+    # the 0.34.0 wheel holds no vllm/v1/worker/gpu_model_runner.py: n-gram drafters and ROCm
+    # starts, which 0.33 sends back to V1, run the V2 runner too
+    ngram = parse_vllm('{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}')
+    assert not runs_v2(LLAMA, vllm("0.33.0", speculative=ngram), H100)
+    assert runs_v2(LLAMA, vllm("0.34.0", speculative=ngram), H100)
+    assert not runs_v2(LLAMA, vllm("0.33.0"), get_gpu("MI300X"))
+    assert runs_v2(LLAMA, vllm("0.34.0"), get_gpu("MI300X"))

@@ -46,6 +46,9 @@ from kvscope.specs.model import ModelSpec
 V2_DEFAULT_SINCE = (0, 22, 0)
 #: From this release every model defaults to the V2 runner on CUDA (no architecture list).
 V2_FOR_ALL_SINCE = (0, 29, 0)
+#: First release that ships no V1 model runner (the 0.34.0 wheel has no
+#: vllm/v1/worker/gpu_model_runner.py and no ``use_v2_model_runner``): every start is V2.
+V2_ONLY_SINCE = (0, 34, 0)
 #: First release whose V2 dummy sampler pass also runs the fp32 warmup pipeline.
 V2_SAMPLER_WARMUP_PASS_SINCE = (0, 33, 0)
 
@@ -92,7 +95,7 @@ def v2_by_default(
     model: ModelSpec, v: tuple[int, int, int], method: str | None = None, vendor: str = "nvidia"
 ) -> bool:
     """:func:`runs_v2` from the release, the drafter (``method``) and the GPU vendor alone."""
-    if uses_v2_runner(model, v, method):
+    if v >= V2_ONLY_SINCE or uses_v2_runner(model, v, method):
         return True
     if vendor != "nvidia" or v < V2_DEFAULT_SINCE:
         return False
