@@ -315,7 +315,7 @@ def plan_ranks(
         raise KvscopeError(
             f"SGLang's budget for {model.name} is not modelled here: its linear-attention "
             "layers keep state in a separate mamba pool (max_mamba_cache_size), which kvscope "
-            "sizes for SGLang 0.5.6-0.5.14 without speculative decoding only.",
+            "sizes for SGLang 0.5.6-0.5.23 without speculative decoding only.",
             "Plan it for vLLM (--engine vllm), or pass --kv-cache-memory-bytes.",
         )
     # memory other processes hold is not free at distributed init (kvscope.plan.shared_gpu)
@@ -331,8 +331,8 @@ def plan_ranks(
     for w in stage_weights:
         rest = m0 * mfs - w.total_bytes
         if hybrid:  # the mamba pool's share of rest (kvscope.plan.sglang_mamba)
-            per_req = sglang_mamba.per_request_bytes(model, w.layers, attn_tp)
-            rest = sglang_mamba.split(rest, per_req)[1]
+            stages = tuple(s.layers for s in stage_weights)
+            rest = sglang_mamba.kv_rest(model, stages, attn_tp, eng.version, rest)
         if dsv4 and old:
             # No PP slicing in the old formula: every stage divides by all layers.
             cell = dsv4_bytes_per_full_token(model, tuple(range(model.num_layers)), True, spec)
