@@ -21,11 +21,12 @@ linear layer of the model up to 0.5.16 (the split charges global bytes even unde
 parallelism); from 0.5.17 it is the share of the stage with the most linear layers
 (``pp_layer_scale``), the same on every rank. Every release read caps the running requests
 at ``max_mamba_cache_size // _calculate_mamba_ratio()`` (3 with the radix cache and no extra
-buffer), which moves no KV token. The replay-SSM ring (``--enable-linear-replayssm-spec``, off) and
-``extra_mamba_cache_bytes_per_req`` (0 in 0.5.22-0.5.23) add nothing at the defaults.
+buffer), which moves no KV token. The replay-SSM ring (``--enable-linear-replayssm-spec``,
+off) and ``extra_mamba_cache_bytes_per_req`` (never set in 0.5.22-0.5.23) add nothing at the
+defaults.
 
 ``mamba_cache_per_req`` (``BaseLinearStateParams``, srt/configs/mamba_utils.py) is the conv
-window plus the recurrent state of every linear layer of the stage, heads split over attention
+window plus the recurrent state of every linear layer given, heads split over attention
 TP (the shapes of kvscope's :meth:`AttentionLayer.gdn_state_bytes`), in SGLang's own dtypes
 (``mamba2_state_dtype``): the conv window in ``SGLANG_MAMBA_CONV_DTYPE`` (bfloat16 by default),
 the recurrent state in the config's ``mamba_ssm_dtype`` and float32 when the config names none
