@@ -137,8 +137,15 @@ def test_pipeline_stages_are_charged_the_whole_model_until_0_5_16() -> None:
 def test_later_releases_plan_the_logged_start_like_0_5_10(version: str | None) -> None:
     # Same default ratio (0.9) and the same bytes left for the KV pool at PP1 in every wheel
     # from 0.5.14 to 0.5.23; None is the planner's default release, which must stay modelled.
+    # From 0.5.18 the multimodal reservation (kvscope.plan.sglang_mm_reserve) leaves the
+    # split 100 MiB less, of which the KV pool loses 1 / 1.9, give or take one mamba slot.
     assert sglang_mamba.modelled(EngineConfig(engine="sglang").version)
     gpu, par = get_gpu("RTX-4090-24GB"), Parallelism(tp=2)
     base = plan_memory(MODEL, gpu, par, _engine()).kv_tokens
     eng = _engine(version)
-    assert abs(plan_memory(MODEL, gpu, par, eng).kv_tokens - base) <= 1
+    lost = base - plan_memory(MODEL, gpu, par, eng).kv_tokens
+    if eng.version < (0, 5, 18):
+        assert abs(lost) <= 1
+        return
+    per_req = sglang_mamba.per_request_bytes(MODEL, LAYERS, 2)
+    assert abs(lost * 16_384 - (100 << 20) / 1.9) <= per_req

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
-from kvscope.plan import sglang_mamba
+from kvscope.plan import sglang_mamba, sglang_mm_reserve
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.kv_layout import DSV4_BLOCK, sglang_cell_bytes
@@ -328,8 +328,10 @@ def plan_ranks(
     # requested_max_running_requests_per_worker: the V4 default 256 when unset, over dp_size
     running = max(1, (eng.max_num_seqs or DSV4_DEFAULT_MAX_RUNNING) // max(1, par.dp))
     out = []
+    # post-sizing multimodal caches, reserved out of rest (kvscope.plan.sglang_mm_reserve)
+    mm = sglang_mm_reserve.reserved_bytes(eng.version, sglang_multimodal(model))
     for w in stage_weights:
-        rest = m0 * mfs - w.total_bytes
+        rest = m0 * mfs - w.total_bytes - mm
         if hybrid:  # the mamba pool's share of rest (kvscope.plan.sglang_mamba)
             stages = tuple(s.layers for s in stage_weights)
             rest = sglang_mamba.kv_rest(model, stages, attn_tp, eng.version, rest)
