@@ -4,7 +4,7 @@ pinned to a public start of Qwen/Qwen3.5-9B on two RTX 4090 (SGLang dev build of
 "Load weight begin. avail mem=22.93 GB", "Load weight end. ... avail mem=14.08 GB",
 "Mamba Cache is allocated. max_mamba_cache_size: 186, conv_state size: 0.10GB, ssm_state
 size: 4.38GB", "KV Cache is allocated. #tokens: 327310, K size: 2.50 GB, V size: 2.50 GB"
-(GB there are GiB)."""
+(GB there are GiB), "max_total_num_tokens=327310, ..., max_running_requests=62"."""
 
 from __future__ import annotations
 
@@ -149,3 +149,34 @@ def test_later_releases_plan_the_logged_start_like_0_5_10(version: str | None) -
         return
     per_req = sglang_mamba.per_request_bytes(MODEL, LAYERS, 2)
     assert abs(lost * 16_384 - (100 << 20) / 1.9) <= per_req
+
+
+def test_running_requests_are_capped_by_the_logged_slots() -> None:
+    # The log's max_running_requests=62 is its 186 slots // 3 (resolve_max_num_reqs: the
+    # radix cache's no_buffer ratio at that build); the plan holds ~1 slot more than logged.
+    assert 186 // sglang_mamba.slots_per_request((0, 5, 10), True, 1) == 62
+    plan = plan_memory(MODEL, get_gpu("RTX-4090-24GB"), Parallelism(tp=2), _engine())
+    assert abs(plan.max_num_seqs - 62) <= 1
+    # A smaller --max-running-requests stands; without the radix cache a request holds one.
+    small = plan_memory(MODEL, get_gpu("RTX-4090-24GB"), Parallelism(tp=2), _engine(max_num_seqs=8))
+    assert small.max_num_seqs == 8
+    eng = _engine(enable_prefix_caching=False)
+    one = plan_memory(MODEL, get_gpu("RTX-4090-24GB"), Parallelism(tp=2), eng)
+    assert 3 * plan.max_num_seqs <= one.max_num_seqs <= 3 * plan.max_num_seqs + 2
+
+
+@pytest.mark.parametrize(
+    ("version", "radix", "pp", "slots"),
+    [
+        ((0, 5, 6), True, 1, 3),  # MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO, no strategies
+        ((0, 5, 13), True, 1, 3),  # auto -> no_buffer (server_args.py 0.5.8.post1-0.5.13)
+        ((0, 5, 14), True, 1, 5),  # auto -> extra_buffer with overlap: 3 + 2 ping-pong slots
+        ((0, 5, 23), True, 1, 5),  # get_mamba_tracking_slots(extra_buffer, overlap) = 2
+        ((0, 5, 23), True, 2, 3),  # PP turns overlap off before auto resolves: no_buffer
+        ((0, 5, 23), False, 1, 1),  # --disable-radix-cache
+    ],
+)
+def test_slots_a_running_request_holds(
+    version: tuple[int, ...], radix: bool, pp: int, slots: int
+) -> None:
+    assert sglang_mamba.slots_per_request(version, radix, pp) == slots

@@ -113,6 +113,8 @@ class SglangRank:
     rest: float
     cell_bytes: float
     tokens: int
+    #: ``max_mamba_cache_size`` of a linear-attention hybrid (kvscope.plan.sglang_mamba), else 0
+    mamba_slots: int = 0
 
 
 def engine_defaults(
@@ -332,9 +334,10 @@ def plan_ranks(
     mm = sglang_mm_reserve.reserved_bytes(eng.version, sglang_multimodal(model))
     for w in stage_weights:
         rest = m0 * mfs - w.total_bytes - mm
+        slots = 0
         if hybrid:  # the mamba pool's share of rest (kvscope.plan.sglang_mamba)
             stages = tuple(s.layers for s in stage_weights)
-            rest = sglang_mamba.kv_rest(model, stages, attn_tp, eng.version, rest)
+            slots, rest = sglang_mamba.kv_split(model, stages, attn_tp, eng.version, rest)
         if dsv4 and old:
             # No PP slicing in the old formula: every stage divides by all layers.
             cell = dsv4_bytes_per_full_token(model, tuple(range(model.num_layers)), True, spec)
@@ -347,7 +350,7 @@ def plan_ranks(
         priced = dsa_profiled_cell(model, w.layers, kv_dtype, eng.version, cell)
         tokens = max(0, math.floor(rest / priced)) if priced else 0
         tokens = tokens // page_size * page_size
-        out.append(SglangRank(w.pp_rank, m0, w.total_bytes, rest, cell, tokens))
+        out.append(SglangRank(w.pp_rank, m0, w.total_bytes, rest, cell, tokens, slots))
     return tuple(out)
 
 

@@ -20,10 +20,10 @@ logged ``max_mamba_cache_size`` is one lower. ``per_req`` is ``mamba_cache_per_r
 linear layer of the model up to 0.5.16 (the split charges global bytes even under pipeline
 parallelism); from 0.5.17 it is the share of the stage with the most linear layers
 (``pp_layer_scale``), the same on every rank. Every release read caps the running requests
-at ``max_mamba_cache_size // _calculate_mamba_ratio()`` (3 with the radix cache and no extra
-buffer), which moves no KV token. The replay-SSM ring (``--enable-linear-replayssm-spec``,
-off) and ``extra_mamba_cache_bytes_per_req`` (never set in 0.5.22-0.5.23) add nothing at the
-defaults.
+at ``max_mamba_cache_size // _calculate_mamba_ratio()`` (:func:`slots_per_request`), which
+moves no KV token but bounds ``--max-running-requests``. The replay-SSM ring
+(``--enable-linear-replayssm-spec``, off) and ``extra_mamba_cache_bytes_per_req`` (never set in
+0.5.22-0.5.23) add nothing at the defaults.
 
 ``mamba_cache_per_req`` (``BaseLinearStateParams``, srt/configs/mamba_utils.py) is the conv
 window plus the recurrent state of every linear layer given, heads split over attention
@@ -52,6 +52,16 @@ UNTIL = (0, 5, 23)
 #: First release that charges the padding slot and the largest stage's share (0.5.17 wheel's
 #: ``_handle_max_mamba_cache``: ``pp_layer_scale``, ``(K + 1) x stage_per_req``).
 PADDED_STAGE_SINCE = (0, 5, 17)
+#: First release whose ``auto`` mamba radix strategy resolves to ``extra_buffer`` when the
+#: overlap scheduler is on (``ServerArgs._handle_mamba_radix_cache``, server_args.py 0.5.14;
+#: ``_mamba_radix_cache_resolution`` in arg_groups/overrides.py 0.5.16-0.5.23); 0.5.8.post1-0.5.13
+#: resolve ``auto`` to ``no_buffer`` and 0.5.6 has no extra buffer.
+EXTRA_BUFFER_SINCE = (0, 5, 14)
+#: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`` and the ping-pong slots ``extra_buffer``
+#: adds with overlap (``MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP``; ``get_mamba_tracking_slots``
+#: from 0.5.22), 0.5.6-0.5.23.
+BASE_SLOTS = 3
+EXTRA_BUFFER_SLOTS = 2
 #: Bytes of one conv-window element (``SGLANG_MAMBA_CONV_DTYPE`` default bfloat16) and of one
 #: recurrent-state element when the config names no ``mamba_ssm_dtype`` (float32).
 CONV_STATE_BYTES = 2.0
@@ -105,13 +115,30 @@ def split(
     return size, rest - size * per_req
 
 
-def kv_rest(
+def kv_split(
     model: ModelSpec,
     stages: tuple[tuple[int, ...], ...],
     attn_tp: int,
     version: tuple[int, ...],
     rest: float,
-) -> float:
-    """Bytes of ``rest`` left for one stage's KV pool after ``version``'s mamba split."""
+) -> tuple[int, float]:
+    """(``max_mamba_cache_size``, bytes of ``rest`` left for one stage's KV pool) after
+    ``version``'s mamba split."""
     per_req = charged_bytes(model, stages, attn_tp, version)
-    return split(rest, per_req, padding_slot=version[:3] >= PADDED_STAGE_SINCE)[1]
+    return split(rest, per_req, padding_slot=version[:3] >= PADDED_STAGE_SINCE)
+
+
+def slots_per_request(version: tuple[int, ...], radix_cache: bool, pp: int) -> int:
+    """``_calculate_mamba_ratio()``: mamba slots a running request holds at ``version``.
+
+    1 without the radix cache; 3 with it, plus the two ping-pong slots of ``extra_buffer``
+    from 0.5.14, where ``auto`` picks it for Qwen3-Next / Qwen3.5 with the overlap scheduler
+    on and the default triton linear-attention backend. Pipeline parallelism turns the
+    overlap scheduler off first (``_handle_pipeline_parallelism``), so ``auto`` stays
+    ``no_buffer`` there.
+    """
+    if not radix_cache:
+        return 1
+    if version[:3] >= EXTRA_BUFFER_SINCE and pp == 1:
+        return BASE_SLOTS + EXTRA_BUFFER_SLOTS
+    return BASE_SLOTS
