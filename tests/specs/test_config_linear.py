@@ -72,7 +72,9 @@ def test_bad_layer_types_are_named() -> None:
 
 
 def test_sglang_refuses_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # 0.5.5 predates the mamba pool split kvscope reads (handle_max_mamba_cache, 0.5.6-0.5.23)
     argv = ["plan", "--model", str(CONFIG), "--gpu", "h200", "--tp", "2", "--engine", "sglang"]
+    argv += ["--engine-version", "0.5.5"]
     code, _, err = run_in_process(argv, capsys)
     one_error_line(code, err, "mamba pool", "--engine vllm")
 

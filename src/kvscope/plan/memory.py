@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvscope.errors import KvscopeError
-from kvscope.plan import attention_backend, sglang_budget, shared_gpu, vllm_budget
+from kvscope.plan import attention_backend, sglang_budget, sglang_mamba, shared_gpu, vllm_budget
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
@@ -418,6 +418,11 @@ def _plan_sglang(
     tokens = min(r.tokens for r in ranks)
     max_len = eng.max_model_len or model.max_position_embeddings
     seqs = eng.max_num_seqs or 1024
+    mamba_cap = None  # resolve_max_num_reqs: running requests capped by the mamba slots
+    if ranks[0].mamba_slots:
+        ratio = sglang_mamba.slots_per_request(eng.version, eng.enable_prefix_caching, par.pp)
+        mamba_cap = min(r.mamba_slots for r in ranks) // ratio
+        seqs = min(seqs, max(1, mamba_cap))
     # Chunked prefill off (-1): a prefill batch is bounded by max_prefill_tokens (16384).
     chunk = defaults.chunked_prefill_size if defaults.chunked_prefill_size > 0 else 16384
     act = activation_peak(model, par, chunk, seqs)
@@ -430,6 +435,8 @@ def _plan_sglang(
         )
     elif tokens <= 0:
         problem = "no memory is left for the KV pool after the weights."
+    elif mamba_cap == 0:
+        problem = "the mamba state pool cannot hold one running request."
     per_rank = tuple(
         RankMemory(
             r.pp_rank,

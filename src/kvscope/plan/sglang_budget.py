@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
-from kvscope.plan import sglang_mamba
+from kvscope.plan import sglang_mamba, sglang_mm_reserve
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.kv_layout import DSV4_BLOCK, sglang_cell_bytes
@@ -113,6 +113,8 @@ class SglangRank:
     rest: float
     cell_bytes: float
     tokens: int
+    #: ``max_mamba_cache_size`` of a linear-attention hybrid (kvscope.plan.sglang_mamba), else 0
+    mamba_slots: int = 0
 
 
 def engine_defaults(
@@ -315,7 +317,7 @@ def plan_ranks(
         raise KvscopeError(
             f"SGLang's budget for {model.name} is not modelled here: its linear-attention "
             "layers keep state in a separate mamba pool (max_mamba_cache_size), which kvscope "
-            "sizes for SGLang 0.5.6-0.5.14 without speculative decoding only.",
+            "sizes for SGLang 0.5.6-0.5.23 without speculative decoding only.",
             "Plan it for vLLM (--engine vllm), or pass --kv-cache-memory-bytes.",
         )
     # memory other processes hold is not free at distributed init (kvscope.plan.shared_gpu)
@@ -328,11 +330,14 @@ def plan_ranks(
     # requested_max_running_requests_per_worker: the V4 default 256 when unset, over dp_size
     running = max(1, (eng.max_num_seqs or DSV4_DEFAULT_MAX_RUNNING) // max(1, par.dp))
     out = []
+    # post-sizing multimodal caches, reserved out of rest (kvscope.plan.sglang_mm_reserve)
+    mm = sglang_mm_reserve.reserved_bytes(eng.version, sglang_multimodal(model))
     for w in stage_weights:
-        rest = m0 * mfs - w.total_bytes
+        rest = m0 * mfs - w.total_bytes - mm
+        slots = 0
         if hybrid:  # the mamba pool's share of rest (kvscope.plan.sglang_mamba)
-            per_req = sglang_mamba.per_request_bytes(model, w.layers, attn_tp)
-            rest = sglang_mamba.split(rest, per_req)[1]
+            stages = tuple(s.layers for s in stage_weights)
+            slots, rest = sglang_mamba.kv_split(model, stages, attn_tp, eng.version, rest)
         if dsv4 and old:
             # No PP slicing in the old formula: every stage divides by all layers.
             cell = dsv4_bytes_per_full_token(model, tuple(range(model.num_layers)), True, spec)
@@ -345,7 +350,7 @@ def plan_ranks(
         priced = dsa_profiled_cell(model, w.layers, kv_dtype, eng.version, cell)
         tokens = max(0, math.floor(rest / priced)) if priced else 0
         tokens = tokens // page_size * page_size
-        out.append(SglangRank(w.pp_rank, m0, w.total_bytes, rest, cell, tokens))
+        out.append(SglangRank(w.pp_rank, m0, w.total_bytes, rest, cell, tokens, slots))
     return tuple(out)
 
 
