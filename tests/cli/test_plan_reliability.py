@@ -97,7 +97,7 @@ def test_bad_search_flags_are_one_line(
 
 @pytest.mark.parametrize(
     ("engine", "version", "newest"),
-    [("vllm", "9.9.9", "0.33.0"), ("vllm", "0.99.0", "0.33.0"), ("sglang", "0.9.0", "0.5.23")],
+    [("vllm", "9.9.9", "0.34.0"), ("vllm", "0.99.0", "0.34.0"), ("sglang", "0.9.0", "0.5.23")],
 )
 def test_a_future_release_warns_once_and_json_carries_it(
     capsys: pytest.CaptureFixture[str], engine: str, version: str, newest: str
@@ -124,7 +124,7 @@ def test_search_json_carries_the_version_warning(capsys: pytest.CaptureFixture[s
         capsys,
     )
     assert code == 0
-    assert "0.33.0" in json.loads(out)["warnings"][0]
+    assert "0.34.0" in json.loads(out)["warnings"][0]
 
 
 def test_a_modelled_release_has_no_warning(capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,4 +82,6 @@ def print_memory_table(memory: Any, advice: Any) -> None:
     stdout.print(t)
     for w in advice.warnings:
         stdout.print(f"[yellow]warning:[/] {w}")
+    for n in memory.notes:
+        stdout.print(f"[dim]note:[/] {n}")
     stdout.print(f"command: {advice.command}")

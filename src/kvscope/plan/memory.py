@@ -100,6 +100,9 @@ class MemoryPlan:
     #: Caveats about the inputs (an engine release outside the modelled range), one sentence
     #: each; the CLI prints them on stderr and ``--json`` carries them.
     warnings: tuple[str, ...] = ()
+    #: How the engine sizes the cache where a release changed it (vLLM 0.34's extensible KV
+    #: cache), one sentence each; information, not a caveat: the table and ``--json`` show it.
+    notes: tuple[str, ...] = ()
     #: Speculative decoding's share (method, drafter weights and KV layers, token slots).
     speculative: dict[str, Any] | None = None
     #: vLLM ``max_in_flight_tokens``: what a window group reserves beyond its window per
@@ -372,7 +375,8 @@ def _plan_vllm(
             else f"vLLM {eng.version_text} default"
         ),
         activation_peak_logged_gib=vllm_budget.logged_activation(r0, d, eng.version) / GIB,
-        warnings=eng.version_warnings() + path_note(eng),
+        warnings=eng.version_warnings(),
+        notes=path_note(eng),
         attention_backend=eng.attention_backend,
         backend_workspace_gib=_backend_workspace(model, gpu, par, eng, d) / GIB,
     )
