@@ -180,6 +180,17 @@ def encoder_phase_bytes(
     """Bytes the profiling pass holds at the tower's peak while the encoder runs (pixel values
     plus :func:`kvscope.plan.vit_peak.vit_transient_bytes`), one GPU; 0 where not modelled."""
     p = encoder_profile(model, version, max_model_len, max_num_batched_tokens, max_num_seqs)
+    return phase_bytes(model, p, gpu, tp, version)
+
+
+def phase_bytes(
+    model: ModelSpec,
+    p: EncoderProfile | None,
+    gpu: GPUSpec,
+    tp: int,
+    version: tuple[int, int, int],
+) -> float:
+    """:func:`encoder_phase_bytes` from a profile already built (0 without one)."""
     tower = model.vision_output
     if p is None or tower is None or p.patches <= 0:
         return 0.0

@@ -64,7 +64,7 @@ from kvscope.plan.dsv4_workspace import (
     dsv32_profile_workspace,
     with_profile_workspace,
 )
-from kvscope.plan.encoder_profile import encoder_kept_bytes, encoder_phase_bytes
+from kvscope.plan.encoder_profile import encoder_profile, phase_bytes
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
@@ -279,6 +279,10 @@ def plan_ranks(
     )
     listed_units = graph_units(sizes, defaults.max_num_seqs, k)
     units = listed_units if graphs_by_capture_list(model, eng, gpu) else FIT_GRAPH_UNITS
+    # the multimodal encoder's profiling pass is the same on every rank: built once
+    mml, mnbt, seqs = defaults.max_model_len, defaults.max_num_batched_tokens, defaults.max_num_seqs
+    encoder = encoder_profile(model, v, mml, mnbt, seqs)
+    enc = phase_bytes(model, encoder, gpu, par.tp, v)
     out = []
     for w in stage_weights:
         last = w.pp_rank == par.pp - 1
@@ -321,10 +325,7 @@ def plan_ranks(
             )
         # buffers the named attention backend makes inside the profiling pass
         act = replace(act, runtime=act.runtime + profile_workspace_bytes(v, eng.attention_backend))
-        held = encoder_kept_bytes(model, v, defaults.max_model_len, t, defaults.max_num_seqs)
-        enc = encoder_phase_bytes(
-            model, v, gpu, par.tp, defaults.max_model_len, t, defaults.max_num_seqs
-        )
+        held = encoder.kept_bytes if encoder is not None else 0.0
         if enc:  # the tower's own peak, before anything is parked (kvscope.plan.vit_peak)
             act = replace(act, encoder_peak=act.runtime + enc)
         if last:  # the V2 runner's DSpark speculator buffers (kvscope.plan.spec_buffers)
