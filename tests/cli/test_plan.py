@@ -164,3 +164,30 @@ def test_impossible_inputs_exit_2_with_one_line(args: tuple[str, ...], needle: s
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert needle in lines[0]
+
+
+def test_plan_json_loads_no_numpy() -> None:
+    """`plan` prices its steps in plain floats; numpy's import (about a third of the 0.5 s
+    budget on a 2-core VM) is left to the commands that simulate."""
+    import sys
+
+    code = (
+        "import sys, runpy\n"
+        "sys.argv = ['kvscope', 'plan', '--model', 'deepseek-ai/DeepSeek-V3', '--gpu', 'H200',"
+        " '--tp', '8', '--json']\n"
+        "try:\n"
+        "    runpy.run_module('kvscope.cli.main', run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "print('NUMPY', 'numpy' in sys.modules, file=sys.stderr)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr[-400:]
+    assert '"kv_tokens"' in out.stdout
+    assert "NUMPY False" in out.stderr

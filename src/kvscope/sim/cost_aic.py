@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kvscope.errors import KvscopeError
-from kvscope.sim.cost import F64, CostFallbackWarning, CostModel
+from kvscope.sim.cost import CostFallbackWarning, CostModel
 from kvscope.sim.roofline import FittedRoofline, step_shape
 
 if TYPE_CHECKING:
+    from kvscope.sim.cost import F64
     from kvscope.sim.scheduler import StepPlan
 
 #: kvscope GPU catalogue names -> AIC system yaml (aiconfigurator_core/systems/*.yaml).

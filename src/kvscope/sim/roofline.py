@@ -29,18 +29,11 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from kvscope.errors import KvscopeError
-from kvscope.sim.cost import (
-    F64,
-    CostCoefficients,
-    CostFallbackWarning,
-    CostModel,
-    HardwareTerms,
-)
+from kvscope.sim.cost import CostCoefficients, CostFallbackWarning, CostModel, HardwareTerms
 
 if TYPE_CHECKING:
+    from kvscope.sim.cost import F64
     from kvscope.sim.scheduler import StepPlan
 
 FAMILIES = ("dense", "moe", "mla", "v4")
@@ -154,6 +147,8 @@ class FittedRoofline(CostModel):
 
     def shape_times(self, p: F64, n: F64, ctx_p: F64, d: F64, ctx_d: F64) -> F64:
         """Seconds per step for arrays of step shapes (see the module docstring)."""
+        import numpy as np
+
         h, f, x = self.terms, self.fit, self.fit_terms
         t = p + d
         weights = np.full_like(t, h.dense_weight_bytes)
@@ -206,6 +201,8 @@ class FittedRoofline(CostModel):
 
     def step_times(self, tokens: F64, context: F64, decode: F64 | None = None) -> F64:
         """Decode-only steps (the engine's spans): ``tokens`` decodes over ``context``."""
+        import numpy as np
+
         tokens = np.asarray(tokens, dtype=np.float64)
         context = np.broadcast_to(np.asarray(context, dtype=np.float64), tokens.shape)
         z = np.zeros_like(tokens)
