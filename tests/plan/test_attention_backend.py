@@ -302,3 +302,27 @@ def test_preferred_block_sizes_follow_the_wheels_kernels(release: tuple[int, int
             checked += 1
     assert not wrong
     assert checked >= 12
+
+
+def test_triton_mla_splits_follow_the_catalogues_sm_count(tmp_path: Path) -> None:
+    """The split cap is 2 x the part's SMs (``num_compute_units``), read from the GPU
+    catalogue: a user GPU file that gives another ``sm_count`` moves it. B300 is the public
+    print's 148 SMs (``NVIDIA B300 SXM6 AC, 148 SMs``), the B200's count, not 160."""
+    from kvscope.specs.hardware import set_user_gpus
+    from kvscope.specs.user_gpus import use_gpu_file
+
+    kimi = load_model("moonshotai/Kimi-K2-Instruct")
+    b300 = get_gpu("B300")
+    assert b300.sm_count == 148 == get_gpu("B200").sm_count
+    long = (kimi, b300, (0, 25, 0), "TRITON_MLA", 8, 1, 128, 262144)
+    assert ab.outside_pool_bytes(*long) == 128 * 8 * (2 * 148) * 513 * 4
+    path = tmp_path / "gpus.yaml"
+    path.write_text("gpus:\n  - name: RTX-PRO-6000-Blackwell-Server-96GB\n    sm_count: 100\n")
+    try:
+        use_gpu_file(str(path))
+        rtx = get_gpu("RTX-PRO-6000-Blackwell-Server-96GB")
+        assert rtx.sm_count == 100
+        args = (kimi, rtx, (0, 25, 0), "TRITON_MLA", 8, 1, 128, 262144)
+        assert ab.outside_pool_bytes(*args) == 128 * 8 * 200 * 513 * 4
+    finally:
+        set_user_gpus(())

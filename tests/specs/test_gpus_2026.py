@@ -180,3 +180,22 @@ def test_unified_apu_says_what_the_engine_counts() -> None:
     assert apu.memory_smi_mib is None
     assert get_gpu("2080 Ti").bf16_flops < get_gpu("RTX 3090").bf16_flops
     assert GIB == 2**30
+
+
+def test_sm_counts_match_the_published_core_counts() -> None:
+    """``sm_count`` (torch's ``multi_processor_count``) against the CUDA cores the datasheets
+    print: 128 cores an SM on Ada and Blackwell client/workstation parts, 64 on Turing's T4."""
+    cores = {
+        "RTX-PRO-6000-Blackwell-Server-96GB": (24_064, 128),
+        "RTX-5090-32GB": (21_760, 128),
+        "L40S-48GB": (18_176, 128),
+        "L4-24GB": (7_424, 128),
+        "RTX-4090-24GB": (16_384, 128),
+        "DGX-Spark-GB10-128GB": (6_144, 128),
+        "T4-16GB": (2_560, 64),
+    }
+    for name, (n, per_sm) in cores.items():
+        assert get_gpu(name).sm_count * per_sm == n, name
+    assert get_gpu("H100-SXM-80GB").sm_count == 132 and get_gpu("H100-PCIe-80GB").sm_count == 114
+    assert get_gpu("MI300X-192GB").sm_count == 304  # compute units
+    assert all(g.sm_count for g in list_gpus())

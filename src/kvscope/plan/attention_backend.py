@@ -150,30 +150,6 @@ TRITON_MLA_SPEC_ROWS_SINCE = (0, 31, 0)
 #: ``_MIN_WORK_PER_SPLIT`` and ``_SPLIT_OCCUPANCY_MULTIPLIER`` (triton_mla.py, 0.25.0-0.31.0).
 MIN_WORK_PER_SPLIT = 512
 SPLIT_OCCUPANCY = 2
-#: Streaming multiprocessors (``num_compute_units``) by compute capability and catalogue
-#: name (NVIDIA datasheets / whitepapers).
-SM_COUNT = {
-    "A100": 108,
-    "H100-PCIe": 114,
-    "H100": 132,
-    "H800": 132,
-    "H200": 132,
-    "GH200": 132,
-    "H20": 78,
-    "B200": 148,
-    "GB200": 148,
-    "B300": 160,
-    "GB300": 160,
-    "DGX-Spark": 48,
-    "RTX-PRO-6000": 188,
-    "RTX-5090": 170,
-    "RTX-4090": 128,
-    "RTX-3090": 82,
-    "L40S": 142,
-    "L40": 142,
-    "L20": 92,
-    "L4": 58,
-}
 
 
 def _release_names(v: tuple[int, int, int]) -> frozenset[str]:
@@ -324,13 +300,6 @@ def first_capture_bytes(
     return float(FLASHINFER_WORKSPACE * groups)
 
 
-def _sm_count(gpu: GPUSpec) -> int | None:
-    for prefix in sorted(SM_COUNT, key=len, reverse=True):
-        if gpu.name.startswith(prefix):
-            return SM_COUNT[prefix]
-    return None
-
-
 def outside_pool_bytes(
     model: ModelSpec,
     gpu: GPUSpec,
@@ -347,7 +316,7 @@ def outside_pool_bytes(
     if name is None or canonical(name) != "TRITON_MLA" or v < TRITON_MLA_WORKSPACE_SINCE:
         return 0.0
     att = next((layer.attention for layer in model.layers if layer.attention.kv_lora_rank), None)
-    sms = _sm_count(gpu)
+    sms = gpu.sm_count  # ``num_compute_units``: the catalogue's SMs (NVIDIA) or CUs (AMD)
     if att is None or sms is None:
         return 0.0
     rows = max_num_seqs * ((1 + speculative_tokens) if v >= TRITON_MLA_SPEC_ROWS_SINCE else 1)

@@ -59,6 +59,9 @@ class GPUSpec:
     memory_smi_source: str = ""
     #: CUDA compute capability ("8.0", "9.0"); "" for non-NVIDIA parts.
     compute_capability: str = ""
+    #: Streaming multiprocessors (NVIDIA) or compute units (AMD): torch's
+    #: ``multi_processor_count``, which vLLM reads as ``num_compute_units``. None if unknown.
+    sm_count: int | None = None
     #: What a reader should know about the entry (unified memory, estimates, variants).
     notes: str = ""
     #: Where a user entry comes from ("your --gpu-spec file gpus.yaml"); "" when shipped.
@@ -125,6 +128,7 @@ def _from_entry(e: dict[str, Any], origin: str = "") -> GPUSpec:
         memory_smi_mib=None if e.get("memory_smi_mib") is None else int(e["memory_smi_mib"]),
         memory_smi_source=e.get("memory_smi_source", ""),
         compute_capability=str(e.get("compute_capability") or ""),
+        sm_count=None if e.get("sm_count") is None else int(e["sm_count"]),
         notes=str(e.get("notes") or ""),
         origin=origin,
         gpu_hour_usd=None if usd is None else float(usd),

@@ -60,6 +60,7 @@ _NUMBERS: dict[str, tuple[float, float, bool, bool, bool]] = {
     "tdp_w": (0, 1e5, False, False, True),
     "gpu_hour_usd": (0, MAX_GPU_HOUR_USD, True, False, True),
     "gpus_per_node": (1, 1024, False, True, True),
+    "sm_count": (1, 100_000, False, True, True),
 }
 _TEXTS = (
     "name",
