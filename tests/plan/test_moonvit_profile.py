@@ -22,7 +22,15 @@ Figures pinned, walked by hand:
   ``self.wo`` holds x, norm0(x), its output and the all-reduce's (4) plus qkv, rotated q/k and
   the attention output (6 / 8): 4.75 rows, + the per-patch rotary table (16,900 x 36 x 8 B =
   4,867,200) + the buffer = 265,318,272 B; at TP 1 ``apply_rope`` binds: x, norm0(x), qkv (3),
-  q/k in fp32 (4), their complex products (4), the bf16 results (2) = 15 rows: 664,428,672 B.
+  q/k in fp32 (4), their complex products (4), the bf16 results (2) = 15 rows: 664,428,672 B;
+* Kimi-VL-A3B-Instruct (2-D MoonViT, same blocks): the 1024 px dummy under its 4,096-patch
+  ``in_token_limit`` is 897 px padded to 924: 66 x 66 = 4,356 patches, 1,089 tokens, so 8192 //
+  1089 = 7 images are parked (7 x 1089 x 2048 x 2 B + 30,492 x 588 x 2 B + the 75,497,472 B
+  rotary buffer = 142,579,872 B); llm-d-planner's vLLM 0.19.0 H100 starts of that model log
+  "2.92 GiB for peak activation" (TP 1) and "2.85 GiB" (TP 2) (jgchn/llm-d-planner
+  accuracy/results/v0.19.0/logs/moonshotai-kimi-vl-a3b-i--h100-80gb--tp{1,2}pp1dp1--8192.log at
+  6417620b546c621155b3f2814b994f7abd6d18e8), which the language model's pass alone misses by
+  0.14 GiB.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ from kvscope.plan.memory import plan_memory
 from kvscope.plan.moonvit_profile import dummy_item, moonvit_transient_bytes
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
+
+from .log_cases import load_cases
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 V020 = (0, 20, 0)
@@ -128,3 +138,29 @@ def test_unread_paths_add_no_transient(kimi, gpu: str, version: tuple[int, int, 
 def test_no_profile_where_the_pass_is_not_modelled(kimi) -> None:
     assert encoder_profile(kimi, (0, 11, 0), 262_144, 8192, 128) is None  # 0.11 expands
     assert encoder_profile(kimi, (0, 28, 0), 262_144, 8192, 128) is None
+
+
+@pytest.fixture(scope="module")
+def kimi_vl():
+    return load_model(str(CONFIGS / "kimi-vl-a3b-instruct.json"))
+
+
+def test_kimi_vl_profiles_seven_capped_images(kimi_vl) -> None:
+    t = kimi_vl.vision_output
+    assert t is not None
+    assert (t.kind, t.depth, t.width, t.out_width) == ("kimi_vl", 27, 1152, 2048)
+    item = dummy_item(t)
+    assert item is not None and (item.tokens, item.patches) == (1089, 4356)
+    p = encoder_profile(kimi_vl, (0, 19, 0), 8192, 8192, 1024)
+    assert p is not None
+    assert (p.modality, p.items, p.patches) == ("image", 7, 7 * 4356)
+    assert p.kept_bytes == 142_579_872
+
+
+@pytest.mark.parametrize(
+    ("row", "logged"), [("llmd-kimi-vl-a3b-tp1", 2.92), ("llmd-kimi-vl-a3b-tp2", 2.85)]
+)
+def test_kimi_vl_peak_activation_matches_the_log(row: str, logged: float) -> None:
+    (case,) = [c for c in load_cases() if c.id == row]
+    plan = case.plan()
+    assert plan.activation_peak_gib == pytest.approx(logged, abs=0.01)

@@ -56,12 +56,13 @@ peak is the larger of that phase and the parked outputs plus the language model'
 Kimi-K2.5 / K2.6 (kimi_k25.py; 0.15-0.27): one dummy item of the one modality
 ``vision_chunk``, the 3000 px image at the processor's 16,384-patch cap (4,225 rows of the text
 width, 16,900 patches: :mod:`kvscope.plan.moonvit_profile`), so 8192 // 4225 = 1 item; the
-tower's rotary ``freqs_cis`` buffer, registered by its first forward, is kept too.
+tower's rotary ``freqs_cis`` buffer, registered by its first forward, is kept too. Kimi-VL
+(kimi_vl.py, moonvit.py; 0.15-0.27): the 1024 px image at Kimi-VL-A3B-Instruct's 4,096-patch
+``in_token_limit`` (1,089 rows of the text width, 4,356 patches), so 8192 // 1089 = 7 images.
 Not modelled: ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` (the planner takes
 neither: a zero image limit would profile the video instead; a zero limit for every modality,
 or ``--language-model-only`` from 0.20 (``MultiModalConfig.get_limit_per_prompt``), skips the
-pass), ``--skip-mm-profiling``, and other towers (Kimi-VL's MoonViT), whose outputs vLLM parks
-the same way.
+pass), ``--skip-mm-profiling``, and other towers, whose outputs vLLM parks the same way.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ QWEN3_VL_KINDS = frozenset(
 #: 336 px, 144 tokens each)
 FIXED_SQUARE_KINDS = frozenset({"gemma3", "mistral3", "llama4"})
 #: Kimi-K2.5 / K2.6's MoonViT-3D (kimi_k25.py, kimi_k25_vit.py)
-MOONVIT_KINDS = frozenset({"kimi_k25"})
+MOONVIT_KINDS = frozenset({"kimi_k25", "kimi_vl"})
 #: V1's default ``limit_mm_per_prompt`` per modality (vllm/config/multimodal.py at v0.11.0)
 DEFAULT_ITEMS_PER_PROMPT = 999
 #: releases whose ``profile_run`` expands each dummy output to the encoder budget
@@ -135,8 +136,9 @@ def encoder_profile(
         item = dummy_item(tower)
         if item is None or expands:  # 0.11 has no Kimi-K2.5
             return None
-        # one modality, "vision_chunk"; every output row is an embedding
-        modality, rows, per_item = "vision_chunk", item.tokens, item.tokens
+        # Kimi-K2.5 has one modality, "vision_chunk"; every output row is an embedding
+        modality = "vision_chunk" if tower.kind == "kimi_k25" else "image"
+        rows, per_item = item.tokens, item.tokens
         item_pixels = item.patches * tower.patch_values
         patches = item.patches
         kept = freqs_buffer_bytes(tower)

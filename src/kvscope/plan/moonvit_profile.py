@@ -1,6 +1,7 @@
-"""The MoonViT-3D tower (Kimi-K2.5 / Kimi-K2.6, ``KimiK25ForConditionalGeneration``) in vLLM
-V1's multimodal profiling pass: the dummy item the processor makes, and the tower's transient
-peak while it runs on it, one GPU, bytes.
+"""The MoonViT towers (Kimi-K2.5 / Kimi-K2.6's MoonViT-3D, ``KimiK25ForConditionalGeneration``;
+Kimi-VL's 2-D MoonViT, ``KimiVLForConditionalGeneration``) in vLLM V1's multimodal profiling
+pass: the dummy item the processor makes, and the tower's transient peak while it runs on it,
+one GPU, bytes.
 
 Units: patches, tokens, bytes. Sources, read identical for these paths in the vLLM 0.15.0,
 0.20.0, 0.22.0, 0.23.0, 0.25.0 and 0.27.0 wheels (0.16-0.19, 0.21, 0.24 and 0.26 taken to
@@ -19,6 +20,13 @@ processors/kimi_k25_vision_fused.py from 0.25).
   Caps: ``media_proc_cfg`` of the moonshotai/Kimi-K2.5 ``preprocessor_config.json`` (in_patch_limit
   16384, patch_limit_on_one_side 512, in_patch_limit_each_frame 4096, temporal_merge_kernel_size
   4, patch_size 14, merge_kernel_size 2; Kimi-K2.6 ships the same file).
+* Kimi-VL (kimi_vl.py, moonvit.py; read at 0.15.0, 0.20.0 and 0.25.0, the tower's blocks,
+  ``apply_rope``, the 512 x 512 rotary grid (a ``cached_property``) and the projector as
+  above): one 1024 x 1024 image (``MaxImageTokenMeta``) under the processor's
+  ``in_token_limit`` (4,096 patches for Kimi-VL-A3B-Instruct's ``KimiVLImageProcessor``;
+  ``KimiVLProcessingInfo.get_num_image_tokens``: 1024 // 14 = 73, 73**2 > 4096, scale
+  sqrt(4096 / 5329), int(1024 x 0.8767) = 897 px, padded to 924: 66 x 66 = 4,356 patches and
+  1,089 tokens), modality ``image``, no side cap and no video.
 * Each output row is the projector's ``mm_hidden_size``, which ``KimiK25Config`` sets to the
   text model's width when the checkpoint states the tower's (1152 = 1152: 7,168).
 * The tower runs eagerly (``compile_mm_encoder`` off; only the position-embedding
@@ -65,6 +73,9 @@ from kvscope.specs.vision_output import VisionOutput
 
 #: ``MaxImageTokenMeta`` (kimi_k25.py): the dummy image's width and height, pixels
 DUMMY_SIDE = 3000
+#: ``MaxImageTokenMeta`` of kimi_vl.py and Kimi-VL-A3B-Instruct's ``in_token_limit``
+KIMI_VL_DUMMY_SIDE = 1024
+KIMI_VL_IN_TOKEN_LIMIT = 4_096
 #: ``media_proc_cfg`` of the Kimi-K2.5 / K2.6 ``preprocessor_config.json``
 IN_PATCH_LIMIT = 16_384
 IN_PATCH_LIMIT_EACH_FRAME = 4_096
@@ -83,7 +94,7 @@ FP32 = 4
 class MoonVitItem:
     """The dummy item vLLM profiles: its modality's name, tokens (output rows) and patches."""
 
-    kind: str  # "image" or "video_chunk" (vLLM logs the modality "vision_chunk")
+    kind: str  # "image" or "video_chunk" (Kimi-K2.5 logs the modality "vision_chunk")
     tokens: int
     patches: int
 
@@ -99,11 +110,24 @@ def _resize(side: int, patch: int, merge: int, limit: int) -> int:
     return (new + (factor - new % factor) % factor) // patch
 
 
+def _resize_kimi_vl(side: int, patch: int, merge: int, limit: int) -> int:
+    """Patches along one side of a square ``side`` after Kimi-VL's resize and pad."""
+    per_side = side // patch
+    if per_side * per_side > limit:
+        side = int(side * math.sqrt(limit / (per_side * per_side)))
+    factor = merge * patch
+    return (side + (factor - side % factor) % factor) // patch
+
+
 def dummy_item(tower: VisionOutput) -> MoonVitItem | None:
-    """The larger of the 3000 px image and the four-frame chunk (the chunk on a tie)."""
+    """Kimi-K2.5: the larger of the 3000 px image and the four-frame chunk (the chunk on a
+    tie); Kimi-VL: the 1024 px image."""
     patch, merge = tower.patch_size, tower.merge_size
     if patch <= 0 or merge <= 0:
         return None
+    if tower.kind == "kimi_vl":
+        side = _resize_kimi_vl(KIMI_VL_DUMMY_SIDE, patch, merge, KIMI_VL_IN_TOKEN_LIMIT)
+        return MoonVitItem("image", (side // merge) ** 2, side * side)
     image = _resize(DUMMY_SIDE, patch, merge, IN_PATCH_LIMIT)
     frame = _resize(DUMMY_SIDE, patch, merge, IN_PATCH_LIMIT_EACH_FRAME)
     image_tokens = (image // merge) ** 2

@@ -4,8 +4,8 @@
 Units: counts and pixels. Sources: each tower's vLLM model file (vllm/model_executor/models/
 qwen3_vl.py, gemma3_mm.py, mistral3.py, mllama4.py) and the checkpoints' processor defaults
 named below (Kimi-K2.5's MoonViT: vllm/model_executor/models/kimi_k25.py and
-vllm/transformers_utils/configs/kimi_k25.py); :mod:`kvscope.plan.encoder_profile` turns them
-into bytes by release.
+vllm/transformers_utils/configs/kimi_k25.py; Kimi-VL's: kimi_vl.py);
+:mod:`kvscope.plan.encoder_profile` turns them into bytes by release.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ class VisionOutput:
     (``mm_tokens_per_image``) tokens of the text width (gemma3_mm.py); Mistral 3 ("mistral3")
     its largest ``image_size`` square to one text-width token a ``patch_size x
     spatial_merge_size`` patch (mistral3.py); Llama 4 ("llama4") cuts it into ``image_tiles``
-    squares of ``image_size`` (mllama4.py). Kimi-K2.5's MoonViT ("kimi_k25") patches a resized
-    image like Qwen3-VL; its projector returns rows of the text width (``KimiK25Config`` sets
-    ``mm_hidden_size`` to it when the checkpoint states the tower's width there)."""
+    squares of ``image_size`` (mllama4.py). Kimi-K2.5's MoonViT ("kimi_k25") and Kimi-VL's
+    ("kimi_vl") patch a resized image like Qwen3-VL; their projectors return rows of the text
+    width (``KimiK25Config`` sets ``mm_hidden_size`` to it when the checkpoint states the
+    tower's width there)."""
 
     kind: str  # vision_config.model_type ("qwen3_vl", ...), or "gemma3" / "mistral3" / "llama4"
     out_width: int
@@ -65,8 +66,8 @@ def vision_output(raw: Mapping[str, Any], hidden: int) -> VisionOutput | None:
     vision = raw.get("vision_config")
     if not isinstance(vision, Mapping):
         return None
-    if raw.get("model_type") == "kimi_k25":
-        return _moonvit(vision, hidden)
+    if raw.get("model_type") in ("kimi_k25", "kimi_vl"):
+        return _moonvit(str(raw["model_type"]), vision, hidden)
     if raw.get("model_type") == "gemma3":  # Gemma3Config's default: 256 tokens an image
         rows, side = raw.get("mm_tokens_per_image", 256), vision.get("image_size")
         if isinstance(rows, int) and isinstance(side, int) and rows > 0 and side > 0:
@@ -122,9 +123,10 @@ def vision_output(raw: Mapping[str, Any], hidden: int) -> VisionOutput | None:
     )
 
 
-def _moonvit(vision: Mapping[str, Any], hidden: int) -> VisionOutput | None:
-    """Kimi-K2.5's MoonViT-3D: the checkpoint names the tower's sizes ``vt_*`` (vLLM's
-    ``KimiK25VisionConfig`` defaults are the same 27 x 1152 / 4304 / 16 heads)."""
+def _moonvit(kind: str, vision: Mapping[str, Any], hidden: int) -> VisionOutput | None:
+    """Kimi-K2.5's MoonViT-3D (the checkpoint names the tower's sizes ``vt_*``; vLLM's
+    ``KimiK25VisionConfig`` defaults are the same 27 x 1152 / 4304 / 16 heads) or Kimi-VL's
+    MoonViT (``MoonViTConfig``: plain names); both project to the text width."""
 
     def size(key: str) -> int:
         value = vision.get("vt_" + key, vision.get(key))
@@ -140,7 +142,7 @@ def _moonvit(vision: Mapping[str, Any], hidden: int) -> VisionOutput | None:
     stated = vision.get("mm_hidden_size")
     out = stated if isinstance(stated, int) and stated > 0 and stated != width else hidden
     return VisionOutput(
-        kind="kimi_k25",
+        kind=kind,
         out_width=out,
         patch_size=patch,
         merge_size=merge,
