@@ -53,15 +53,23 @@ each after the pixel shuffle (``get_patch_per_chunk``): 2,448 an image, 8192 // 
 The encoder's own transient peak (its ViT activations) is :mod:`kvscope.plan.vit_peak`'s;
 :func:`encoder_phase_bytes` adds the pixel values to it (Qwen3-VL-style towers; the pass's
 peak is the larger of that phase and the parked outputs plus the language model's pass).
+Kimi-K2.5 / K2.6 (kimi_k25.py; 0.15-0.27): one dummy item of the one modality
+``vision_chunk``, the 3000 px image at the processor's 16,384-patch cap (4,225 rows of the text
+width, 16,900 patches: :mod:`kvscope.plan.moonvit_profile`), so 8192 // 4225 = 1 item; the
+tower's rotary ``freqs_cis`` buffer, registered by its first forward, is kept too. Kimi-VL
+(kimi_vl.py, moonvit.py; 0.15-0.27): the 1024 px image at Kimi-VL-A3B-Instruct's 4,096-patch
+``in_token_limit`` (1,089 rows of the text width, 4,356 patches), so 8192 // 1089 = 7 images.
 Not modelled: ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` (the planner takes
-neither: a zero image limit would profile the video instead), ``--skip-mm-profiling``, and
-other towers (MoonViT), whose outputs vLLM parks the same way.
+neither: a zero image limit would profile the video instead; a zero limit for every modality,
+or ``--language-model-only`` from 0.20 (``MultiModalConfig.get_limit_per_prompt``), skips the
+pass), ``--skip-mm-profiling``, and other towers, whose outputs vLLM parks the same way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvscope.plan.moonvit_profile import dummy_item, freqs_buffer_bytes, moonvit_transient_bytes
 from kvscope.plan.vit_peak import vit_transient_bytes
 from kvscope.plan.vllm_runner import v2_by_default
 from kvscope.specs.dtypes import element_bytes
@@ -82,6 +90,8 @@ QWEN3_VL_KINDS = frozenset(
 #: Mistral 3 (Pixtral, 1540 px, one token a 28 x 28 merged patch: 3,025), Llama 4 (17 tiles of
 #: 336 px, 144 tokens each)
 FIXED_SQUARE_KINDS = frozenset({"gemma3", "mistral3", "llama4"})
+#: Kimi-K2.5 / K2.6's MoonViT-3D (kimi_k25.py, kimi_k25_vit.py)
+MOONVIT_KINDS = frozenset({"kimi_k25", "kimi_vl"})
 #: V1's default ``limit_mm_per_prompt`` per modality (vllm/config/multimodal.py at v0.11.0)
 DEFAULT_ITEMS_PER_PROMPT = 999
 #: releases whose ``profile_run`` expands each dummy output to the encoder budget
@@ -120,7 +130,19 @@ def encoder_profile(
     if v2_by_default(model, version):  # the V2 runner profiles no encoder
         return None
     b = element_bytes(model.dtype)
-    if tower.kind in FIXED_SQUARE_KINDS:
+    kept = 0.0  # module buffers the tower's first forward registers
+    patches = 0
+    if tower.kind in MOONVIT_KINDS:
+        item = dummy_item(tower)
+        if item is None or expands:  # 0.11 has no Kimi-K2.5
+            return None
+        # Kimi-K2.5 has one modality, "vision_chunk"; every output row is an embedding
+        modality = "vision_chunk" if tower.kind == "kimi_k25" else "image"
+        rows, per_item = item.tokens, item.tokens
+        item_pixels = item.patches * tower.patch_values
+        patches = item.patches
+        kept = freqs_buffer_bytes(tower)
+    elif tower.kind in FIXED_SQUARE_KINDS:
         if expands:  # 0.11 counts the placeholder's other tokens too: unmodelled
             return None
         # an image is image_rows embeddings (get_num_embeds, 0.15-0.24) of one image_size square
@@ -144,6 +166,7 @@ def encoder_profile(
         )
         # images are tiled to the temporal patch: a patch has as many values as a video's
         item_pixels = rows * tower.merge_size**2 * tower.patch_values
+        patches = rows * tower.merge_size**2
     else:
         return None
     budget = max(max_num_batched_tokens, per_item)
@@ -152,8 +175,8 @@ def encoder_profile(
     raw = items * rows * tower.out_width * b
     pixels = items * item_pixels * b
     expanded = items * budget * tower.out_width * b if expands and rows < budget else 0.0
-    patches = items * rows * tower.merge_size**2 if tower.kind in QWEN3_VL_KINDS else 0
-    return EncoderProfile(modality, budget, items, rows, raw + pixels + expanded, pixels, patches)
+    kept += raw + pixels + expanded
+    return EncoderProfile(modality, budget, items, rows, kept, pixels, items * patches)
 
 
 def encoder_kept_bytes(
@@ -195,5 +218,6 @@ def phase_bytes(
     if p is None or tower is None or p.patches <= 0:
         return 0.0
     b = element_bytes(model.dtype)
-    peak = vit_transient_bytes(tower, p.patches, gpu, tp, version, b)
+    walk = moonvit_transient_bytes if tower.kind in MOONVIT_KINDS else vit_transient_bytes
+    peak = walk(tower, p.patches, gpu, tp, version, b)
     return p.pixel_bytes + peak if peak > 0 else 0.0

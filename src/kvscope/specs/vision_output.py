@@ -3,7 +3,9 @@
 
 Units: counts and pixels. Sources: each tower's vLLM model file (vllm/model_executor/models/
 qwen3_vl.py, gemma3_mm.py, mistral3.py, mllama4.py) and the checkpoints' processor defaults
-named below; :mod:`kvscope.plan.encoder_profile` turns them into bytes by release.
+named below (Kimi-K2.5's MoonViT: vllm/model_executor/models/kimi_k25.py and
+vllm/transformers_utils/configs/kimi_k25.py; Kimi-VL's: kimi_vl.py);
+:mod:`kvscope.plan.encoder_profile` turns them into bytes by release.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ class VisionOutput:
     (``mm_tokens_per_image``) tokens of the text width (gemma3_mm.py); Mistral 3 ("mistral3")
     its largest ``image_size`` square to one text-width token a ``patch_size x
     spatial_merge_size`` patch (mistral3.py); Llama 4 ("llama4") cuts it into ``image_tiles``
-    squares of ``image_size`` (mllama4.py)."""
+    squares of ``image_size`` (mllama4.py). Kimi-K2.5's MoonViT ("kimi_k25") and Kimi-VL's
+    ("kimi_vl") patch a resized image like Qwen3-VL; their projectors return rows of the text
+    width (``KimiK25Config`` sets ``mm_hidden_size`` to it when the checkpoint states the
+    tower's width there)."""
 
     kind: str  # vision_config.model_type ("qwen3_vl", ...), or "gemma3" / "mistral3" / "llama4"
     out_width: int
@@ -56,10 +61,13 @@ LLAMA4_MAX_PATCHES = 16
 
 
 def vision_output(raw: Mapping[str, Any], hidden: int) -> VisionOutput | None:
-    """A Qwen3-VL-style, Gemma 3, Mistral 3 or Llama 4 tower (:class:`VisionOutput`), else None."""
+    """A Qwen3-VL-style, Gemma 3, Mistral 3, Llama 4 or Kimi-K2.5 tower (:class:`VisionOutput`),
+    else None."""
     vision = raw.get("vision_config")
     if not isinstance(vision, Mapping):
         return None
+    if raw.get("model_type") in ("kimi_k25", "kimi_vl"):
+        return _moonvit(str(raw["model_type"]), vision, hidden)
     if raw.get("model_type") == "gemma3":  # Gemma3Config's default: 256 tokens an image
         rows, side = raw.get("mm_tokens_per_image", 256), vision.get("image_size")
         if isinstance(rows, int) and isinstance(side, int) and rows > 0 and side > 0:
@@ -112,4 +120,34 @@ def vision_output(raw: Mapping[str, Any], hidden: int) -> VisionOutput | None:
         heads=heads,
         deepstack=stacks,
         merger_width=out,
+    )
+
+
+def _moonvit(kind: str, vision: Mapping[str, Any], hidden: int) -> VisionOutput | None:
+    """Kimi-K2.5's MoonViT-3D (the checkpoint names the tower's sizes ``vt_*``; vLLM's
+    ``KimiK25VisionConfig`` defaults are the same 27 x 1152 / 4304 / 16 heads) or Kimi-VL's
+    MoonViT (``MoonViTConfig``: plain names); both project to the text width."""
+
+    def size(key: str) -> int:
+        value = vision.get("vt_" + key, vision.get(key))
+        return value if isinstance(value, int) and value > 0 else 0
+
+    patch = vision.get("patch_size", 14)
+    merge = vision.get("merge_kernel_size", [2, 2])
+    if isinstance(merge, list) and merge and all(m == merge[0] for m in merge):
+        merge = merge[0]
+    if not (isinstance(patch, int) and isinstance(merge, int) and patch > 0 and merge > 0):
+        return None
+    width = size("hidden_size")
+    stated = vision.get("mm_hidden_size")
+    out = stated if isinstance(stated, int) and stated > 0 and stated != width else hidden
+    return VisionOutput(
+        kind=kind,
+        out_width=out,
+        patch_size=patch,
+        merge_size=merge,
+        depth=size("num_hidden_layers"),
+        width=width,
+        intermediate=size("intermediate_size"),
+        heads=size("num_attention_heads"),
     )
