@@ -79,6 +79,14 @@ ColdCompile = Annotated[
         "compile's benchmark tensors join the profiling peak [default: off, the cache is warm].",
     ),
 ]
+LanguageModelOnly = Annotated[
+    bool,
+    typer.Option(
+        "--language-model-only",
+        help="vLLM 0.17+, vision-language checkpoints: serve the text model alone (no vision "
+        "tower weights, no encoder profiling pass) [default: off].",
+    ),
+]
 MambaCacheMode = Annotated[
     str,
     typer.Option(

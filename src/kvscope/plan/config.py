@@ -169,6 +169,9 @@ class EngineConfig:
         enable_extensible_kv_cache: vLLM 0.34+ ``--[no-]enable-extensible-kv-cache``: size
             the KV cache after CUDA-graph capture; ``None`` = the release's default
             (:mod:`kvscope.plan.vllm_extensible_kv`).
+        language_model_only: vLLM 0.17+ ``--language-model-only``: a vision-language
+            checkpoint without its vision tower or encoder profiling
+            (:mod:`kvscope.plan.language_model_only`).
     """
 
     engine: str = "vllm"
@@ -201,6 +204,7 @@ class EngineConfig:
     gpu_memory_in_use_gib: float = 0.0
     attention_backend: str | None = None
     enable_extensible_kv_cache: bool | None = None
+    language_model_only: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -259,6 +263,9 @@ class EngineConfig:
 
     def _check_engine_flags(self) -> None:
         """Refuse a flag the chosen engine does not have: it would be silently ignored."""
+        from kvscope.plan.language_model_only import check_language_model_only  # imports this
+
+        check_language_model_only(self)
         if self.shared_expert_tp1:
             # imported here: the module prices weights, which import this one
             from kvscope.plan.sglang_shared_experts import check_shared_expert_tp1

@@ -63,6 +63,7 @@ def engine_config(cfg: SimConfig) -> EngineConfig:
         mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
         disable_custom_all_reduce=cfg.disable_custom_all_reduce,
         cold_compile=cfg.cold_compile,
+        language_model_only=cfg.language_model_only,
         enable_extensible_kv_cache=cfg.enable_extensible_kv_cache,
         gpu_memory_in_use_gib=cfg.gpu_memory_in_use_gib,
         moe_runner_backend=cfg.moe_runner_backend,

@@ -93,6 +93,7 @@ class SimConfig:
     mm_encoder_tp_mode: str = "weights"  # vLLM: where a VLM's encoder lives (plan's weights)
     disable_custom_all_reduce: bool = False  # --disable-custom-all-reduce (plan's non-torch)
     cold_compile: bool = False  # vLLM --cold-compile (plan's profiling peak)
+    language_model_only: bool = False  # vLLM --language-model-only (no vision tower)
     enable_extensible_kv_cache: bool | None = None  # vLLM 0.34+ (plan's KV sizing path)
     gpu_memory_in_use_gib: float = 0.0  # --gpu-memory-in-use (plan's shared_gpu)
     moe_runner_backend: str = "auto"  # SGLang --moe-runner-backend (plan's expert bytes)
