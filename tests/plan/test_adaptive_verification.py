@@ -72,8 +72,8 @@ def _without_adaptive(case: Case) -> Case:
 def test_adaptive_arms_are_priced_below_what_their_pools_lost() -> None:
     # The launches' own scrapes (tant2tls/Deepseek-serving at ae9b27e): the adaptive arm's
     # num_gpu_blocks against the fixed arm's, same build and flags. The planned cache term is
-    # a floor (attention, the drafter's pass and the replays are not priced): it must take
-    # blocks off the pool, and fewer than the start lost.
+    # a floor (the drafter's pass, the indexer's logits and the replays are not priced): it
+    # must take most of what the start lost off the pool, and no more.
     for row, fixed_blocks, adaptive_blocks in (
         ("tant2tls-v41flash-h100-tp8-0.30-dspark5-adaptive", 231_835, 196_233),
         ("tant2tls-v4flash0731-h100-tp8-0.30-dspark5-adaptive", 45_821, 40_446),
@@ -83,4 +83,4 @@ def test_adaptive_arms_are_priced_below_what_their_pools_lost() -> None:
         planned = (fixed.num_gpu_blocks - adaptive.num_gpu_blocks) * adaptive.block_bytes
         logged = (fixed_blocks - adaptive_blocks) * adaptive.block_bytes
         assert adaptive.cudagraph_gib > fixed.cudagraph_gib + 1.5
-        assert 0.4 * logged < planned < logged, (row, planned / GIB, logged / GIB)
+        assert 0.8 * logged < planned < logged, (row, planned / GIB, logged / GIB)

@@ -21,15 +21,17 @@ every freed block until the cache is emptied; a request larger than every cached
 takes a new segment, and each size's activations are larger than the previous size's (the
 sizes at least 1.5x apart), so each size leaves its own transient peak cached. kvscope prices
 a size's transient peak with the profiling pass's layer terms at that token count (hidden
-state and residual or DeepSeek V4's mHC streams, the attention or MLP tensors and a DSpark
-drafter's captured target states: :mod:`kvscope.plan.activation`,
-:mod:`kvscope.plan.dsv4_activation`), without what stays allocated from the profiling pass
-(the MoE and attention workspaces the worker's workspace manager keeps, the input buffers)
-and without the sampler, which these dummy runs do not call. Not priced (so a floor): what
-running attention adds over the profiling pass (which skips it), the drafter's own pass over
-the batch, and blocks the allocator cannot reuse across the 5 replays of a size. Releases
-read: 0.30.0 and 0.31.0 (0.27.0 has no adaptive verification; 0.28 and 0.29 not read); 0.32
-is not read and kept with 0.31.
+state and residual or DeepSeek V4's mHC streams, the MLP tensors and a DSpark drafter's
+captured target states: :mod:`kvscope.plan.activation`, :mod:`kvscope.plan.dsv4_activation`)
+with the attention layer as it runs here (these runs carry attention metadata, the profiling
+pass skips attention): on DeepSeek V4 ``o_padded`` and the padded query
+(:func:`kvscope.plan.dsv4_activation.running_attention_bytes`). Left out: what stays allocated
+from the profiling pass (the MoE and attention workspaces the worker's workspace manager
+keeps, the input buffers) and the sampler, which these dummy runs do not call. Not priced (so
+a floor): the drafter's own pass over the batch, the indexer's logits over the 8,192-token
+context and blocks the allocator cannot reuse across a size's five replays. Releases read:
+0.30.0 and 0.31.0 (0.27.0 has no adaptive verification; 0.28 and 0.29 not read); 0.32 is not
+read and kept with 0.31.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.cudagraph import capture_limit
 from kvscope.plan.drafter import aux_capture_layers
-from kvscope.plan.dsv4_activation import dsv4_attention_peak
+from kvscope.plan.dsv4_activation import dsv4_attention_peak, running_attention_bytes
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -97,5 +99,8 @@ def profiling_cache_bytes(
                 residual=max(act.residual, v4.stream),
                 attention=max(act.attention, v4.layer) + v4.aux,
             )
+        # these runs carry attention metadata: V4's layer runs attention (the pass skips it)
+        run = running_attention_bytes(model, gpu, par.tp, t, eng.version, fp4)
+        act = replace(act, attention=max(act.attention, run + (v4.aux if v4 else 0.0)))
         total += act.layer_peak
     return total
