@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
+import subprocess
+from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -84,3 +88,19 @@ def test_adaptive_arms_are_priced_below_what_their_pools_lost() -> None:
         logged = (fixed_blocks - adaptive_blocks) * adaptive.block_bytes
         assert adaptive.cudagraph_gib > fixed.cudagraph_gib + 1.5
         assert 0.8 * logged < planned < logged, (row, planned / GIB, logged / GIB)
+
+
+@pytest.mark.slow
+def test_eager_sizes_match_vllm_0_31_batches_to_profile() -> None:
+    """Differential: vLLM 0.31.0's own batches_to_profile, run on CPU in the oracle venv."""
+    from tests.oracle import release_path, vllm_python
+
+    python = vllm_python()
+    path = release_path("0.31.0")
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_oracle_adaptive.py"
+    env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", PYTHONPATH=path)
+    out = subprocess.run(
+        [python, str(script)], capture_output=True, text=True, timeout=170, env=env, check=False
+    )
+    assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
+    assert out.stdout.strip().splitlines()[-1].startswith("OK  vllm 0.31.0: 305 cases")

@@ -60,7 +60,9 @@ def enabled(eng: EngineConfig) -> bool:
 
 
 def eager_sizes(limit: int, max_num_tokens: int) -> tuple[int, ...]:
-    """Token counts ``batches_to_profile`` runs past the capture limit ``limit``, ascending."""
+    """Token counts ``batches_to_profile`` runs past the capture limit ``limit``, ascending
+    (``limit`` at most ``max_num_tokens``: the capture list is capped by the batch; checked
+    against the 0.30.0 and 0.31.0 code by ``benchmarks/vllm_oracle_adaptive.py``)."""
     if not limit:
         return ()
     size, tail = limit, {min(limit + limit // 2, max_num_tokens)}
