@@ -8,16 +8,17 @@ under test put first on the path (unpack ``vllm/*.py`` of its PyPI wheel; the ve
     VLLM_TARGET_DEVICE=cpu PYTHONPATH=T ~/.cache/kvscope/vllm-oracle-0.33.0/bin/python \\
         benchmarks/vllm_oracle_dsv4.py
 
-Checked with the 0.22.0, 0.23.0, 0.25.0, 0.27.0 and 0.31.0 wheels (0.22 and 0.23 import the
+Checked with the 0.22.0, 0.23.0, 0.25.0, 0.26.0, 0.27.0 and 0.31.0 wheels (0.22 and 0.23 import the
 ``gguf`` package at start-up; the venv lacks it, so give them a stub ``gguf`` package on the
 path; 0.33 moved the grouping to ``kv_cache_planning``, which this script does not call).
 The script declares the KV specs V4-Flash's layers declare in that release (window cache per
 layer, C4 / C128 MLA pages, indexer pages, fp32 compressor states; ``fp8_ds_mla``) plus 0, 1
-(MTP) or 3 (DSpark) window-only drafter layers, lets vLLM group them
-(``get_kv_cache_groups``), size the pool (``get_kv_cache_config_from_groups``) and compute
-the concurrency (``get_max_concurrency_for_kv_cache_config``), and compares group sizes,
-block count and the logged token figure with kvscope's. The VllmConfig is a namespace
-carrying only the fields these functions read. Prints one line per case and exits 1 on any mismatch.
+(MTP) or 3 (DSpark) window-only drafter layers (one case with the MXFP4 indexer cache), lets
+vLLM group them (``get_kv_cache_groups``), size the pool (``get_kv_cache_config_from_groups``)
+and compute the concurrency (``get_max_concurrency_for_kv_cache_config``), and compares group
+sizes, block count and the logged token figure with kvscope's. The VllmConfig is a namespace
+carrying only the fields these functions read. Prints one line per case and exits 1 on any
+mismatch.
 """
 
 from __future__ import annotations
@@ -72,7 +73,14 @@ def _window(block: int, head: int, window: int, dtype: torch.dtype, swa: bool): 
     return SlidingWindowMLASpec(**kw)  # type: ignore[arg-type]
 
 
-def specs(drafter_layers: int) -> dict[str, object]:
+def _index_head(indexer: str) -> int:
+    """Bytes a token of the C4 indexer cache the release's V4 layer declares: 132 (fp8 keys
+    and scales); an MXFP4 cache 68 from 0.27.0, fp8's 132 before (``k_cache_head_dim`` in
+    vllm/models/deepseek_v4/attention.py)."""
+    return 68 if indexer == "fp4" and RELEASE >= (0, 27, 0) else 132
+
+
+def specs(drafter_layers: int, indexer: str = "fp8") -> dict[str, object]:
     out: dict[str, object] = {}
     for i, r in enumerate(RATIOS + [0] * drafter_layers):
         p = f"layers.{i}"
@@ -83,7 +91,7 @@ def specs(drafter_layers: int) -> dict[str, object]:
             state = _window(4 if r == 4 else 8, 2 * coff * 512, coff * r, torch.float32, False)
             out[p + ".state"] = state
             if r == 4:
-                out[p + ".idx"] = _mla(132, 4, None)
+                out[p + ".idx"] = _mla(_index_head(indexer), 4, None)
                 out[p + ".idx_state"] = _window(4, 2 * 2 * 128, 8, torch.float32, swa=False)
     return out
 
@@ -112,13 +120,13 @@ def config(length: int, in_flight: int):  # type: ignore[no-untyped-def]
 
 
 def engine(
-    drafter_layers: int, avail: int, length: int, in_flight: int
+    drafter_layers: int, avail: int, length: int, in_flight: int, indexer: str = "fp8"
 ) -> tuple[list[int], int, int]:
     try:
         cfg = config(length, in_flight)
     except ImportError:  # releases before the KV-cache layout enum (0.29)
         cfg = _plain(length, in_flight)
-    groups = ku.get_kv_cache_groups(cfg, specs(drafter_layers))
+    groups = ku.get_kv_cache_groups(cfg, specs(drafter_layers, indexer))
     kc = ku.get_kv_cache_config_from_groups(cfg, groups, avail)
     conc = ku.get_max_concurrency_for_kv_cache_config(cfg, kc)
     return sorted(len(g.layer_names) for g in groups), kc.num_blocks, int(conc * length)
@@ -139,7 +147,7 @@ def _plain(length: int, in_flight: int) -> NS:
 
 
 def planner(
-    drafter_layers: int, avail: int, length: int, in_flight: int
+    drafter_layers: int, avail: int, length: int, in_flight: int, indexer: str = "fp8"
 ) -> tuple[list[int], int, int]:
     lay = vllm_layout(
         FLASH,
@@ -147,7 +155,7 @@ def planner(
         "fp8",
         2,
         256,
-        "fp8",
+        indexer,
         release=RELEASE,
         draft_window_layers=drafter_layers,
     )
@@ -156,12 +164,17 @@ def planner(
     return sorted(g.num_layers for g in lay.groups), blocks, int(blocks / need * length)
 
 
-CASES = [  # (drafter layers, available bytes, max_model_len, tokens in flight)
+CASES: list[tuple[int, int, int, int] | tuple[int, int, int, int, str]] = [
+    # (drafter layers, available bytes, max_model_len, tokens in flight[, indexer cache])
     (0, int(10.29 * GIB), 1 << 20, 4096),
     (1, int(10.29 * GIB), 1 << 20, 4096),
     (3, int(47.43 * GIB), 262_144, 16_384),
     (1, int(7.71 * GIB), 121_344, 16_384),
     (1, int(18.65 * GIB), 200_000, 8192),
+    # one B300, DSpark k=7, MXFP4 indexer cache, 0.26.0: "Available KV cache memory: 86.74
+    # GiB", "GPU KV cache size: 913,657 tokens" (blog "Getting stable with DeepSeek-V4-Flash-
+    # 0731 on a single Nvidia B300", 2026-08-04)
+    (3, int(86.74 * GIB), 65_536, 16_384, "fp4"),
 ]
 
 

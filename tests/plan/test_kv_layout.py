@@ -22,6 +22,10 @@ PRO = load_model("deepseek-ai/DeepSeek-V4-Pro")
         (FLASH, "fp4", (0, 31, 0), 917_568),
         (PRO, "fp8", (0, 31, 0), 1_435_968),
         (PRO, "fp4", (0, 31, 0), 1_315_008),
+        # up to 0.26 the MXFP4 indexer cache is allocated at fp8's 132 bytes a token
+        # (k_cache_head_dim, vllm/models/deepseek_v4/attention.py of 0.26.0): fp8's stride
+        (FLASH, "fp4", (0, 26, 0), 1_039_680),
+        (FLASH, "fp8", (0, 26, 0), 1_039_680),
         (FLASH, "fp8", (0, 22, 0), 1_051_776),
         (PRO, "fp8", (0, 22, 0), 1_482_048),
     ],

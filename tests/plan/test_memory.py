@@ -73,11 +73,6 @@ KNOWN_OFF = {
     # first use, after the pool is sized (parallel_state.py, gpu/pp_utils.py of 0.27.0).
     "rtxpro6000-qwen3-32b-tp2-u0426-0.27": "kv_tokens",
     "rtxpro6000-qwen3-32b-pp2-u0426-0.27": "kv_tokens",
-    # kv_tokens, -28 %: DeepSeek-V4-Flash-0731 with DSpark (k = 7) and the fp4 indexer cache
-    # on one B300 (vLLM 0.26.0). The budget is right (86.74 GiB logged, 87.33 planned); the
-    # tokens that memory reports are not: the DSpark pool and report of the V2 runner at 0.26,
-    # the open gap of the other DSpark rows (gh51454-b200-tp8-dspark, tant2tls dspark rows).
-    "b300-v4flash0731-dspark7-fp4idx-0.26": "kv_tokens",
 }
 
 
@@ -129,9 +124,7 @@ def test_kv_tokens_from_logged_available_memory(result) -> None:  # type: ignore
 
 #: Scored rows whose logged available memory does not give the logged tokens under the
 #: planner's pool rule, and why (see ``test_dsv4_logs.NEAR_MISSES``).
-LAYOUT_OFF = {
-    "b300-v4flash0731-dspark7-fp4idx-0.26": "DSpark pool of vLLM 0.26 not reproduced (28.8 %)",
-}
+LAYOUT_OFF: dict[str, str] = {}
 
 
 #: Rows with guessed inputs that the planner misses by more than a factor of two, and why.

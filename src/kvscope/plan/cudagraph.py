@@ -71,6 +71,30 @@ def _round_up(n: int, m: int) -> int:
     return -(-n // m) * m
 
 
+def _ceiling(release: tuple[int, int, int], gpu: GPUSpec | None) -> int:
+    """The default cap's ceiling: 512, 1024 on data-center Blackwell from 0.29.0."""
+    if release >= WIDE_CAP_SINCE and gpu is not None and gpu.compute_capability[:3] == "10.":
+        return 1024
+    return 512
+
+
+def capture_limit(
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    release: tuple[int, int, int],
+    speculative_tokens: int = 0,
+    max_capture_size: int | None = None,
+    gpu: GPUSpec | None = None,
+) -> int:
+    """``max_cudagraph_capture_size`` (tokens) before the V1 runner rounds the list to
+    ``1 + k``: the largest size the V2 runner captures."""
+    if max_capture_size is not None:
+        return min(max_num_batched_tokens, max_capture_size)
+    factor = 1 + speculative_tokens if release >= SPEC_FACTOR_SINCE else 1
+    cap = min(max_num_seqs * factor * 2, _ceiling(release, gpu))
+    return min(max_num_batched_tokens, cap)
+
+
 def capture_sizes(
     max_num_seqs: int,
     max_num_batched_tokens: int,
@@ -82,19 +106,14 @@ def capture_sizes(
     """The PIECEWISE capture sizes (tokens) of the V1 runner at ``release``, ascending."""
     q = 1 + speculative_tokens
     uniform: list[int] = []
-    if max_capture_size is None:
-        ceiling = 512
-        if release >= WIDE_CAP_SINCE and gpu is not None and gpu.compute_capability[:3] == "10.":
-            ceiling = 1024
-        factor = q if release >= SPEC_FACTOR_SINCE else 1
-        cap = min(max_num_seqs * factor * 2, ceiling)
-        if release >= WIDE_CAP_SINCE and q > 1:
-            counts = _grid(min(max_num_seqs, ceiling))
-            counts = sorted({*counts, min(max_num_seqs, ceiling)})
-            uniform = [n * q for n in counts if n * q <= cap]
-    else:
-        cap = max_capture_size
-    cap = min(max_num_batched_tokens, cap)
+    cap = capture_limit(
+        max_num_seqs, max_num_batched_tokens, release, speculative_tokens, max_capture_size, gpu
+    )
+    if max_capture_size is None and release >= WIDE_CAP_SINCE and q > 1:
+        ceiling = _ceiling(release, gpu)
+        counts = _grid(min(max_num_seqs, ceiling))
+        counts = sorted({*counts, min(max_num_seqs, ceiling)})
+        uniform = [n * q for n in counts if n * q <= cap]
     sizes = _grid(cap)
     if max_num_batched_tokens <= cap:
         sizes.append(max_num_batched_tokens)

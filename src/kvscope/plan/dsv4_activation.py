@@ -48,7 +48,9 @@ call again (``_alloc_attn_out``, ``_fused_qnorm_rope_kv_insert``), but this term
 wired there: their starts' own "Actual usage" lines (vLLM 0.30-0.31 on 8x H100) put
 0.9-1.9 GiB in "consumed" beyond the weights, where the planner's non-torch figure and
 workspace hold 2.9-3.4, so the activation the planner lacks is already paid for there
-(benchmarks/RESULTS.md, h19-drafter).
+(benchmarks/RESULTS.md, h19-drafter). The same tensors are priced where a dummy run does
+run attention: adaptive verification's profiling runs (:func:`running_attention_bytes`,
+:mod:`kvscope.plan.adaptive_verification`).
 
 The two-stream rule outlives the attention rule: the 0.27.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0
 and 0.32.0 wheels keep the same ``DeepseekV4Model.forward`` loop and decoder layer
@@ -140,9 +142,11 @@ def _layer_bytes(
     version: tuple[int, int, int],
     indexer_fp4: bool,
     window_only: bool = False,
+    logits: float = MAX_LOGITS_BYTES,
 ) -> float:
     """One V4 attention layer's tensors at their peak for ``t`` tokens (``window_only``: the
-    layer as a ratio-0 window layer, the MTP block's)."""
+    layer as a ratio-0 window layer, the MTP block's; ``logits``: the indexer's logits
+    block, the profiling branch's by default)."""
     ratio = 0 if window_only else att.compress_ratio
     local = max(1, att.num_heads // tp)
     padded = padded_q_heads(local, gpu, version)
@@ -157,7 +161,7 @@ def _layer_bytes(
         hd = att.index_head_dim
         q_bytes = hd // 2 + hd // MXFP4_BLOCK if indexer_fp4 else hd * FP8
         q_idx = att.index_n_heads * (q_bytes + FP32)
-        indexer = t * (held + q_idx) + MAX_LOGITS_BYTES
+        indexer = t * (held + q_idx) + logits
     query = local * att.head_dim * BF16
     pad = padded * att.head_dim * BF16 if padded > local else 0
     return float(max(indexer, t * (held + query + pad)))
@@ -208,3 +212,28 @@ def _aux_bytes(model: ModelSpec, t: int, aux_layers: tuple[int, ...]) -> float:
     n = sum(1 for a in aux_layers if csa and a <= csa[-1])
     h = model.hidden_size
     return float(t * (n + model.hc_mult) * h * BF16) if n else 0.0
+
+
+def running_attention_bytes(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    tp: int,
+    tokens: int,
+    version: tuple[int, int, int],
+    indexer_fp4: bool = False,
+) -> float:
+    """V4's widest attention layer's tensors on one GPU when it runs attention on ``tokens``
+    tokens, bytes (0 for other models and off CUDA): the 0.29.0-0.32.0 wheels allocate
+    ``o_padded`` per call (``DeepseekV4Attention.forward``) and the fused q-norm/RoPE insert
+    kernel returns the query padded to the attention class's head count
+    (``_fused_qnorm_rope_kv_insert``, vllm/models/deepseek_v4/attention.py and
+    deepseek_v41/attention.py of 0.30.0), beside the input GEMM outputs and scores listed in
+    the module text. The indexer's logits over a dummy run's context are left out (one
+    8,192-token context: under 0.1 GiB at 8,192 tokens)."""
+    if not model.is_deepseek_v4 or gpu.vendor != "nvidia":
+        return 0.0
+    layers = [ly.attention for ly in model.layers if ly.attention.kind.startswith("dsv4")]
+    return max(
+        (_layer_bytes(a, gpu, tp, tokens, version, indexer_fp4, logits=0.0) for a in layers),
+        default=0.0,
+    )

@@ -19,6 +19,11 @@ vLLM v1 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``):
   ``max_memory_usage_bytes`` over ``num_layer_per_group x`` the first group's page, 0.21.0-
   0.26.0); from 0.27 it counts blocks (:meth:`KVLayout.reported_blocks_per_request`). The
   weighting is the report's only: every group still draws whole blocks from the one pool.
+- An MXFP4 indexer cache (``use_fp4_indexer_cache``) keeps 68 bytes a token from vLLM 0.27.0;
+  up to 0.26.x vLLM allocates it at the fp8 size, 132 bytes, and uses the first half
+  ("we still allocate the same amount of memory as FP8": ``k_cache_head_dim`` in
+  ``DeepseekV4Indexer.__init__``, vllm/models/deepseek_v4/attention.py of the 0.22.0, 0.23.0,
+  0.25.0 and 0.26.0 wheels; the 0.27.0 wheel sizes it ``head_dim // 2 + head_dim // 32``).
 - DeepSeek V4.1 (kind ``dsv41``) packs window, compressed and compressor-ring groups of
   unequal block sizes (32 / 64 / 8 tokens) into one pool (:mod:`kvscope.plan.dsv41_pool`); a
   request holds one ring block per ring group.
@@ -59,6 +64,9 @@ DSV4_BLOCK = 256
 DSV4_ALIGN = 576
 #: a release with the current DeepSeek V4 pool rules (the default of :func:`vllm_layout`)
 DSV4_LATEST_RULES = (0, 31, 0)
+#: First release whose DeepSeek V4 MXFP4 indexer cache is allocated at its own size (see the
+#: module text); earlier ones allocate fp8's.
+FP4_INDEXER_PAGE_SINCE = (0, 27, 0)
 #: vLLM's kernel block alignment for the hybrid attention block size (FlashAttention, 0.10.2).
 HYBRID_BLOCK_ALIGN = 16
 #: head size vLLM < 0.7.1 padded DeepSeek V2/V3 heads to (model_executor/models/deepseek_v2.py)
@@ -139,7 +147,7 @@ def _dsv4_layout(
     atts = [model.layers[i].attention for i in layers]
     kinds = Counter(a.kind for a in atts)
     n_csa, n_hca = kinds.get("dsv4_csa", 0), kinds.get("dsv4_hca", 0)
-    idx = indexer_entry_bytes(indexer)
+    idx = indexer_entry_bytes(indexer if release >= FP4_INDEXER_PAGE_SINCE else "fp8")
     c4 = _align(DSV4_BLOCK // 4 * DSV4_ENTRY, DSV4_ALIGN)
     c4_idx = _align(DSV4_BLOCK // 4 * idx, DSV4_ALIGN)
     c128 = _align(DSV4_BLOCK // 128 * DSV4_ENTRY, DSV4_ALIGN)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 
 from kvscope.plan._cache import is_moe
 from kvscope.plan.activation import activation_peak
+from kvscope.plan.adaptive_verification import profiling_cache_bytes
 from kvscope.plan.attention_backend import block_size as backend_block_size
 from kvscope.plan.attention_backend import (
     check_fits_model,
@@ -359,6 +360,8 @@ def plan_ranks(
             len(w.layers), is_moe(model), listed_units if first else units
         )
         graphs += first_capture_bytes(model, eng, gpu, layout)  # the backend's workspace
+        # DSpark adaptive verification's eager profiling runs (kvscope.plan.adaptive_verification)
+        graphs += profiling_cache_bytes(model, gpu, par, eng, seqs, mnbt, last)
         if eng.enforce_eager or not graphs_profiled(model, eng, gpu):
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
