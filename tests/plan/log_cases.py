@@ -156,6 +156,7 @@ class Case:
             cold_compile=_opt_bool(r.get("cold_compile", "")) or False,
             async_scheduling=_opt_bool(r.get("async_scheduling", "")),
             mamba_cache_mode=r.get("mamba_cache_mode", "") or "none",
+            enable_prefix_caching=_opt_bool(r.get("enable_prefix_caching", "")) is not False,
             gpu_memory_in_use_gib=self.num("gpu_memory_in_use_gib") or 0.0,
             attention_backend=r.get("attention_backend", "") or None,
             indexer_dtype=r.get("indexer_dtype", "") or "fp8",
