@@ -157,6 +157,7 @@ class Case:
             async_scheduling=_opt_bool(r.get("async_scheduling", "")),
             mamba_cache_mode=r.get("mamba_cache_mode", "") or "none",
             language_model_only=_opt_bool(r.get("language_model_only", "")) or False,
+            enable_prefix_caching=_opt_bool(r.get("enable_prefix_caching", "")) is not False,
             gpu_memory_in_use_gib=self.num("gpu_memory_in_use_gib") or 0.0,
             attention_backend=r.get("attention_backend", "") or None,
             indexer_dtype=r.get("indexer_dtype", "") or "fp8",

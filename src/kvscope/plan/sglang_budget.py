@@ -337,7 +337,11 @@ def plan_ranks(
         slots = 0
         if hybrid:  # the mamba pool's share of rest (kvscope.plan.sglang_mamba)
             stages = tuple(s.layers for s in stage_weights)
-            slots, rest = sglang_mamba.kv_split(model, stages, attn_tp, eng.version, rest)
+            attn_dp = par.dp if par.dp_attention else 1
+            fixed = sglang_mamba.fixed_slots(
+                eng.version, eng.enable_prefix_caching, eng.max_num_seqs, attn_dp
+            )
+            slots, rest = sglang_mamba.kv_split(model, stages, attn_tp, eng.version, rest, fixed)
         if dsv4 and old:
             # No PP slicing in the old formula: every stage divides by all layers.
             cell = dsv4_bytes_per_full_token(model, tuple(range(model.num_layers)), True, spec)

@@ -34,6 +34,14 @@ the recurrent state in the config's ``mamba_ssm_dtype`` and float32 when the con
 Under speculative decoding the engine also reserves intermediate states per draft token
 (sized from ``--max-running-requests``), which kvscope does not plan. Releases outside the
 range checked here are refused rather than guessed.
+
+With ``--disable-radix-cache`` the pool is not split by the ratio but sized from the running
+requests (:func:`fixed_slots`): ``max_mamba_cache_size = max_running_requests`` (over the
+DP-attention ranks), in 0.5.6-0.5.8.post1 also when ``--max-running-requests`` is unset (then
+512), from 0.5.9 only when it is set (``handle_max_mamba_cache``, model_runner.py at 0.5.6,
+model_runner_kv_cache_mixin.py at 0.5.8.post1, 0.5.9 and 0.5.14; ``_handle_max_mamba_cache``,
+kv_cache_configurator.py at 0.5.23, which also floors it at 1). The KV pool keeps ``rest``
+less those slots, plus the padding slot from 0.5.17 as above.
 """
 
 from __future__ import annotations
@@ -115,17 +123,45 @@ def split(
     return size, rest - size * per_req
 
 
+#: First release that sizes the pool from ``--max-running-requests`` only when it is set
+#: (0.5.9 wheel; 0.5.6 and 0.5.8.post1 fall back to 512 slots without it).
+FIXED_NEEDS_RUNNING_SINCE = (0, 5, 9)
+#: ``max_mamba_cache_size`` of 0.5.6-0.5.8.post1 with the radix cache off and no running cap.
+UNCAPPED_FIXED_SLOTS = 512
+
+
+def fixed_slots(
+    version: tuple[int, ...],
+    radix_cache: bool,
+    max_running_requests: int | None,
+    attn_dp: int = 1,
+) -> int | None:
+    """``max_mamba_cache_size`` when SGLang sizes the pool from the running requests (radix
+    cache off), else ``None`` (the ratio split of :func:`split`)."""
+    if radix_cache:
+        return None
+    if max_running_requests is None:
+        if version[:3] >= FIXED_NEEDS_RUNNING_SINCE:
+            return None
+        return UNCAPPED_FIXED_SLOTS // max(1, attn_dp)
+    return max(1, max_running_requests // max(1, attn_dp))
+
+
 def kv_split(
     model: ModelSpec,
     stages: tuple[tuple[int, ...], ...],
     attn_tp: int,
     version: tuple[int, ...],
     rest: float,
+    fixed: int | None = None,
 ) -> tuple[int, float]:
     """(``max_mamba_cache_size``, bytes of ``rest`` left for one stage's KV pool) after
-    ``version``'s mamba split."""
+    ``version``'s mamba split; ``fixed``: the slots :func:`fixed_slots` gives, if any."""
     per_req = charged_bytes(model, stages, attn_tp, version)
-    return split(rest, per_req, padding_slot=version[:3] >= PADDED_STAGE_SINCE)
+    padded = version[:3] >= PADDED_STAGE_SINCE
+    if fixed is not None:
+        return fixed, rest - (fixed + int(padded)) * per_req
+    return split(rest, per_req, padding_slot=padded)
 
 
 def slots_per_request(version: tuple[int, ...], radix_cache: bool, pp: int) -> int:

@@ -72,6 +72,7 @@ from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.vllm_extensible_kv import default_gpu_memory_utilization, extensible_on, size_rank
+from kvscope.plan.vllm_mamba_mode import effective_mamba_cache_mode
 from kvscope.plan.vllm_runner import (
     graphs_by_capture_list,
     graphs_profiled,
@@ -353,7 +354,7 @@ def plan_ranks(
             mla_as_heads=v < MLA_CACHE_SINCE,
             extra=draft_kv_attention if last else (),
             draft_window_layers=draft_kv_layers if last and dsv4 else 0,
-            mamba_cache_mode=eng.mamba_cache_mode,
+            mamba_cache_mode=effective_mamba_cache_mode(eng),
         )
         first = dsv4_first_capture_bytes(model, w.layers, v, gpu)
         graphs = first + estimate_bytes(
