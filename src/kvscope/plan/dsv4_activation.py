@@ -191,8 +191,8 @@ def dsv4_attention_peak(
     aux = _aux_bytes(model, t, aux_layers) if version >= AUX_SINCE else 0.0
     if version >= UNTIL:  # the eager scratch pool: the generic attention term stays
         return Dsv4AttentionPeak(float(stream), 0.0, 0.0, aux)
-    layers = [ly.attention for ly in model.layers if ly.attention.kind.startswith("dsv4")]
-    layer = max((_layer_bytes(a, gpu, tp, t, version, indexer_fp4) for a in layers), default=0.0)
+    layers = _dsv4_layers(model)
+    layer = _widest_layer(layers, gpu, tp, t, version, indexer_fp4)
     draft = 0.0
     if mtp_drafter and layers and model.num_mtp_layers:
         # target output + drafter embedding + enorm output (T, h) and hnorm output (T, hc, h)
@@ -232,8 +232,22 @@ def running_attention_bytes(
     8,192-token context: under 0.1 GiB at 8,192 tokens)."""
     if not model.is_deepseek_v4 or gpu.vendor != "nvidia":
         return 0.0
-    layers = [ly.attention for ly in model.layers if ly.attention.kind.startswith("dsv4")]
-    return max(
-        (_layer_bytes(a, gpu, tp, tokens, version, indexer_fp4, logits=0.0) for a in layers),
-        default=0.0,
-    )
+    return _widest_layer(_dsv4_layers(model), gpu, tp, tokens, version, indexer_fp4, logits=0.0)
+
+
+def _dsv4_layers(model: ModelSpec) -> list[AttentionLayer]:
+    return [ly.attention for ly in model.layers if ly.attention.kind.startswith("dsv4")]
+
+
+def _widest_layer(
+    layers: list[AttentionLayer],
+    gpu: GPUSpec,
+    tp: int,
+    tokens: int,
+    version: tuple[int, int, int],
+    indexer_fp4: bool,
+    logits: float = MAX_LOGITS_BYTES,
+) -> float:
+    """The largest of :func:`_layer_bytes` over V4's attention layers (0 without any)."""
+    each = (_layer_bytes(a, gpu, tp, tokens, version, indexer_fp4, logits=logits) for a in layers)
+    return max(each, default=0.0)
