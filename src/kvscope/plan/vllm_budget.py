@@ -68,6 +68,7 @@ from kvscope.plan.encoder_profile import encoder_profile, phase_bytes
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
+from kvscope.plan.vllm_auto_backend import auto_attention_backend
 from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.vllm_extensible_kv import default_gpu_memory_utilization, extensible_on, size_rank
@@ -358,7 +359,9 @@ def plan_ranks(
         graphs = first + estimate_bytes(
             len(w.layers), is_moe(model), listed_units if first else units
         )
-        graphs += first_capture_bytes(model, eng, gpu, layout)  # the backend's workspace
+        # the backend's workspace; vLLM's own pick where it holds one (vllm_auto_backend)
+        auto = eng.attention_backend or auto_attention_backend(model, gpu, v, kv_dtype)
+        graphs += first_capture_bytes(model, replace(eng, attention_backend=auto), gpu, layout)
         if eng.enforce_eager or not graphs_profiled(model, eng, gpu):
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
