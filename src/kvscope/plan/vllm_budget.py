@@ -68,6 +68,7 @@ from kvscope.plan.encoder_profile import encoder_profile, phase_bytes
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
+from kvscope.plan.v2_sampler_buffers import v2_sampler_bytes
 from kvscope.plan.vllm_auto_backend import auto_attention_backend
 from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
 from kvscope.plan.vllm_collectives import non_torch_bytes
@@ -337,6 +338,8 @@ def plan_ranks(
             act = replace(act, compile_peak=peak)
         non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
         non_torch += vllm_charged_bytes(eng)
+        if last:  # V2 sampler tables, in 0.27's "consumed memory (weights + non-torch)"
+            non_torch += v2_sampler_bytes(model, eng, gpu, defaults.max_num_seqs)
         kv_layers = w.layers
         dsv4 = _is_dsv4(model, w.layers)
         if last and draft_kv_layers and not dsv4:
