@@ -63,10 +63,11 @@ KNOWN_OFF = {
     # free_gpu_memory with no empty_cache after the pass, also counts the allocator's cached
     # segments) against a KV pool of only ~55 GiB a GPU beside 94.5 GiB of weights.
     "vllm-mi300x-llama31-405b-tp8": "kv_tokens",
-    # kv_tokens, +7.8 %: Qwen3-32B on two RTX PRO 6000 at 0.426, PP2 (vLLM 0.27.1, V2 model
-    # runner). The first stage logs 3.02 GiB of non-KV memory beside the weights (planned 2.00:
+    # kv_tokens, +7.3 %: Qwen3-32B on two RTX PRO 6000 at 0.426, PP2 (vLLM 0.27.1, V2 model
+    # runner). The first stage logs 3.02 GiB of non-KV memory beside the weights (planned 1.88:
     # profiling peak and non-torch; the V2 sampler's tables, kvscope.plan.v2_sampler_buffers,
-    # sit on the last stage only, which now binds the plan at 61,072 tokens). Not the
+    # and the receive buffer, kvscope.plan.pp_buffers, sit on the last stage only, which now
+    # binds the plan at 60,784 tokens). Not the
     # pipeline's send path: the profiling pass sends nothing, and the NCCL communicators the
     # sends and PPHandler's broadcasts use (torch ProcessGroupNCCL on the PP device group and
     # its sibling group, no eager device_id by default) start at their first use, after the

@@ -66,6 +66,7 @@ from kvscope.plan.dsv4_workspace import (
 )
 from kvscope.plan.encoder_profile import encoder_profile, phase_bytes
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
+from kvscope.plan.pp_buffers import CONSUMED_SINCE, intermediate_tensor_bytes
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.v2_sampler_buffers import v2_sampler_bytes
@@ -340,6 +341,12 @@ def plan_ranks(
         non_torch += vllm_charged_bytes(eng)
         if last:  # V2 sampler tables, in 0.27's "consumed memory (weights + non-torch)"
             non_torch += v2_sampler_bytes(model, eng, gpu, defaults.max_num_seqs)
+        # a later stage's receive buffer (kvscope.plan.pp_buffers): consumed memory from 0.27
+        recv = intermediate_tensor_bytes(model, eng, gpu, t, w.pp_rank == 0)
+        if v >= CONSUMED_SINCE:
+            non_torch += recv
+        else:  # made inside the V1 profiling pass: in its peak
+            act = replace(act, runtime=act.runtime + recv)
         kv_layers = w.layers
         dsv4 = _is_dsv4(model, w.layers)
         if last and draft_kv_layers and not dsv4:
