@@ -63,15 +63,16 @@ KNOWN_OFF = {
     # free_gpu_memory with no empty_cache after the pass, also counts the allocator's cached
     # segments) against a KV pool of only ~55 GiB a GPU beside 94.5 GiB of weights.
     "vllm-mi300x-llama31-405b-tp8": "kv_tokens",
-    # kv_tokens, +5.5 % / +14.7 %: Qwen3-32B on two RTX PRO 6000 at 0.426 (vLLM 0.27.1, V2
-    # model runner). TP2 logs 1.66 GiB of non-KV memory beside the weights; the V2 runner's
-    # profiling peak (1.02) and NCCL (0.25) leave 0.3 GiB unexplained. PP2's first stage logs
-    # 3.02 GiB (planned 2.00 without a graph estimate, which the V2 runner of 0.27 does not
-    # take). Not the pipeline's send path: the profiling pass sends nothing, and the NCCL
-    # communicators the sends and PPHandler's broadcasts use (torch ProcessGroupNCCL on the PP
-    # device group and its sibling group, no eager device_id by default) start at their
-    # first use, after the pool is sized (parallel_state.py, gpu/pp_utils.py of 0.27.0).
-    "rtxpro6000-qwen3-32b-tp2-u0426-0.27": "kv_tokens",
+    # kv_tokens, +7.3 %: Qwen3-32B on two RTX PRO 6000 at 0.426, PP2 (vLLM 0.27.1, V2 model
+    # runner). The first stage logs 3.02 GiB of non-KV memory beside the weights (planned 1.88:
+    # profiling peak and non-torch; the V2 sampler's tables, kvscope.plan.v2_sampler_buffers,
+    # and the receive buffer, kvscope.plan.pp_buffers, sit on the last stage only, which now
+    # binds the plan at 60,784 tokens). Not the
+    # pipeline's send path: the profiling pass sends nothing, and the NCCL communicators the
+    # sends and PPHandler's broadcasts use (torch ProcessGroupNCCL on the PP device group and
+    # its sibling group, no eager device_id by default) start at their first use, after the
+    # pool is sized (parallel_state.py, gpu/pp_utils.py of 0.27.0). The TP2 start of the same
+    # write-up left this list with the sampler's tables (2.2 %).
     "rtxpro6000-qwen3-32b-pp2-u0426-0.27": "kv_tokens",
     # Qwen3.5-0.8B (Gated DeltaNet hybrid with its vision tower) on one A100 80GB PCIe, vLLM
     # 0.28.0 (V2 model runner). weights, +5.8 %: "Model loading took 1.72 GiB" against 1.62

@@ -91,9 +91,10 @@ def test_published_v2_starts_land_within_five_percent() -> None:
         assert logged is not None
         assert plan.cudagraph_gib == 0.0
         assert rel_err(plan.kv_tokens, logged) < 0.01
-        # two PCIe GPUs with custom all-reduce: NCCL's figure, not the NVLink 2.1 GiB
+        # two PCIe GPUs with custom all-reduce: NCCL's figure, not the NVLink 2.1 GiB, beside
+        # the V2 sampler's tables (kvscope.plan.v2_sampler_buffers: 1,024 rows, ~0.63 GiB)
         tp2 = cases[QWEN32_TP2].plan()
-        assert tp2.non_torch_gib == pytest.approx(0.25)
+        assert 0.25 + 0.6 < tp2.non_torch_gib < 0.25 + 0.65
         assert tp2.cudagraph_gib == 0.0
 
 

@@ -67,8 +67,11 @@ from kvscope.plan.dsv4_workspace import (
 )
 from kvscope.plan.encoder_profile import encoder_profile, phase_bytes
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
+from kvscope.plan.pp_buffers import CONSUMED_SINCE, intermediate_tensor_bytes
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
+from kvscope.plan.v2_sampler_buffers import v2_sampler_bytes
+from kvscope.plan.vllm_auto_backend import auto_attention_backend
 from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.vllm_extensible_kv import default_gpu_memory_utilization, extensible_on, size_rank
@@ -338,6 +341,14 @@ def plan_ranks(
             act = replace(act, compile_peak=peak)
         non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
         non_torch += vllm_charged_bytes(eng)
+        if last:  # V2 sampler tables, in 0.27's "consumed memory (weights + non-torch)"
+            non_torch += v2_sampler_bytes(model, eng, gpu, defaults.max_num_seqs)
+        # a later stage's receive buffer (kvscope.plan.pp_buffers): consumed memory from 0.27
+        recv = intermediate_tensor_bytes(model, eng, gpu, t, w.pp_rank == 0)
+        if v >= CONSUMED_SINCE:
+            non_torch += recv
+        else:  # made inside the V1 profiling pass: in its peak
+            act = replace(act, runtime=act.runtime + recv)
         kv_layers = w.layers
         dsv4 = _is_dsv4(model, w.layers)
         if last and draft_kv_layers and not dsv4:
@@ -360,7 +371,9 @@ def plan_ranks(
         graphs = first + estimate_bytes(
             len(w.layers), is_moe(model), listed_units if first else units
         )
-        graphs += first_capture_bytes(model, eng, gpu, layout)  # the backend's workspace
+        # the backend's workspace; vLLM's own pick where it holds one (vllm_auto_backend)
+        auto = eng.attention_backend or auto_attention_backend(model, gpu, v, kv_dtype)
+        graphs += first_capture_bytes(model, replace(eng, attention_backend=auto), gpu, layout)
         # DSpark adaptive verification's eager profiling runs (kvscope.plan.adaptive_verification)
         graphs += profiling_cache_bytes(model, gpu, par, eng, seqs, mnbt, last)
         if eng.enforce_eager or not graphs_profiled(model, eng, gpu):

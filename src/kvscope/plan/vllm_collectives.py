@@ -27,8 +27,18 @@ results_raw.csv, vLLM 0.19 on H100). Where custom all-reduce is off only NCCL's 
 remain: 0.25 (more than two PCIe GPUs; a 2x DGX Spark TP2 log, "disable_custom_all_reduce=True",
 "Using ['PYNCCL'] all-reduce backends"). Releases before 0.11 logged ~0.2-0.25 at TP >= 2
 whatever the link: V0 on 2x RTX 4090 0.25 (vllm#13061), 4x 24 GB cards 0.20 (vllm PR #14447).
-The NCCL-only figure was read on PCIe and across nodes; over NVSwitch NCCL may keep more (its
-NVLS buffers), which no log here measures.
+From 0.27.0 ``memory_profiling`` (vllm/utils/mem_utils.py) no longer measures non-torch growth:
+it subtracts the whole free-memory drop since the worker's snapshot (``total_consumed``), which
+the engine logs as "GiB for consumed memory (weights + non-torch)" (gpu_worker.py of 0.27.0).
+Beside the logged weights that figure holds, at TP1, 0.11-0.15 GiB plus the V2 sampler's tables
+(:mod:`kvscope.plan.v2_sampler_buffers`, added on the last stage): Qwen3-8B on a 48 GB RTX
+4090 at 8 sequences 0.11 / 0.14 (V2, warm and AWQ) and 0.15 (V1, n-gram); Qwen3-14B and its AWQ
+build on an L40S at 256 sequences 0.27 / 0.29 less 0.16 of tables; Llama-3.1-8B on an A100 at
+256 sequences 0.26 less 0.13 (vLLM 0.29.0 and 0.31.0 logs: yuanjuju/vllm-lab phase3/results,
+samilazrak/vllm-optimization-lab results/raw, public study notes of the A100 start); 0.13 is
+their median, the "tp1_consumed" figure (512 sequences on the L40S leave 0.19). The NCCL-only
+figure was read on PCIe and across nodes; over NVSwitch NCCL may keep more (its NVLS buffers),
+which no log here measures.
 
 Two GPUs without NVLink (PCIe P2P) do run custom all-reduce, but what it allocates is
 megabytes: its metadata plus ``max_size`` (8 MiB) signal buffer, one IPC buffer of the larger of
@@ -46,8 +56,18 @@ from __future__ import annotations
 from kvscope.plan.config import Parallelism
 from kvscope.specs.hardware import GIB, GPUSpec
 
-NON_TORCH_GIB = {"tp1": 0.25, "tp_custom_ar": 2.1, "tp_old": 0.25, "tp_pcie": 0.25, "pp_only": 0.07}
+NON_TORCH_GIB = {
+    "tp1": 0.25,
+    "tp1_consumed": 0.13,
+    "tp_custom_ar": 2.1,
+    "tp_old": 0.25,
+    "tp_pcie": 0.25,
+    "pp_only": 0.07,
+}
 
+#: First release whose profiler subtracts the free-memory drop since the worker's snapshot
+#: (``total_consumed``, vllm/utils/mem_utils.py of 0.27.0) rather than non-torch growth.
+CONSUMED_SINCE = (0, 27, 0)
 #: ``CustomAllreduce._SUPPORTED_WORLD_SIZES`` (custom_all_reduce.py): 16 joins in 0.27.0.
 SUPPORTED_WORLD_SIZES = (2, 4, 6, 8)
 SUPPORTED_WORLD_SIZES_027 = (2, 4, 6, 8, 16)
@@ -89,5 +109,6 @@ def non_torch_bytes(
     elif par.tp > 1:
         gib = NON_TORCH_GIB["tp_pcie"]  # custom all-reduce off: NCCL's buffers only
     else:
-        gib = NON_TORCH_GIB["tp1"] + (NON_TORCH_GIB["pp_only"] if par.pp > 1 else 0.0)
+        tp1 = NON_TORCH_GIB["tp1_consumed" if v >= CONSUMED_SINCE else "tp1"]
+        gib = tp1 + (NON_TORCH_GIB["pp_only"] if par.pp > 1 else 0.0)
     return gib * GIB
