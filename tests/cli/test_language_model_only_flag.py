@@ -47,3 +47,33 @@ def test_refused_in_one_line_by_every_command(
         argv += ["--slo", "ttft_p99=2"]
     code, _o, err = run_in_process(argv, capsys)
     one_error_line(code, err, "--language-model-only", needle)
+
+
+@pytest.mark.parametrize("command", ["plan", "simulate", "tune"])
+def test_limit_mm_per_prompt_is_parsed_once_for_every_command(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [command, *DEPLOY, "--limit-mm-per-prompt", '{"image": -1}']
+    if command != "plan":
+        argv += [*WORKLOAD, "--out", str(tmp_path / "o")]
+    if command == "tune":
+        argv += ["--slo", "ttft_p99=2"]
+    code, _o, err = run_in_process(argv, capsys)
+    one_error_line(code, err, "--limit-mm-per-prompt", "whole number")
+
+
+def test_every_modality_at_zero_plans_as_language_model_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    docs = []
+    for flags in (
+        ["--language-model-only"],
+        ["--limit-mm-per-prompt", '{"image": 0, "video": 0}'],
+    ):
+        code, out, err = run_in_process(
+            ["plan", *DEPLOY, "--engine-version", "0.24.0", *flags, "--json"], capsys
+        )
+        assert code == 0, err
+        docs.append(json.loads(out))
+    assert docs[0]["kv_tokens"] == docs[1]["kv_tokens"]
+    assert docs[0]["weights_gib"] == docs[1]["weights_gib"]

@@ -87,6 +87,15 @@ LanguageModelOnly = Annotated[
         "tower weights, no encoder profiling pass) [default: off].",
     ),
 ]
+LimitMmPerPrompt = Annotated[
+    str | None,
+    typer.Option(
+        "--limit-mm-per-prompt",
+        help="vLLM, vision-language models: items a prompt may hold, as JSON "
+        '(\'{"image": 2, "video": 0}\'); 0 for every modality drops the vision tower '
+        "[default: 999 each].",
+    ),
+]
 MambaCacheMode = Annotated[
     str,
     typer.Option(
@@ -145,3 +154,10 @@ GpuMemoryInUse = Annotated[
         "a desktop, another server); each engine release handles it its own way [default: 0].",
     ),
 ]
+
+
+def mm_limits(text: str | None) -> tuple[tuple[str, int], ...] | None:
+    """``--limit-mm-per-prompt`` parsed at the boundary (one line and exit 2 when bad)."""
+    from kvscope.plan.mm_limits import parse_limits
+
+    return None if text is None else parse_limits(text)

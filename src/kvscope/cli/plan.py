@@ -26,11 +26,13 @@ from kvscope.cli.engine_options import (
     HbmEfficiency,
     KvCacheDtype,
     LanguageModelOnly,
+    LimitMmPerPrompt,
     MambaCacheMode,
     MaxCudagraphCaptureSize,
     MmEncoderTpMode,
     MoeRunnerBackend,
     SharedExpertTp1,
+    mm_limits,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.parallel_options import (
@@ -157,6 +159,7 @@ def plan(
     disable_custom_all_reduce: DisableCustomAllReduce = False,
     cold_compile: ColdCompile = False,
     language_model_only: LanguageModelOnly = False,
+    limit_mm_per_prompt: LimitMmPerPrompt = None,
     gpu_memory_in_use: GpuMemoryInUse = 0.0,
     mamba_cache_mode: MambaCacheMode = "none",
     moe_runner_backend: MoeRunnerBackend = "auto",
@@ -292,6 +295,7 @@ def plan(
         disable_custom_all_reduce=disable_custom_all_reduce,
         cold_compile=cold_compile,
         language_model_only=language_model_only,
+        limit_mm_per_prompt=mm_limits(limit_mm_per_prompt),
         gpu_memory_in_use_gib=gpu_memory_in_use,
         mamba_cache_mode=mamba_cache_mode,
         moe_runner_backend=moe_runner_backend,

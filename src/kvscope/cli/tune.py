@@ -33,9 +33,11 @@ from kvscope.cli.engine_options import (
     GpuMemoryInUse,
     KvCacheDtype,
     LanguageModelOnly,
+    LimitMmPerPrompt,
     MmEncoderTpMode,
     MoeRunnerBackend,
     SharedExpertTp1,
+    mm_limits,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
 from kvscope.cli.output import print_json, stderr, stdout
@@ -98,6 +100,7 @@ def tune(
     disable_custom_all_reduce: DisableCustomAllReduce = False,
     cold_compile: ColdCompile = False,
     language_model_only: LanguageModelOnly = False,
+    limit_mm_per_prompt: LimitMmPerPrompt = None,
     enable_extensible_kv_cache: ExtensibleKvCache = None,
     gpu_memory_in_use: GpuMemoryInUse = 0.0,
     moe_runner_backend: MoeRunnerBackend = "auto",
@@ -222,6 +225,7 @@ def tune(
         disable_custom_all_reduce=disable_custom_all_reduce,
         cold_compile=cold_compile,
         language_model_only=language_model_only,
+        limit_mm_per_prompt=mm_limits(limit_mm_per_prompt),
         enable_extensible_kv_cache=enable_extensible_kv_cache,
         gpu_memory_in_use_gib=gpu_memory_in_use,
         moe_runner_backend=moe_runner_backend,

@@ -172,6 +172,8 @@ class EngineConfig:
         language_model_only: vLLM 0.17+ ``--language-model-only``: a vision-language
             checkpoint without its vision tower or encoder profiling
             (:mod:`kvscope.plan.language_model_only`).
+        limit_mm_per_prompt: vLLM ``--limit-mm-per-prompt`` as (modality, items) pairs;
+            ``None`` = 999 each (:mod:`kvscope.plan.mm_limits`).
     """
 
     engine: str = "vllm"
@@ -205,6 +207,7 @@ class EngineConfig:
     attention_backend: str | None = None
     enable_extensible_kv_cache: bool | None = None
     language_model_only: bool = False
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:

@@ -59,16 +59,18 @@ width, 16,900 patches: :mod:`kvscope.plan.moonvit_profile`), so 8192 // 4225 = 1
 tower's rotary ``freqs_cis`` buffer, registered by its first forward, is kept too. Kimi-VL
 (kimi_vl.py, moonvit.py; 0.15-0.27): the 1024 px image at Kimi-VL-A3B-Instruct's 4,096-patch
 ``in_token_limit`` (1,089 rows of the text width, 4,356 patches), so 8192 // 1089 = 7 images.
-Not modelled: ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` (the planner takes
-neither: a zero image limit would profile the video instead; a zero limit for every modality,
-or ``--language-model-only`` from 0.20 (``MultiModalConfig.get_limit_per_prompt``), skips the
-pass), ``--skip-mm-profiling``, and other towers, whose outputs vLLM parks the same way.
+``--limit-mm-per-prompt`` (:mod:`kvscope.plan.mm_limits`) removes a modality limited to 0 from
+the choice (a zero image limit profiles the video) and caps the items a prompt; a zero limit for
+every modality, or ``--language-model-only`` (:mod:`kvscope.plan.language_model_only`), skips
+the pass. Not modelled: ``--mm-processor-kwargs`` and the limit's dummy-size options,
+``--skip-mm-profiling``, and other towers, whose outputs vLLM parks the same way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvscope.plan.mm_limits import Limits, limit
 from kvscope.plan.moonvit_profile import dummy_item, freqs_buffer_bytes, moonvit_transient_bytes
 from kvscope.plan.vit_peak import vit_transient_bytes
 from kvscope.plan.vllm_runner import v2_by_default
@@ -92,8 +94,6 @@ QWEN3_VL_KINDS = frozenset(
 FIXED_SQUARE_KINDS = frozenset({"gemma3", "mistral3", "llama4"})
 #: Kimi-K2.5 / K2.6's MoonViT-3D (kimi_k25.py, kimi_k25_vit.py)
 MOONVIT_KINDS = frozenset({"kimi_k25", "kimi_vl"})
-#: V1's default ``limit_mm_per_prompt`` per modality (vllm/config/multimodal.py at v0.11.0)
-DEFAULT_ITEMS_PER_PROMPT = 999
 #: releases whose ``profile_run`` expands each dummy output to the encoder budget
 EXPANDS = ((0, 11, 0), (0, 12, 0))
 #: releases that park each dummy output as it is
@@ -119,8 +119,11 @@ def encoder_profile(
     max_model_len: int,
     max_num_batched_tokens: int,
     max_num_seqs: int,
+    limits: Limits | None = None,
 ) -> EncoderProfile | None:
-    """The profiling pass of ``model``'s encoder at ``version``; None where not modelled."""
+    """The profiling pass of ``model``'s encoder at ``version``; None where not modelled or
+    where ``limits`` (``--limit-mm-per-prompt``, :mod:`kvscope.plan.mm_limits`) leave the
+    tower no modality."""
     tower = model.vision_output
     if tower is None:
         return None
@@ -138,12 +141,14 @@ def encoder_profile(
             return None
         # Kimi-K2.5 has one modality, "vision_chunk"; every output row is an embedding
         modality = "vision_chunk" if tower.kind == "kimi_k25" else "image"
+        if limit(limits, modality) == 0:
+            return None
         rows, per_item = item.tokens, item.tokens
         item_pixels = item.patches * tower.patch_values
         patches = item.patches
         kept = freqs_buffer_bytes(tower)
     elif tower.kind in FIXED_SQUARE_KINDS:
-        if expands:  # 0.11 counts the placeholder's other tokens too: unmodelled
+        if expands or limit(limits, "image") == 0:  # 0.11: the placeholder's other tokens too
             return None
         # an image is image_rows embeddings (get_num_embeds, 0.15-0.24) of one image_size square
         modality, rows, per_item = "image", tower.image_rows, tower.image_rows
@@ -158,19 +163,23 @@ def encoder_profile(
         if expands:
             video_rows = min(video_rows, max_model_len)
             video_tokens = int(video_rows * QWEN3_VL_VIDEO_TOKEN_FACTOR)
-        # MultiModalBudget.get_modality_with_max_tokens: max() keeps the first ("image") on a tie
-        modality, rows, per_item = (
-            ("video", video_rows, video_tokens)
-            if video_tokens > image_rows
-            else ("image", image_rows, image_rows)
-        )
+        # MultiModalBudget keeps the modalities allowed at least one item and profiles the one
+        # with the most tokens; get_modality_with_max_tokens's max() keeps "image" on a tie
+        video = ("video", video_rows, video_tokens) if limit(limits, "video") else None
+        image = ("image", image_rows, image_rows) if limit(limits, "image") else None
+        if image is None or (video is not None and video_tokens > image_rows):
+            if video is None:
+                return None
+            modality, rows, per_item = video
+        else:
+            modality, rows, per_item = image
         # images are tiled to the temporal patch: a patch has as many values as a video's
         item_pixels = rows * tower.merge_size**2 * tower.patch_values
         patches = rows * tower.merge_size**2
     else:
         return None
     budget = max(max_num_batched_tokens, per_item)
-    per_prompt = max(1, min(DEFAULT_ITEMS_PER_PROMPT, max_model_len // per_item))
+    per_prompt = max(1, min(limit(limits, modality), max_model_len // per_item))
     items = max(1, min(budget // per_item, max_num_seqs * per_prompt))
     raw = items * rows * tower.out_width * b
     pixels = items * item_pixels * b

@@ -35,7 +35,13 @@ SINCE = (0, 17, 0)
 
 
 def check_language_model_only(eng: EngineConfig) -> None:
-    """Refuse the flag where the engine or release has no such behaviour (one line)."""
+    """Refuse the flag (and ``--limit-mm-per-prompt``) where the engine or release has no such
+    behaviour (one line)."""
+    if eng.limit_mm_per_prompt is not None and eng.engine != "vllm":
+        raise KvscopeError(
+            "--limit-mm-per-prompt is vLLM's; SGLang's multimodal limits are not modelled.",
+            "Drop --limit-mm-per-prompt with --engine sglang.",
+        )
     if not eng.language_model_only:
         return
     if eng.engine != "vllm":

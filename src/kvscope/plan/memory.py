@@ -23,6 +23,7 @@ from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
 from kvscope.plan.language_model_only import text_only
+from kvscope.plan.mm_limits import tower_dropped
 from kvscope.plan.pp_vocab import with_every_stage_tables
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
@@ -163,7 +164,7 @@ def plan_memory(
     """
     par = par or Parallelism()
     eng = engine or EngineConfig()
-    if eng.language_model_only:
+    if eng.language_model_only or tower_dropped(model, eng.limit_mm_per_prompt, eng.version):
         model = text_only(model)  # no tower weights, no encoder profiling
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
     kinds = attention_kinds(model)

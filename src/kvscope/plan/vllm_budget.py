@@ -286,7 +286,7 @@ def plan_ranks(
     units = listed_units if graphs_by_capture_list(model, eng, gpu) else FIT_GRAPH_UNITS
     # the multimodal encoder's profiling pass is the same on every rank: built once
     mml, mnbt, seqs = defaults.max_model_len, defaults.max_num_batched_tokens, defaults.max_num_seqs
-    encoder = encoder_profile(model, v, mml, mnbt, seqs)
+    encoder = encoder_profile(model, v, mml, mnbt, seqs, eng.limit_mm_per_prompt)
     enc = phase_bytes(model, encoder, gpu, par.tp, v)
     out = []
     for w in stage_weights:

@@ -64,6 +64,7 @@ def engine_config(cfg: SimConfig) -> EngineConfig:
         disable_custom_all_reduce=cfg.disable_custom_all_reduce,
         cold_compile=cfg.cold_compile,
         language_model_only=cfg.language_model_only,
+        limit_mm_per_prompt=cfg.limit_mm_per_prompt,
         enable_extensible_kv_cache=cfg.enable_extensible_kv_cache,
         gpu_memory_in_use_gib=cfg.gpu_memory_in_use_gib,
         moe_runner_backend=cfg.moe_runner_backend,

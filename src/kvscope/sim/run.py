@@ -94,6 +94,7 @@ class SimConfig:
     disable_custom_all_reduce: bool = False  # --disable-custom-all-reduce (plan's non-torch)
     cold_compile: bool = False  # vLLM --cold-compile (plan's profiling peak)
     language_model_only: bool = False  # vLLM --language-model-only (no vision tower)
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None  # vLLM items a prompt
     enable_extensible_kv_cache: bool | None = None  # vLLM 0.34+ (plan's KV sizing path)
     gpu_memory_in_use_gib: float = 0.0  # --gpu-memory-in-use (plan's shared_gpu)
     moe_runner_backend: str = "auto"  # SGLang --moe-runner-backend (plan's expert bytes)
@@ -201,6 +202,10 @@ class SimConfig:
                 v = float(value)
             elif ann.startswith("int"):
                 v = int(value)
+            elif ann.startswith("tuple[tuple[str, int]"):
+                from kvscope.plan.mm_limits import parse_limits
+
+                v = parse_limits(value)
             elif ann.startswith("tuple[TierSpec"):
                 from kvscope.sim.tier_spec import parse_offload
 
