@@ -68,13 +68,13 @@ def test_items_follow_the_encoder_budget(qwen3_vl) -> None:
     assert one.kept_bytes == encoder_kept_bytes(qwen3_vl, V0110, 65536, 2048, 256)
 
 
-@pytest.mark.parametrize("version", [(0, 9, 2), (0, 10, 2), (0, 12, 0), (0, 14, 0), (0, 28, 0)])
+@pytest.mark.parametrize("version", [(0, 9, 2), (0, 10, 2), (0, 12, 0), (0, 14, 0), (0, 29, 0)])
 def test_releases_not_read_are_not_modelled(qwen3_vl, version) -> None:
     assert encoder_profile(qwen3_vl, version, 65536, 2048, 256) is None
     assert encoder_kept_bytes(qwen3_vl, version, 65536, 2048, 256) == 0.0
 
 
-@pytest.mark.parametrize("version", [(0, 15, 0), (0, 20, 0), (0, 24, 0), (0, 27, 0)])
+@pytest.mark.parametrize("version", [(0, 15, 0), (0, 20, 0), (0, 24, 0), (0, 27, 0), (0, 28, 0)])
 def test_from_015_the_image_is_profiled_and_parked_as_it_is(qwen3_vl, version) -> None:
     # get_max_video_tokens counts a two-frame video at half the video pixel budget (12,288
     # rows, no 12.5 factor), below the 16,384 rows of a 4096 x 4096 image

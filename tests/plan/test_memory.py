@@ -75,14 +75,12 @@ KNOWN_OFF = {
     # write-up left this list with the sampler's tables (2.2 %).
     "rtxpro6000-qwen3-32b-pp2-u0426-0.27": "kv_tokens",
     # Qwen3.5-0.8B (Gated DeltaNet hybrid with its vision tower) on one A100 80GB PCIe, vLLM
-    # 0.28.0 (V2 model runner). weights, +5.8 %: "Model loading took 1.72 GiB" against 1.62
-    # planned and a 1.63 GiB checkpoint that includes the 39 MiB MTP head vLLM skips; the V2
-    # runner logs the device memory its load window consumed, 0.1 GiB more than the tensors.
-    # kv_tokens, +5.4 % (serve start): the report gives weights + non-torch 4.18 GiB and a
-    # 1.36 GiB activation peak against 1.87 and 0.34 planned; no engine rule found for the
-    # extra 2.3 GiB of non-torch memory. From the logged 61.82 GiB the tokens are exact.
+    # 0.28.0 (V1 model runner: a hybrid off DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES). weights,
+    # +5.8 %: "Model loading took 1.72 GiB" against 1.62 planned and a 1.63 GiB checkpoint that
+    # includes the 39 MiB MTP head vLLM skips; the load window's torch allocation is 0.1 GiB
+    # above the tensors planned. (The serve start of the same report left this list with the
+    # vision tower's profiling phase at 0.28, kvscope.plan.vit_peak.)
     "w1report-a100pcie-qwen35-08b-offline-0.28": "weights",
-    "w1report-a100pcie-qwen35-08b-serve-0.28": "kv_tokens",
 }
 
 

@@ -29,14 +29,20 @@ rows)`` tokens a video (timestamps and frame markers), so the video is profiled 
 tokens) and its output is expanded; from 0.15 it counts the rows alone, so the image is
 profiled and its output parked as it is (``encoder_cache[f"tmp_{i}"]``, no expansion).
 Releases read: 0.11.0 (expansion); 0.15.0, 0.20.0, 0.22.0, 0.23.0, 0.25.0, 0.27.0 (no
-expansion, image); 0.9.2 parks without expansion but counts video tokens its own way, and
-0.12-0.14 are unread: not modelled there, nor from 0.28 (the releases between those read are
-taken to match the identical code on either side). Only the V1 runner profiles the
-encoder: the V2 runner's ``profile_run`` (vllm/v1/worker/gpu/model_runner.py, 0.25.0) runs the
-language model alone, and from 0.25 ``VllmConfig._is_default_v2_model_runner_model``
-(vllm/config/vllm.py) sends a generate model that is neither MoE nor hybrid to it (the
-architectures it lists at 0.22-0.27 include no Qwen3-VL or Qwen3.5 wrapper), so from 0.25 only
-MoE or hybrid (Gated DeltaNet) models are modelled; the runner rule is
+expansion, image), and 0.28.0 for the Qwen3-VL-style towers (0.28.0's V1 ``profile_run``,
+``_get_mm_dummy_batch`` and vllm/multimodal/encoder_budget.py are 0.27.0's line for line, and
+qwen3_vl.py / qwen3_5.py change no processing code); 0.9.2 parks without expansion but counts
+video tokens its own way, and 0.12-0.14 are unread: not modelled there, nor from 0.28 for the
+other towers or from 0.29 for any (the releases between those read are taken to match the
+identical code on either side). Only the V1 runner's pass is modelled: the V2 runner's
+``profile_run`` (vllm/v1/worker/gpu/model_runner.py) runs the language model alone at 0.25.0,
+but runs the encoder first at 0.27.0 and 0.28.0 (``encoder_runner.profile_encoder_cache`` on
+the first stage; its own code, not modelled), and from 0.25
+``VllmConfig._is_default_v2_model_runner_model`` (vllm/config/vllm.py) sends a generate model
+that is neither MoE nor hybrid to it (the architectures it lists at 0.22-0.27 include no
+Qwen3-VL or Qwen3.5 wrapper), so from 0.25 only MoE or hybrid (Gated DeltaNet) models are
+modelled (at 0.28 a Qwen3.5 / 3.6 / 3.8 wrapper is hybrid and off
+``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``, so it starts on V1); the runner rule is
 :func:`kvscope.plan.vllm_runner.v2_by_default` (``VLLM_USE_V2_MODEL_RUNNER`` not read).
 Gemma 3 (gemma3_mm.py, read at 0.15.0, 0.20.0 and 0.25.0): an image is ``mm_tokens_per_image``
 (256) embeddings of the text width from one ``vision_config.image_size`` square (896; no
@@ -98,6 +104,9 @@ MOONVIT_KINDS = frozenset({"kimi_k25", "kimi_vl"})
 EXPANDS = ((0, 11, 0), (0, 12, 0))
 #: releases that park each dummy output as it is
 PARKS = ((0, 15, 0), (0, 28, 0))
+#: the Qwen3-VL-style towers are read at 0.28.0 too (qwen3_vl.py and qwen3_5.py change no
+#: processing code there); the other towers' 0.28 model files are unread
+QWEN3_VL_PARKS_UNTIL = (0, 29, 0)
 
 
 @dataclass(frozen=True)
@@ -128,7 +137,8 @@ def encoder_profile(
     if tower is None:
         return None
     expands = EXPANDS[0] <= version < EXPANDS[1]
-    if not expands and not PARKS[0] <= version < PARKS[1]:
+    until = QWEN3_VL_PARKS_UNTIL if tower.kind in QWEN3_VL_KINDS else PARKS[1]
+    if not expands and not PARKS[0] <= version < until:
         return None
     if v2_by_default(model, version):  # the V2 runner profiles no encoder
         return None

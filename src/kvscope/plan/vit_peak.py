@@ -8,10 +8,13 @@ Units: bytes. Source: ``Qwen3_VisionTransformer.forward`` and its blocks
 mm_encoder_attention.py), ``flash_attn_maxseqlen_wrapper`` (v1/attention/ops/
 vit_attn_wrappers.py) and ``ApplyRotaryEmb.forward_cuda`` (model_executor/layers/
 rotary_embedding/common.py), read identical for these paths at v0.19.0, v0.22.0, v0.23.0,
-v0.24.0, v0.25.0 and v0.27.0 (0.20, 0.21 and 0.26 taken to match; 0.19 interpolates
-``pos_embeds`` in torch rather than Triton, a transient of a few rows before the blocks).
-``CompilationConfig.compile_mm_encoder`` is False by default, so the tower runs eagerly and
-every named tensor lives until its function returns:
+v0.24.0, v0.25.0, v0.27.0 and v0.28.0 (0.20, 0.21 and 0.26 taken to match; 0.19 interpolates
+``pos_embeds`` in torch rather than Triton, a transient of a few rows before the blocks; 0.28
+stages the rotary position ids in pinned host memory, and decorates the vision blocks with
+``@support_torch_compile(enable_if=should_torch_compile_mm_encoder)``, which compiles only
+under ``compile_mm_encoder``; mm_encoder_attention.py and ``get_vit_attn_backend`` are
+0.27.0's). ``CompilationConfig.compile_mm_encoder`` is False by default, so the tower runs
+eagerly and every named tensor lives until its function returns:
 
 * the tower keeps the metadata dict's ``pos_embeds`` (``L x width``) and the rotary
   ``cos``/``sin`` (``L x head_dim / 2`` each, ``partial_rotary_factor`` 0.5) through all blocks,
@@ -43,8 +46,8 @@ from __future__ import annotations
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.vision_output import VisionOutput
 
-#: releases whose ViT code paths were read identical (see the module docstring)
-READ = ((0, 19, 0), (0, 28, 0))
+#: releases whose ViT code paths were read identical (0.19.0-0.28.x; the module docstring)
+READ = ((0, 19, 0), (0, 29, 0))
 #: FlashAttention's ``supports_compute_capability``: capability >= 8.0
 FLASH_ATTN_MIN_CC = (8, 0)
 #: FlashAttention's ``supports_head_size`` below FA4: a multiple of 8, at most 256
