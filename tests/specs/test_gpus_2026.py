@@ -47,6 +47,20 @@ DATASHEET = {
     # V100 datasheet (SXM2): 125 TFLOPS tensor, 900 GB/s; nvidia-smi 16384 / 32768 MiB.
     "V100-SXM2-16GB": (16, 900, 125, None, None, 16384),
     "V100-SXM2-32GB": (32, 900, 125, None, None, 32768),
+    # RTX PRO 4000 / 5000 Blackwell datasheets: 672 / 1,344 GB/s, 1,247 / 2,064 AI TOPS
+    # (FP4 sparse, 4:2:1 with FP8 and BF16); nvidia-smi 24467 / 48935 MiB.
+    "RTX-PRO-4000-Blackwell-24GB": (24, 672, 155.9, 311.8, 623.5, 24467),
+    "RTX-PRO-5000-Blackwell-48GB": (48, 1344, 258, 516, 1032, 48935),
+    # GeForce RTX 5080 / 5070 Ti: 960 / 896 GB/s, 1,801 / 1,406 AI TOPS; smi 16303 MiB.
+    "RTX-5080-16GB": (16, 960, 112.6, 225.1, 900.5, 16303),
+    "RTX-5070-Ti-16GB": (16, 896, 87.9, 175.8, 703, 16303),
+    # Ada whitepaper RTX 4080 (97.5 with FP32 acc.); 4080 SUPER 836 AI TOPS; smi 16376.
+    "RTX-4080-16GB": (16, 716.8, 97.5, 194.9, None, 16376),
+    "RTX-4080-SUPER-16GB": (16, 736, 104.5, 209, None, 16376),
+    # RTX 6000 Ada datasheet: FP8 1,457 sparse, 960 GB/s; nvidia-smi 49140 MiB (ECC off).
+    "RTX-6000-Ada-48GB": (48, 960, 364.25, 728.5, None, 49140),
+    # A40 datasheet: BF16 149.7 | 299.4*, 696 GB/s; nvidia-smi 46068 MiB (ECC on).
+    "A40-48GB": (48, 696, 149.7, None, None, 46068),
 }
 
 # CUDA/HIP total in MiB: measured prints, or the entry's stated estimate rule.
@@ -69,6 +83,14 @@ CUDA_MIB: dict[str, float] = {
     "T4-16GB": 15095,  # torch 2.6 print 'Tesla T4, 15095MiB'
     "V100-SXM2-16GB": 16160,  # torch 1.10 print 'Tesla V100-SXM2-16GB, 16160MiB'
     "V100-SXM2-32GB": 32494,  # torch 2.6 print 'Tesla V100-SXM2-32GB, 32494MiB'
+    "RTX-PRO-4000-Blackwell-24GB": 24467 - 505,  # estimated: smi - RTX 5090 gap
+    "RTX-PRO-5000-Blackwell-48GB": 48935 - 637,  # estimated: smi - RTX PRO 6000 gap
+    "RTX-5080-16GB": 15840,  # Linux torch print 'NVIDIA GeForce RTX 5080, 15840MiB'
+    "RTX-5070-Ti-16GB": 15840,  # estimated: as RTX 5080 (same memory, same smi total)
+    "RTX-4080-SUPER-16GB": 15944,  # torch 2.12 print 'NVIDIA GeForce RTX 4080 SUPER, 15944MiB'
+    "RTX-4080-16GB": 15944,  # estimated: as RTX 4080 SUPER
+    "RTX-6000-Ada-48GB": 48520,  # torch 2.7 print 'NVIDIA RTX 6000 Ada Generation, 48520MiB'
+    "A40-48GB": 46068 - 463,  # estimated: ECC-on smi - RTX A6000 gap
 }
 
 
@@ -92,6 +114,7 @@ def test_estimates_are_labelled_and_sources_cited(name: str) -> None:
     measured = {"DGX-Spark-GB10-128GB", "RTX-5090-32GB", "MI355X-288GB"}
     measured |= {"RTX-PRO-6000-Blackwell-Server-96GB", "RTX-A6000-48GB", "RTX-2080-Ti-11GB"}
     measured |= {"T4-16GB", "V100-SXM2-16GB", "V100-SXM2-32GB"}
+    measured |= {"RTX-5080-16GB", "RTX-4080-SUPER-16GB", "RTX-6000-Ada-48GB"}
     assert g.memory_source.startswith("estimated:") == (name not in measured)
     assert "http" in dict(g.sources)["datasheet"] or "No public" in dict(g.sources)["datasheet"]
     assert g.notes
@@ -113,6 +136,14 @@ def test_estimates_are_labelled_and_sources_cited(name: str) -> None:
         ("NVIDIA GB200", "GB200-186GB"),
         ("GB300", "GB300-288GB"),
         ("DGX Spark", "DGX-Spark-GB10-128GB"),
+        ("NVIDIA RTX PRO 4000 Blackwell", "RTX-PRO-4000-Blackwell-24GB"),
+        ("RTX PRO 5000 Blackwell", "RTX-PRO-5000-Blackwell-48GB"),
+        ("NVIDIA GeForce RTX 5070 Ti", "RTX-5070-Ti-16GB"),
+        ("NVIDIA GeForce RTX 5080", "RTX-5080-16GB"),
+        ("NVIDIA GeForce RTX 4080 SUPER", "RTX-4080-SUPER-16GB"),
+        ("NVIDIA GeForce RTX 4080", "RTX-4080-16GB"),  # the SUPER is its own part
+        ("NVIDIA RTX 6000 Ada Generation", "RTX-6000-Ada-48GB"),
+        ("NVIDIA A40", "A40-48GB"),
         ("GB10", "DGX-Spark-GB10-128GB"),
         ("NVIDIA GB10", "DGX-Spark-GB10-128GB"),
         ("RTX 5090", "RTX-5090-32GB"),
@@ -193,6 +224,14 @@ def test_sm_counts_match_the_published_core_counts() -> None:
         "RTX-4090-24GB": (16_384, 128),
         "DGX-Spark-GB10-128GB": (6_144, 128),
         "T4-16GB": (2_560, 64),
+        "RTX-PRO-4000-Blackwell-24GB": (8_960, 128),
+        "RTX-PRO-5000-Blackwell-48GB": (14_080, 128),
+        "RTX-5080-16GB": (10_752, 128),
+        "RTX-5070-Ti-16GB": (8_960, 128),
+        "RTX-4080-SUPER-16GB": (10_240, 128),
+        "RTX-4080-16GB": (9_728, 128),
+        "RTX-6000-Ada-48GB": (18_176, 128),
+        "A40-48GB": (10_752, 128),
     }
     for name, (n, per_sm) in cores.items():
         assert get_gpu(name).sm_count * per_sm == n, name
