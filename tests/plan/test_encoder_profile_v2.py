@@ -34,6 +34,8 @@ from kvscope.specs.config_parse import parse_config
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
+from .log_cases import offline_hub
+
 CONFIGS = Path(__file__).parent / "data" / "configs"
 #: Unpacked PyPI wheels on this machine (each test skips where its wheel is absent).
 WHEELS = {
@@ -205,8 +207,8 @@ def test_dense_qwen3_vl_on_v2_parks_the_output_alone(dense_qwen3_vl) -> None:
             dense_qwen3_vl, v1, h100, 1, v
         )
         assert phase_bytes(dense_qwen3_vl, p, h100, 1, v) > p.pixel_bytes == pixels
-    # 0.29's qwen3_vl.py and ViT paths are unread: not modelled there
-    assert encoder_profile(dense_qwen3_vl, (0, 29, 0), *args) is None
+    # 0.32's tower input is unread: not modelled there
+    assert encoder_profile(dense_qwen3_vl, (0, 32, 0), *args) is None
 
 
 def _kv_bytes(model, version: str, limits) -> float:
@@ -224,3 +226,69 @@ def test_a_gemma3_v2_start_at_027_gives_up_the_parked_images(gemma) -> None:
     weights = _kv_bytes(gemma, "0.26.0", no_image) - _kv_bytes(gemma, "0.26.0", None)
     parked = _kv_bytes(gemma, "0.27.0", no_image) - _kv_bytes(gemma, "0.27.0", None) - weights
     assert parked == pytest.approx(32 * 256 * 2560 * 2, abs=4096)
+
+
+def _semantics(path: Path, qualname: str) -> str:
+    """The function without docstrings and type annotations (0.31 retypes some signatures)."""
+    node = _node(path, qualname)
+    for n in ast.walk(node):
+        if isinstance(n, ast.arg):
+            n.annotation = None
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n.returns = None
+            first = n.body[0] if n.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                n.body = n.body[1:] or [ast.Pass()]
+    text = ast.unparse(node)
+    return "\n".join(line for line in text.splitlines() if line.strip())
+
+
+#: the Qwen3-VL tower's code paths behind vit_peak and the items, by file
+QWEN3_VL_PATHS = [
+    ("model_executor/models/qwen3_vl.py", "Qwen3_VisionTransformer.forward"),
+    ("model_executor/models/qwen3_vl.py", "Qwen3_VisionTransformer.rot_pos_emb"),
+    ("model_executor/models/qwen3_vl.py", "Qwen3_VisionTransformer.fast_pos_embed_interpolate"),
+    ("model_executor/models/qwen3_vl.py", "Qwen3_VisionBlock.forward"),
+    ("model_executor/models/qwen3_vl.py", "Qwen3_VisionMLP.forward"),
+    ("model_executor/models/qwen3_vl.py", "Qwen3_VisionPatchMerger.forward"),
+    ("model_executor/models/qwen3_vl.py", "Qwen3_VisionPatchEmbed.forward"),
+    ("model_executor/models/qwen3_vl.py", "Qwen3VLForConditionalGeneration._process_image_input"),
+    ("model_executor/models/qwen2_5_vl.py", "Qwen2_5_VisionAttention.forward"),
+    ("model_executor/layers/attention/mm_encoder_attention.py", "MMEncoderAttention._forward_fa"),
+    ("model_executor/layers/rotary_embedding/common.py", "ApplyRotaryEmb.forward_cuda"),
+    ("platforms/cuda.py", "CudaPlatformBase.get_vit_attn_backend"),
+    ("multimodal/processing/context.py", "InputProcessingContext._postprocess_output"),
+    ("multimodal/encoder_budget.py", "MultiModalBudget._get_max_items"),
+    ("multimodal/encoder_budget.py", "MultiModalBudget.get_modality_with_max_tokens"),
+]
+
+
+@pytest.mark.parametrize("v", [(0, 29, 0), (0, 30, 0), (0, 31, 0)])
+@pytest.mark.parametrize(("rel", "name"), QWEN3_VL_PATHS)
+def test_the_qwen3_vl_tower_paths_are_028s_through_031(v, rel, name) -> None:
+    assert _semantics(_root(v) / rel, name) == _semantics(_root((0, 28, 0)) / rel, name)
+
+
+def test_032_changes_the_towers_input_cast_so_the_window_stops_there() -> None:
+    rel, name = "model_executor/models/qwen3_vl.py", "Qwen3VLForConditionalGeneration"
+    old = _src(_root((0, 31, 0)) / rel, f"{name}._process_image_input")
+    new = _src(_root((0, 32, 0)) / rel, f"{name}._process_image_input")
+    cast = "pixel_values = image_input['pixel_values'].type(self.visual.dtype)"
+    assert cast in old and cast not in new
+
+
+def test_from_029_every_qwen3_vl_style_start_is_v2_and_parks_the_output_alone(
+    dense_qwen3_vl,
+) -> None:
+    with offline_hub():
+        qwen35 = load_model("Qwen/Qwen3.5-0.8B")  # hybrid: V1 at 0.28, V2 from 0.29
+    a100 = get_gpu("A100-PCIe-80GB")
+    at_028 = encoder_profile(qwen35, (0, 28, 0), 8192, 2048, 32)
+    assert at_028 is not None and at_028.kept_bytes == 16_384 * (1024 + 4 * 1536) * 2
+    for v in ((0, 29, 0), (0, 30, 0), (0, 31, 0)):
+        p = encoder_profile(qwen35, v, 8192, 2048, 32)
+        assert p is not None and p.kept_bytes == 16_384 * 1024 * 2  # no pixel values
+        assert phase_bytes(qwen35, p, a100, 1, v) == phase_bytes(qwen35, at_028, a100, 1, v)
+        dense = encoder_profile(dense_qwen3_vl, v, 65536, 8192, 256)
+        assert dense is not None and dense.kept_bytes == 16_384 * 8192 * 2
+    assert encoder_profile(qwen35, (0, 32, 0), 8192, 2048, 32) is None

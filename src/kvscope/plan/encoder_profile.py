@@ -31,10 +31,15 @@ profiled and its output parked as it is (``encoder_cache[f"tmp_{i}"]``, no expan
 Releases read: 0.11.0 (expansion); 0.15.0, 0.20.0, 0.22.0, 0.23.0, 0.25.0, 0.27.0 (no
 expansion, image), and 0.28.0 for the Qwen3-VL-style towers (0.28.0's V1 ``profile_run``,
 ``_get_mm_dummy_batch`` and vllm/multimodal/encoder_budget.py are 0.27.0's line for line, and
-qwen3_vl.py / qwen3_5.py change no processing code); 0.9.2 parks without expansion but counts
-video tokens its own way, and 0.12-0.14 are unread: not modelled there, nor from 0.28 for the
-other towers or from 0.29 for any (the releases between those read are taken to match the
-identical code on either side).
+qwen3_vl.py / qwen3_5.py change no processing code), 0.29.0, 0.30.0 and 0.31.0 for them too
+(``Qwen3VLProcessingInfo`` / ``Qwen3VLDummyInputsBuilder`` only scope the
+``--mm-processor-kwargs`` by modality and add an opt-in ``cap_pixels_per_frame``; the budget's
+``_get_max_items``, ``compute_mm_encoder_budget`` and ``get_modality_with_max_tokens`` and the
+processor's cast to the model dtype, ``InputProcessingContext._postprocess_output``, are
+0.28.0's; 0.32.0 stops casting the pixel values in ``_process_image_input``, unread); 0.9.2
+parks without expansion but counts video tokens its own way, and 0.12-0.14 are unread: not
+modelled there, nor from 0.28 for the other towers or from 0.32 for any (the releases between
+those read are taken to match the identical code on either side).
 The V2 runner (vllm/v1/worker/gpu/model_runner.py ``profile_run``; from 0.25
 ``VllmConfig._is_default_v2_model_runner_model``, vllm/config/vllm.py, sends it every generate
 model that is neither MoE nor hybrid, dense vision-language wrappers included; the runner rule
@@ -111,9 +116,9 @@ MOONVIT_KINDS = frozenset({"kimi_k25", "kimi_vl"})
 EXPANDS = ((0, 11, 0), (0, 12, 0))
 #: releases that park each dummy output as it is
 PARKS = ((0, 15, 0), (0, 28, 0))
-#: the Qwen3-VL-style towers are read at 0.28.0 too (qwen3_vl.py and qwen3_5.py change no
-#: processing code there); the other towers' 0.28 model files are unread
-QWEN3_VL_PARKS_UNTIL = (0, 29, 0)
+#: the Qwen3-VL-style towers are read through 0.31.0 (qwen3_vl.py and qwen3_5.py change no
+#: processing code for the default kwargs there); the other towers' 0.28 model files are unread
+QWEN3_VL_PARKS_UNTIL = (0, 32, 0)
 #: first release whose V2 runner runs the encoder in its profiling pass (0.26.0's does not)
 V2_PROFILES_ENCODER_SINCE = (0, 27, 0)
 
