@@ -62,7 +62,7 @@ def _root(v: tuple[int, int, int]) -> Path:
     return root
 
 
-def _node(path: Path, qualname: str) -> ast.FunctionDef:
+def _node(path: Path, qualname: str) -> ast.FunctionDef | ast.ClassDef:
     body: list[ast.stmt] = ast.parse(path.read_text()).body
     node: ast.stmt | None = None
     for part in qualname.split("."):
@@ -70,7 +70,7 @@ def _node(path: Path, qualname: str) -> ast.FunctionDef:
             n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part
         )
         body = node.body
-    assert isinstance(node, ast.FunctionDef)
+    assert isinstance(node, (ast.FunctionDef, ast.ClassDef))
     return node
 
 
@@ -136,6 +136,7 @@ def _wheel_items(root: Path, per_item: int, mml: int, mnbt: int, seqs: int, cap:
         ("multimodal/encoder_budget.py", "MultiModalBudget._get_max_items"),
     ):
         fn = _node(root / rel, name)
+        assert isinstance(fn, ast.FunctionDef)
         fn.args.args[0].annotation = None  # quoted config types
         fn.returns = None
         code = ast.Module(body=[fn], type_ignores=[])
@@ -292,3 +293,41 @@ def test_from_029_every_qwen3_vl_style_start_is_v2_and_parks_the_output_alone(
         dense = encoder_profile(dense_qwen3_vl, v, 65536, 8192, 256)
         assert dense is not None and dense.kept_bytes == 16_384 * 8192 * 2
     assert encoder_profile(qwen35, (0, 32, 0), 8192, 2048, 32) is None
+
+
+FIXED_SQUARE_PATHS = [
+    ("model_executor/models/gemma3_mm.py", "Gemma3ProcessingInfo"),
+    ("model_executor/models/gemma3_mm.py", "Gemma3DummyInputsBuilder"),
+    ("model_executor/models/gemma3_mm.py", "Gemma3MultiModalProcessor"),
+    ("model_executor/models/gemma3_mm.py", "Gemma3ForConditionalGeneration.embed_multimodal"),
+    ("model_executor/models/mistral3.py", "Mistral3ProcessingInfo"),
+    ("model_executor/models/mistral3.py", "Mistral3DummyInputsBuilder"),
+    ("model_executor/models/mistral3.py", "Mistral3MultiModalProcessor"),
+    ("model_executor/models/pixtral.py", "PixtralProcessingInfo"),
+    ("model_executor/models/pixtral.py", "PixtralDummyInputsBuilder"),
+    ("model_executor/models/pixtral.py", "PixtralMultiModalProcessor"),
+    ("model_executor/models/mllama4.py", "Mllama4ProcessingInfo"),
+    ("model_executor/models/mllama4.py", "Mllama4DummyInputsBuilder"),
+    ("model_executor/models/mllama4.py", "Mllama4MultiModalProcessor"),
+    ("multimodal/inputs.py", "PlaceholderRange.get_num_embeds"),
+    ("multimodal/encoder_budget.py", "get_mm_max_toks_per_item"),
+]
+
+
+@pytest.mark.parametrize(("rel", "name"), FIXED_SQUARE_PATHS)
+def test_the_fixed_square_towers_process_at_028_as_at_027(rel, name) -> None:
+    old = _src(_root((0, 27, 0)) / rel, name)
+    assert _src(_root((0, 28, 0)) / rel, name) == old
+
+
+def test_gemma3_and_llama4_at_028(gemma) -> None:
+    # Gemma 3 (dense: V2) parks its 32 outputs alone; 0.29's processing is unread
+    p = encoder_profile(gemma, (0, 28, 0), 32768, 8192, 256)
+    assert p is not None and p.items == 32 and p.kept_bytes == 32 * 256 * 2560 * 2
+    assert encoder_profile(gemma, (0, 29, 0), 32768, 8192, 256) is None
+    # Llama 4 Scout (MoE, off the 0.28 list: V1) keeps its three images' pixel values too
+    with offline_hub():
+        scout = load_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    s = encoder_profile(scout, (0, 28, 0), 32768, 8192, 256)
+    assert s is not None
+    assert s.kept_bytes == 3 * (2448 * 5120 + 17 * 3 * 336 * 336) * 2

@@ -38,7 +38,9 @@ qwen3_vl.py / qwen3_5.py change no processing code), 0.29.0, 0.30.0 and 0.31.0 f
 processor's cast to the model dtype, ``InputProcessingContext._postprocess_output``, are
 0.28.0's; 0.32.0 stops casting the pixel values in ``_process_image_input``, unread); 0.9.2
 parks without expansion but counts video tokens its own way, and 0.12-0.14 are unread: not
-modelled there, nor from 0.28 for the other towers or from 0.32 for any (the releases between
+modelled there, nor from 0.28 for the MoonViT towers, from 0.29 for the fixed-square ones
+(Gemma 3, Mistral 3, Llama 4: their 0.28.0 processing classes, ``embed_multimodal`` and
+``PlaceholderRange.get_num_embeds`` are 0.27.0's) or from 0.32 for any (the releases between
 those read are taken to match the identical code on either side).
 The V2 runner (vllm/v1/worker/gpu/model_runner.py ``profile_run``; from 0.25
 ``VllmConfig._is_default_v2_model_runner_model``, vllm/config/vllm.py, sends it every generate
@@ -56,18 +58,19 @@ worker's ``memory_profiling`` window, but the GPU pixel values are a local of
 ``execute_mm_encoder`` and are freed before the language model's pass: only the outputs are
 kept there (no expansion; ``profile_run``'s own ``dummy_mm_inputs`` are host tensors).
 :data:`V2_PROFILES_ENCODER_SINCE` marks the release; the tower windows above still bound it.
-Gemma 3 (gemma3_mm.py, read at 0.15.0, 0.20.0 and 0.25.0): an image is ``mm_tokens_per_image``
-(256) embeddings of the text width from one ``vision_config.image_size`` square (896; no
-pan-and-scan by default); from 0.15 ``get_mm_max_toks_per_item`` counts embeddings
-(``PlaceholderRange.get_num_embeds``), so ``max_num_batched_tokens // 256`` images are
-profiled. 0.11 counts the whole placeholder (newlines and BOI/EOI too) and is not modelled.
-Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint; 0.15, 0.20, 0.25, 0.27): the
-largest image is the ``image_size`` square (1540), one embedding a merged patch
+Gemma 3 (gemma3_mm.py, read at 0.15.0, 0.20.0, 0.25.0, 0.27.0 and 0.28.0): an image is
+``mm_tokens_per_image`` (256) embeddings of the text width from one ``vision_config.image_size``
+square (896; no pan-and-scan by default); from 0.15 ``get_mm_max_toks_per_item`` counts embeddings
+(``PlaceholderRange.get_num_embeds``), so ``max_num_batched_tokens // 256`` images are profiled.
+0.11 counts the whole placeholder (newlines and BOI/EOI too) and is not modelled.
+Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint; 0.15, 0.20, 0.25, 0.27, 0.28):
+the largest image is the ``image_size`` square (1540), one embedding a merged patch
 (``(1540 // (14 * 2))**2`` = 3,025; the [IMG_BREAK] / [IMG_END] tokens are not embeddings),
 so 8192 // 3025 = 2 images.
-Llama 4 (mllama4.py; 0.15, 0.20, 0.25, 0.27): the largest image is 16:1 (``get_max_num_tiles``, the
-processor's ``max_patches`` 16) cut into 16 tiles of 336 px plus a global tile, 144 embeddings
-each after the pixel shuffle (``get_patch_per_chunk``): 2,448 an image, 8192 // 2448 = 3.
+Llama 4 (mllama4.py; 0.15, 0.20, 0.25, 0.27, 0.28): the largest image is 16:1
+(``get_max_num_tiles``, the processor's ``max_patches`` 16) cut into 16 tiles of 336 px plus a
+global tile, 144 embeddings each after the pixel shuffle (``get_patch_per_chunk``): 2,448 an image,
+8192 // 2448 = 3.
 The encoder's own transient peak (its ViT activations) is :mod:`kvscope.plan.vit_peak`'s;
 :func:`encoder_phase_bytes` adds the pixel values to it (Qwen3-VL-style towers; the pass's
 peak is the larger of that phase and the parked outputs plus the language model's pass).
@@ -117,8 +120,10 @@ EXPANDS = ((0, 11, 0), (0, 12, 0))
 #: releases that park each dummy output as it is
 PARKS = ((0, 15, 0), (0, 28, 0))
 #: the Qwen3-VL-style towers are read through 0.31.0 (qwen3_vl.py and qwen3_5.py change no
-#: processing code for the default kwargs there); the other towers' 0.28 model files are unread
+#: processing code for the default kwargs there)
 QWEN3_VL_PARKS_UNTIL = (0, 32, 0)
+#: the fixed-square towers' processing classes at 0.28.0 are 0.27.0's (0.29 changes them)
+FIXED_SQUARE_PARKS_UNTIL = (0, 29, 0)
 #: first release whose V2 runner runs the encoder in its profiling pass (0.26.0's does not)
 V2_PROFILES_ENCODER_SINCE = (0, 27, 0)
 
@@ -153,7 +158,11 @@ def encoder_profile(
     if tower is None:
         return None
     expands = EXPANDS[0] <= version < EXPANDS[1]
-    until = QWEN3_VL_PARKS_UNTIL if tower.kind in QWEN3_VL_KINDS else PARKS[1]
+    until = PARKS[1]
+    if tower.kind in QWEN3_VL_KINDS:
+        until = QWEN3_VL_PARKS_UNTIL
+    elif tower.kind in FIXED_SQUARE_KINDS:
+        until = FIXED_SQUARE_PARKS_UNTIL
     if not expands and not PARKS[0] <= version < until:
         return None
     on_v2 = v2_by_default(model, version) if v2 is None else v2
