@@ -1,6 +1,7 @@
-"""The transient peak of a Qwen3-VL-style vision tower while vLLM V1's profiling pass runs it on
-its dummy items, one GPU, bytes; the pass's peak is the larger of this encoder phase and the
-language model's phase (which holds the parked outputs: :mod:`kvscope.plan.encoder_profile`).
+"""The transient peak of a Qwen3-VL-style vision tower while vLLM's profiling pass (V1, or V2 from
+0.27) runs it on its dummy items, one GPU, bytes; the pass's peak is the larger of this encoder
+phase and the language model's phase (which holds the parked outputs:
+:mod:`kvscope.plan.encoder_profile`).
 
 Units: bytes. Source: ``Qwen3_VisionTransformer.forward`` and its blocks
 (vllm/model_executor/models/qwen3_vl.py), ``Qwen2_5_VisionAttention.forward``
