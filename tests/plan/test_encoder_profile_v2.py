@@ -331,3 +331,11 @@ def test_gemma3_and_llama4_at_028(gemma) -> None:
     s = encoder_profile(scout, (0, 28, 0), 32768, 8192, 256)
     assert s is not None
     assert s.kept_bytes == 3 * (2448 * 5120 + 17 * 3 * 336 * 336) * 2
+
+
+@pytest.mark.parametrize("v", [v for v in WHEELS if v >= V2_PROFILES_ENCODER_SINCE])
+def test_the_v2_encoder_cache_reserves_no_budget_sized_tensor(v) -> None:
+    # EncoderCache is two dicts: the budget sizes the items profiled, never a preallocation
+    init = _src(_root(v) / "v1/worker/gpu/mm/encoder_cache.py", "EncoderCache.__init__")
+    assert "torch." not in init.replace("torch.Tensor", "")
+    assert "self.encoder_outputs: dict[str, torch.Tensor] = {}" in init
