@@ -31,31 +31,46 @@ profiled and its output parked as it is (``encoder_cache[f"tmp_{i}"]``, no expan
 Releases read: 0.11.0 (expansion); 0.15.0, 0.20.0, 0.22.0, 0.23.0, 0.25.0, 0.27.0 (no
 expansion, image), and 0.28.0 for the Qwen3-VL-style towers (0.28.0's V1 ``profile_run``,
 ``_get_mm_dummy_batch`` and vllm/multimodal/encoder_budget.py are 0.27.0's line for line, and
-qwen3_vl.py / qwen3_5.py change no processing code); 0.9.2 parks without expansion but counts
-video tokens its own way, and 0.12-0.14 are unread: not modelled there, nor from 0.28 for the
-other towers or from 0.29 for any (the releases between those read are taken to match the
-identical code on either side). Only the V1 runner's pass is modelled: the V2 runner's
-``profile_run`` (vllm/v1/worker/gpu/model_runner.py) runs the language model alone at 0.25.0,
-but runs the encoder first at 0.27.0 and 0.28.0 (``encoder_runner.profile_encoder_cache`` on
-the first stage; its own code, not modelled), and from 0.25
-``VllmConfig._is_default_v2_model_runner_model`` (vllm/config/vllm.py) sends a generate model
-that is neither MoE nor hybrid to it (the architectures it lists at 0.22-0.27 include no
-Qwen3-VL or Qwen3.5 wrapper), so from 0.25 only MoE or hybrid (Gated DeltaNet) models are
-modelled (at 0.28 a Qwen3.5 / 3.6 / 3.8 wrapper is hybrid and off
-``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``, so it starts on V1); the runner rule is
-:func:`kvscope.plan.vllm_runner.v2_by_default` (``VLLM_USE_V2_MODEL_RUNNER`` not read).
-Gemma 3 (gemma3_mm.py, read at 0.15.0, 0.20.0 and 0.25.0): an image is ``mm_tokens_per_image``
-(256) embeddings of the text width from one ``vision_config.image_size`` square (896; no
-pan-and-scan by default); from 0.15 ``get_mm_max_toks_per_item`` counts embeddings
-(``PlaceholderRange.get_num_embeds``), so ``max_num_batched_tokens // 256`` images are
-profiled. 0.11 counts the whole placeholder (newlines and BOI/EOI too) and is not modelled.
-Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint; 0.15, 0.20, 0.25, 0.27): the
-largest image is the ``image_size`` square (1540), one embedding a merged patch
+qwen3_vl.py / qwen3_5.py change no processing code), 0.29.0, 0.30.0 and 0.31.0 for them too
+(``Qwen3VLProcessingInfo`` / ``Qwen3VLDummyInputsBuilder`` only scope the
+``--mm-processor-kwargs`` by modality and add an opt-in ``cap_pixels_per_frame``; the budget's
+``_get_max_items``, ``compute_mm_encoder_budget`` and ``get_modality_with_max_tokens`` and the
+processor's cast to the model dtype, ``InputProcessingContext._postprocess_output``, are
+0.28.0's; 0.32.0 stops casting the pixel values in ``_process_image_input``, unread); 0.9.2
+parks without expansion but counts video tokens its own way, and 0.12-0.14 are unread: not
+modelled there, nor from 0.28 for the MoonViT towers, from 0.29 for the fixed-square ones
+(Gemma 3, Mistral 3, Llama 4: their 0.28.0 processing classes, ``embed_multimodal`` and
+``PlaceholderRange.get_num_embeds`` are 0.27.0's) or from 0.32 for any (the releases between
+those read are taken to match the identical code on either side).
+The V2 runner (vllm/v1/worker/gpu/model_runner.py ``profile_run``; from 0.25
+``VllmConfig._is_default_v2_model_runner_model``, vllm/config/vllm.py, sends it every generate
+model that is neither MoE nor hybrid, dense vision-language wrappers included; the runner rule
+is :func:`kvscope.plan.vllm_runner.runs_v2`) runs the language model alone in the 0.22.0-0.26.0
+wheels. From 0.27.0 (read in the 0.27.0, 0.27.1, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0,
+0.33.0 and 0.34.0 wheels) it first calls ``EncoderRunner.profile_encoder_cache``
+(vllm/v1/worker/gpu/mm/encoder_runner.py, the same code in all of them) on the first pipeline
+stage only: the same ``MultiModalBudget`` (vllm/multimodal/encoder_budget.py) picks the modality
+and the items, ``execute_mm_encoder`` batches them on the GPU (``group_and_batch_mm_kwargs``,
+one batch of identical items as V1's) and runs the tower, and the outputs are parked in
+``encoder_cache.encoder_outputs`` (``tmp_{i}``) until ``reset_encoder_cache`` after the sampler
+run. So the encoder phase (pixel values plus the tower's transient peak) is V1's, inside the
+worker's ``memory_profiling`` window, but the GPU pixel values are a local of
+``execute_mm_encoder`` and are freed before the language model's pass: only the outputs are
+kept there (no expansion; ``profile_run``'s own ``dummy_mm_inputs`` are host tensors).
+:data:`V2_PROFILES_ENCODER_SINCE` marks the release; the tower windows above still bound it.
+Gemma 3 (gemma3_mm.py, read at 0.15.0, 0.20.0, 0.25.0, 0.27.0 and 0.28.0): an image is
+``mm_tokens_per_image`` (256) embeddings of the text width from one ``vision_config.image_size``
+square (896; no pan-and-scan by default); from 0.15 ``get_mm_max_toks_per_item`` counts embeddings
+(``PlaceholderRange.get_num_embeds``), so ``max_num_batched_tokens // 256`` images are profiled.
+0.11 counts the whole placeholder (newlines and BOI/EOI too) and is not modelled.
+Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint; 0.15, 0.20, 0.25, 0.27, 0.28):
+the largest image is the ``image_size`` square (1540), one embedding a merged patch
 (``(1540 // (14 * 2))**2`` = 3,025; the [IMG_BREAK] / [IMG_END] tokens are not embeddings),
 so 8192 // 3025 = 2 images.
-Llama 4 (mllama4.py; 0.15, 0.20, 0.25, 0.27): the largest image is 16:1 (``get_max_num_tiles``, the
-processor's ``max_patches`` 16) cut into 16 tiles of 336 px plus a global tile, 144 embeddings
-each after the pixel shuffle (``get_patch_per_chunk``): 2,448 an image, 8192 // 2448 = 3.
+Llama 4 (mllama4.py; 0.15, 0.20, 0.25, 0.27, 0.28): the largest image is 16:1
+(``get_max_num_tiles``, the processor's ``max_patches`` 16) cut into 16 tiles of 336 px plus a
+global tile, 144 embeddings each after the pixel shuffle (``get_patch_per_chunk``): 2,448 an image,
+8192 // 2448 = 3.
 The encoder's own transient peak (its ViT activations) is :mod:`kvscope.plan.vit_peak`'s;
 :func:`encoder_phase_bytes` adds the pixel values to it (Qwen3-VL-style towers; the pass's
 peak is the larger of that phase and the parked outputs plus the language model's pass).
@@ -104,9 +119,13 @@ MOONVIT_KINDS = frozenset({"kimi_k25", "kimi_vl"})
 EXPANDS = ((0, 11, 0), (0, 12, 0))
 #: releases that park each dummy output as it is
 PARKS = ((0, 15, 0), (0, 28, 0))
-#: the Qwen3-VL-style towers are read at 0.28.0 too (qwen3_vl.py and qwen3_5.py change no
-#: processing code there); the other towers' 0.28 model files are unread
-QWEN3_VL_PARKS_UNTIL = (0, 29, 0)
+#: the Qwen3-VL-style towers are read through 0.31.0 (qwen3_vl.py and qwen3_5.py change no
+#: processing code for the default kwargs there)
+QWEN3_VL_PARKS_UNTIL = (0, 32, 0)
+#: the fixed-square towers' processing classes at 0.28.0 are 0.27.0's (0.29 changes them)
+FIXED_SQUARE_PARKS_UNTIL = (0, 29, 0)
+#: first release whose V2 runner runs the encoder in its profiling pass (0.26.0's does not)
+V2_PROFILES_ENCODER_SINCE = (0, 27, 0)
 
 
 @dataclass(frozen=True)
@@ -118,7 +137,7 @@ class EncoderProfile:
     items: int  # "... and profiled with N <modality> items of the maximum feature size"
     rows: int  # rows of one item's encoder output
     kept_bytes: float  # held through the language model's dummy pass, one GPU
-    pixel_bytes: float = 0.0  # the dummy pixel values (part of kept_bytes)
+    pixel_bytes: float = 0.0  # the dummy pixel values (in kept_bytes on the V1 runner only)
     patches: int = 0  # a patched tower's patches over all items (0: fixed-size tower)
 
 
@@ -129,18 +148,25 @@ def encoder_profile(
     max_num_batched_tokens: int,
     max_num_seqs: int,
     limits: Limits | None = None,
+    v2: bool | None = None,
 ) -> EncoderProfile | None:
     """The profiling pass of ``model``'s encoder at ``version``; None where not modelled or
     where ``limits`` (``--limit-mm-per-prompt``, :mod:`kvscope.plan.mm_limits`) leave the
-    tower no modality."""
+    tower no modality. ``v2``: the start runs the V2 model runner (default: the release's
+    default runner, :func:`kvscope.plan.vllm_runner.v2_by_default`)."""
     tower = model.vision_output
     if tower is None:
         return None
     expands = EXPANDS[0] <= version < EXPANDS[1]
-    until = QWEN3_VL_PARKS_UNTIL if tower.kind in QWEN3_VL_KINDS else PARKS[1]
+    until = PARKS[1]
+    if tower.kind in QWEN3_VL_KINDS:
+        until = QWEN3_VL_PARKS_UNTIL
+    elif tower.kind in FIXED_SQUARE_KINDS:
+        until = FIXED_SQUARE_PARKS_UNTIL
     if not expands and not PARKS[0] <= version < until:
         return None
-    if v2_by_default(model, version):  # the V2 runner profiles no encoder
+    on_v2 = v2_by_default(model, version) if v2 is None else v2
+    if on_v2 and version < V2_PROFILES_ENCODER_SINCE:  # the V2 runner profiles no encoder
         return None
     b = element_bytes(model.dtype)
     kept = 0.0  # module buffers the tower's first forward registers
@@ -194,8 +220,16 @@ def encoder_profile(
     raw = items * rows * tower.out_width * b
     pixels = items * item_pixels * b
     expanded = items * budget * tower.out_width * b if expands and rows < budget else 0.0
-    kept += raw + pixels + expanded
+    # V1 keeps its batched pixel values through the language model's pass; V2 frees them
+    kept += raw + expanded + (0.0 if on_v2 else pixels)
     return EncoderProfile(modality, budget, items, rows, kept, pixels, items * patches)
+
+
+def profiles_on_stage(v2: bool, pp_rank: int) -> bool:
+    """Whether a pipeline stage runs the encoder's profiling pass: every stage on the V1
+    runner (``GPUModelRunner.profile_run`` tests ``supports_mm_inputs`` alone), the first one on
+    the V2 runner (``self.is_first_pp_rank``; vllm/v1/worker/gpu/model_runner.py, 0.27-0.34)."""
+    return not v2 or pp_rank == 0
 
 
 def encoder_kept_bytes(

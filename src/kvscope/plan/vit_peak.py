@@ -1,6 +1,7 @@
-"""The transient peak of a Qwen3-VL-style vision tower while vLLM V1's profiling pass runs it on
-its dummy items, one GPU, bytes; the pass's peak is the larger of this encoder phase and the
-language model's phase (which holds the parked outputs: :mod:`kvscope.plan.encoder_profile`).
+"""The transient peak of a Qwen3-VL-style vision tower while vLLM's profiling pass (V1, or V2 from
+0.27) runs it on its dummy items, one GPU, bytes; the pass's peak is the larger of this encoder
+phase and the language model's phase (which holds the parked outputs:
+:mod:`kvscope.plan.encoder_profile`).
 
 Units: bytes. Source: ``Qwen3_VisionTransformer.forward`` and its blocks
 (vllm/model_executor/models/qwen3_vl.py), ``Qwen2_5_VisionAttention.forward``
@@ -13,7 +14,11 @@ v0.24.0, v0.25.0, v0.27.0 and v0.28.0 (0.20, 0.21 and 0.26 taken to match; 0.19 
 stages the rotary position ids in pinned host memory, and decorates the vision blocks with
 ``@support_torch_compile(enable_if=should_torch_compile_mm_encoder)``, which compiles only
 under ``compile_mm_encoder``; mm_encoder_attention.py and ``get_vit_attn_backend`` are
-0.27.0's). ``CompilationConfig.compile_mm_encoder`` is False by default, so the tower runs
+0.27.0's; 0.29.0, 0.30.0 and 0.31.0 are 0.28.0's for these paths and for the patch embedding,
+the blocks' and the attention's constructors and FlashAttention's capability and head-size
+checks, bar a cache of the host position ids (0.29) and an ``out`` buffer the wrapper passes
+only while a CUDA graph is captured (0.31); 0.32 changes the tower's input cast, unread).
+``CompilationConfig.compile_mm_encoder`` is False by default, so the tower runs
 eagerly and every named tensor lives until its function returns:
 
 * the tower keeps the metadata dict's ``pos_embeds`` (``L x width``) and the rotary
@@ -46,8 +51,8 @@ from __future__ import annotations
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.vision_output import VisionOutput
 
-#: releases whose ViT code paths were read identical (0.19.0-0.28.x; the module docstring)
-READ = ((0, 19, 0), (0, 29, 0))
+#: releases whose ViT code paths were read identical (0.19.0-0.31.x; the module docstring)
+READ = ((0, 19, 0), (0, 32, 0))
 #: FlashAttention's ``supports_compute_capability``: capability >= 8.0
 FLASH_ATTN_MIN_CC = (8, 0)
 #: FlashAttention's ``supports_head_size`` below FA4: a multiple of 8, at most 256

@@ -65,7 +65,7 @@ from kvscope.plan.dsv4_workspace import (
     dsv32_profile_workspace,
     with_profile_workspace,
 )
-from kvscope.plan.encoder_profile import encoder_profile, phase_bytes
+from kvscope.plan.encoder_profile import encoder_profile, phase_bytes, profiles_on_stage
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.pp_buffers import CONSUMED_SINCE, intermediate_tensor_bytes
 from kvscope.plan.shared_gpu import vllm_charged_bytes
@@ -286,11 +286,14 @@ def plan_ranks(
     units = listed_units if graphs_by_capture_list(model, eng, gpu) else FIT_GRAPH_UNITS
     # the multimodal encoder's profiling pass is the same on every rank: built once
     mml, mnbt, seqs = defaults.max_model_len, defaults.max_num_batched_tokens, defaults.max_num_seqs
-    encoder = encoder_profile(model, v, mml, mnbt, seqs, eng.limit_mm_per_prompt)
-    enc = phase_bytes(model, encoder, gpu, par.tp, v)
+    v2 = runs_v2(model, eng, gpu)
+    first_encoder = encoder_profile(model, v, mml, mnbt, seqs, eng.limit_mm_per_prompt, v2)
+    first_enc = phase_bytes(model, first_encoder, gpu, par.tp, v)
     out = []
     for w in stage_weights:
         last = w.pp_rank == par.pp - 1
+        on_stage = profiles_on_stage(v2, w.pp_rank)  # V2: the first stage alone
+        encoder, enc = (first_encoder, first_enc) if on_stage else (None, 0.0)
         act = activation_peak(
             model,
             par,
