@@ -72,10 +72,18 @@ def test_fit_configuration_is_101_units() -> None:
     assert graph_units(capture_sizes(1024, 8192, (0, 19, 0)), 1024) == FIT_GRAPH_UNITS
 
 
-def test_data_center_blackwell_captures_to_1024_from_029() -> None:
+def test_data_center_blackwell_captures_to_1024_from_028() -> None:
     b200 = get_gpu("B200")
     assert capture_sizes(1024, 8192, (0, 29, 0), gpu=b200)[-1] == 1024
+    # vllm/config/vllm.py of 0.28.0 already has the 1024 ceiling; 0.27.0 caps at 512
+    assert capture_sizes(1024, 8192, (0, 28, 0), gpu=b200)[-1] == 1024
     assert capture_sizes(1024, 8192, (0, 27, 0), gpu=b200)[-1] == 512
+    # the wider cap alone: 0.28.0 does not append the drafting uniform-decode sizes, so
+    # 300 sequences x 2 = 600 (off the 16-token grid) is captured only from 0.29.0
+    assert 600 not in capture_sizes(300, 8192, (0, 28, 0), 1, gpu=b200)
+    assert 600 in capture_sizes(300, 8192, (0, 29, 0), 1, gpu=b200)
+    assert capture_sizes(600, 8192, (0, 28, 0), gpu=b200)[-1] == 1024
+    assert capture_sizes(600, 8192, (0, 27, 0), gpu=b200)[-1] == 512
     assert capture_sizes(1024, 8192, (0, 29, 0), gpu=get_gpu("H100"))[-1] == 512
 
 

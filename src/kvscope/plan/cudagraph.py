@@ -3,8 +3,9 @@
 The capture list is ``VllmConfig._set_cudagraph_sizes`` (vllm/config/vllm.py): the default
 ``max_cudagraph_capture_size`` is ``min(max_num_seqs x 2, 512)`` at 0.11.1-0.12.0 and
 ``min(max_num_seqs x (1 + speculative tokens) x 2, 512)`` from 0.15.0 (read at 0.15.0, 0.20.0,
-0.22.0, 0.25.0, 0.27.0), 1024 instead of 512 on data-center Blackwell (compute capability 10.x)
-from 0.29.0, capped by ``max_num_batched_tokens``; the sizes are 1, 2, 4, then every 8 below
+0.22.0, 0.25.0, 0.27.0), 1024 instead of 512 on data-center Blackwell (compute capability 10.x,
+``is_device_capability_family(100)``) from 0.28.0 (absent in 0.27.0), capped by
+``max_num_batched_tokens``; the sizes are 1, 2, 4, then every 8 below
 256, then every 16 up to the cap, plus ``max_num_batched_tokens`` when it is below the cap.
 With drafting, the V1 runner rounds every size up to a multiple of ``1 + k``
 (``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode``), and from 0.29.0 the decode
@@ -54,9 +55,13 @@ FIT_GRAPH_UNITS = 101
 #: Release from which the default cap multiplies by the decode query length ``1 + k``
 #: (vllm/config/vllm.py of 0.15.0; 0.12.0 caps at ``max_num_seqs x 2``).
 SPEC_FACTOR_SINCE = (0, 15, 0)
-#: Release from which data-center Blackwell caps at 1024 and drafting appends the uniform
-#: decode sizes (vllm/config/vllm.py of 0.29.0).
+#: Release from which drafting appends the uniform decode sizes (vllm/config/vllm.py of 0.29.0;
+#: absent in 0.28.0).
 WIDE_CAP_SINCE = (0, 29, 0)
+#: Release from which data-center Blackwell's default cap is 1024
+#: (``VllmConfig._set_cudagraph_sizes`` in vllm/config/vllm.py of 0.28.0: ``1024 if
+#: current_platform.is_device_capability_family(100) else 512``; 0.27.0: 512 on every GPU).
+DC_BLACKWELL_CAP_SINCE = (0, 28, 0)
 
 
 def _grid(cap: int) -> list[int]:
@@ -72,8 +77,9 @@ def _round_up(n: int, m: int) -> int:
 
 
 def _ceiling(release: tuple[int, int, int], gpu: GPUSpec | None) -> int:
-    """The default cap's ceiling: 512, 1024 on data-center Blackwell from 0.29.0."""
-    if release >= WIDE_CAP_SINCE and gpu is not None and gpu.compute_capability[:3] == "10.":
+    """The default cap's ceiling: 512, 1024 on data-center Blackwell from 0.28.0."""
+    data_center_blackwell = gpu is not None and gpu.compute_capability[:3] == "10."
+    if release >= DC_BLACKWELL_CAP_SINCE and data_center_blackwell:
         return 1024
     return 512
 
