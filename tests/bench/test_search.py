@@ -22,6 +22,19 @@ def _search(url: str, out: Path, *flags: str) -> tuple[int, dict[str, object]]:
     return r.returncode, json.loads(r.stdout)
 
 
+def _skip_if_the_client_is_the_limit(r: dict[str, object]) -> None:
+    """A box whose event loop stalls past the 5 ms release limit (a slow or noisy VM) makes
+    the first probe client-limited: the search stops there and says so, which is the product's
+    answer, but the knee cannot be measured on such a machine."""
+    first = r["probes"][0]  # type: ignore[index]
+    if first["verdict"] == "client-limited":
+        assert "could not hold" in str(r["stopped"])
+        pytest.skip(
+            f"this machine's client could not hold {first['rate_per_s']:g} req/s within the "
+            "5 ms release limit; the search stopped there, as it should"
+        )
+
+
 def test_finds_the_knee_of_a_queueing_server(
     mock_server: Callable[..., str], tmp_path: Path
 ) -> None:
@@ -30,6 +43,7 @@ def test_finds_the_knee_of_a_queueing_server(
     rc, r = _search(
         url, tmp_path / "s", "--slo", "ttft_p99=0.15", "--start-rate", "8", "--max-rate", "256"
     )
+    _skip_if_the_client_is_the_limit(r)
     assert rc == 0
     best = r["max_rate_per_s"]
     # 24 requests per probe: a queue has little time to build, so the knee reads a bit high
@@ -45,6 +59,7 @@ def test_finds_the_knee_of_a_queueing_server(
 def test_no_rate_meets_an_impossible_slo(mock_server: Callable[..., str], tmp_path: Path) -> None:
     url = mock_server("--ttft", "0.05")
     rc, r = _search(url, tmp_path / "n", "--slo", "ttft_p99=10ms", "--start-rate", "32")
+    _skip_if_the_client_is_the_limit(r)
     assert rc == 1
     assert r["max_rate_per_s"] is None
     probes = r["probes"]
