@@ -9,17 +9,16 @@ items of the maximum feature size"; the row's KV pool (2.31 GiB) is pinned by te
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kvscope.plan.encoder_profile import encoder_kept_bytes, encoder_profile
-from kvscope.specs.config_parse import parse_config
 from kvscope.specs.registry import load_model
 
 from .log_cases import offline_hub
+from .vl_configs import dense_qwen3_vl
 
 CONFIG = Path(__file__).parent / "data" / "configs" / "qwen3-vl-30b-a3b-instruct.json"
 V0110 = (0, 11, 0)
@@ -92,14 +91,7 @@ def test_from_015_the_image_is_profiled_and_parked_as_it_is(qwen3_vl, version) -
 def test_from_025_a_dense_wrapper_runs_on_the_v2_runner() -> None:
     # VllmConfig._is_default_v2_model_runner_model (0.25): neither MoE nor hybrid -> V2 runner,
     # whose profile_run does not run the encoder
-    raw = json.loads(CONFIG.read_text())
-    text = raw["text_config"]
-    text["model_type"] = "qwen3_vl_text"
-    text["intermediate_size"] = 12288
-    for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "mlp_only_layers"):
-        text.pop(key, None)
-    raw["vision_config"]["model_type"] = "qwen3_vl"
-    dense = parse_config(raw, "cfg.json")
+    dense = dense_qwen3_vl()
     assert dense.vision_output is not None and not dense.is_moe
     assert encoder_profile(dense, (0, 24, 0), 65536, 8192, 256) is not None
     assert encoder_profile(dense, (0, 25, 0), 65536, 8192, 256) is None

@@ -30,11 +30,11 @@ from kvscope.plan.encoder_profile import (
 )
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.mm_limits import parse_limits
-from kvscope.specs.config_parse import parse_config
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
 from .log_cases import offline_hub
+from .vl_configs import dense_qwen3_vl
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 #: Unpacked PyPI wheels on this machine (each test skips where its wheel is absent).
@@ -177,17 +177,9 @@ def test_items_match_the_wheels_budget_code(gemma, v, mml, mnbt, seqs, cap) -> N
     assert p.items == _wheel_items(_root(v), 256, mml, mnbt, seqs, cap)
 
 
-@pytest.fixture(scope="module")
-def dense_qwen3_vl():
-    # Qwen3-VL with a dense text tower (Qwen3VLForConditionalGeneration): on V2 from 0.25
-    raw = json.loads((CONFIGS / "qwen3-vl-30b-a3b-instruct.json").read_text())
-    text = raw["text_config"]
-    text["model_type"] = "qwen3_vl_text"
-    text["intermediate_size"] = 12288
-    for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "mlp_only_layers"):
-        text.pop(key, None)
-    raw["vision_config"]["model_type"] = "qwen3_vl"
-    return parse_config(raw, "cfg.json")
+@pytest.fixture(scope="module", name="dense_qwen3_vl")
+def _dense_qwen3_vl():
+    return dense_qwen3_vl()
 
 
 def test_dense_qwen3_vl_on_v2_parks_the_output_alone(dense_qwen3_vl) -> None:
