@@ -101,7 +101,7 @@ def capture_limit(
     return min(max_num_batched_tokens, cap)
 
 
-def capture_sizes(
+def listed_sizes(
     max_num_seqs: int,
     max_num_batched_tokens: int,
     release: tuple[int, int, int],
@@ -109,7 +109,8 @@ def capture_sizes(
     max_capture_size: int | None = None,
     gpu: GPUSpec | None = None,
 ) -> tuple[int, ...]:
-    """The PIECEWISE capture sizes (tokens) of the V1 runner at ``release``, ascending."""
+    """``cudagraph_capture_sizes`` (tokens) as ``VllmConfig`` lists them, ascending: the V2
+    runner's PIECEWISE list, before the V1 runner rounds it to ``1 + k``."""
     q = 1 + speculative_tokens
     uniform: list[int] = []
     cap = capture_limit(
@@ -124,7 +125,29 @@ def capture_sizes(
     if max_num_batched_tokens <= cap:
         sizes.append(max_num_batched_tokens)
     sizes += [s for s in uniform if s <= max_num_batched_tokens]
-    sizes = sorted(set(sizes))
+    return tuple(sorted(set(sizes)))
+
+
+def capture_sizes(
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    release: tuple[int, int, int],
+    speculative_tokens: int = 0,
+    max_capture_size: int | None = None,
+    gpu: GPUSpec | None = None,
+) -> tuple[int, ...]:
+    """The PIECEWISE capture sizes (tokens) of the V1 runner at ``release``, ascending."""
+    q = 1 + speculative_tokens
+    sizes = list(
+        listed_sizes(
+            max_num_seqs,
+            max_num_batched_tokens,
+            release,
+            speculative_tokens,
+            max_capture_size,
+            gpu,
+        )
+    )
     if q > 1 and sizes:
         top = sizes[-1]
         rounded = sorted({_round_up(s, q) for s in sizes if _round_up(s, q) <= top})

@@ -70,6 +70,7 @@ from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.pp_buffers import CONSUMED_SINCE, intermediate_tensor_bytes
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
+from kvscope.plan.v2_draft_graphs import drafting_graph_bytes
 from kvscope.plan.v2_sampler_buffers import v2_sampler_bytes
 from kvscope.plan.vllm_auto_backend import auto_attention_backend
 from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
@@ -379,6 +380,12 @@ def plan_ranks(
         graphs += first_capture_bytes(model, replace(eng, attention_backend=auto), gpu, layout)
         # DSpark adaptive verification's eager profiling runs (kvscope.plan.adaptive_verification)
         graphs += profiling_cache_bytes(model, gpu, par, eng, seqs, mnbt, last)
+        if units == FIT_GRAPH_UNITS and not graphs_by_capture_list(model, eng, gpu):
+            # the graphs drafting adds to the V2 runner's fit (kvscope.plan.v2_draft_graphs)
+            moe = is_moe(model)
+            graphs += drafting_graph_bytes(
+                model, eng, gpu, len(w.layers), moe, seqs, mnbt, mml, last
+            )
         if eng.enforce_eager or not graphs_profiled(model, eng, gpu):
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
