@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import MemoryPlan, plan_memory
@@ -43,9 +44,22 @@ HUB_IDS = DATA / "hub_ids.json"
 SPECS_CONFIGS = Path(__file__).parents[1] / "specs" / "data" / "configs"
 
 
+def hub_ids() -> dict[str, Any]:
+    """``data/hub_ids.json``, refusing a repeated id (a second entry would silently win)."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ValueError(f"{HUB_IDS.name} repeats {', '.join(dup)}")
+        return dict(pairs)
+
+    return dict(json.loads(HUB_IDS.read_text(), object_pairs_hook=unique))
+
+
 def hub_config(repo_id: str) -> dict[str, object]:
     """The config.json that ``repo_id`` has in the test cache (see ``data/hub_ids.json``)."""
-    entry = json.loads(HUB_IDS.read_text())[repo_id]
+    entry = hub_ids()[repo_id]
     ref = str(entry["config"])
     if ref.startswith("preset:"):
         from kvscope.specs.registry import PRESET_DIR
@@ -65,7 +79,7 @@ def hub_cache() -> Path:
     """A Hugging Face hub cache folder holding every id of ``data/hub_ids.json``, laid out as
     ``huggingface_hub`` lays it out; the commit of each snapshot is the SHA-1 of its file."""
     root = Path(tempfile.mkdtemp(prefix="kvscope-hub-cache-")) / "hub"
-    for repo_id in json.loads(HUB_IDS.read_text()):
+    for repo_id in hub_ids():
         if repo_id.startswith("_"):
             continue
         text = json.dumps(hub_config(repo_id), indent=1)
@@ -172,7 +186,7 @@ def _speculative(row: dict[str, str], model: ModelSpec) -> SpeculativeDecoding |
     folder of the logged host stands for the config file ``hub_ids.json`` maps it to
     (``_local_drafts``), as a user would point ``kvscope plan`` at that folder."""
     spec = _parsed_speculative(row, model)
-    drafts = json.loads(HUB_IDS.read_text()).get("_local_drafts", {})
+    drafts = hub_ids().get("_local_drafts", {})
     if spec is not None and spec.model in drafts:
         spec = dataclasses.replace(spec, model=str(DATA / drafts[spec.model]))
     return spec

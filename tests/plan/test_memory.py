@@ -16,6 +16,7 @@ own: it is the engine's block arithmetic and must be near exact.
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +176,14 @@ def test_readme_states_the_current_counts() -> None:
     assert (int(m[2]), int(m[3])) == (sum(e <= 0.05 for e in scored), len(scored))
     assert float(m[4]) == round(100 * statistics.median(scored), 2)
     assert (int(m[5]), int(m[6])) == (sum(e <= 0.05 for e in every), len(every))
+
+
+def test_hub_ids_refuses_a_repeated_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repeated id in hub_ids.json would silently take the second entry."""
+    from . import log_cases
+
+    path = tmp_path / "hub_ids.json"
+    path.write_text('{"a/b": {"config": "x.json"}, "a/b": {"config": "y.json"}}')
+    monkeypatch.setattr(log_cases, "HUB_IDS", path)
+    with pytest.raises(ValueError, match="repeats a/b"):
+        log_cases.hub_ids()
