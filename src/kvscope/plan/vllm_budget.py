@@ -284,7 +284,12 @@ def plan_ranks(
         gpu,
     )
     listed_units = graph_units(sizes, defaults.max_num_seqs, k)
-    units = listed_units if graphs_by_capture_list(model, eng, gpu) else FIT_GRAPH_UNITS
+    by_list = graphs_by_capture_list(model, eng, gpu)
+    units = listed_units if by_list else FIT_GRAPH_UNITS
+    # the backend whose workspace the first capture builds: vLLM's own pick where it holds one
+    # (vllm_auto_backend); the same on every rank
+    backend = eng.attention_backend or auto_attention_backend(model, gpu, v, kv_dtype)
+    backend_eng = replace(eng, attention_backend=backend)
     # the multimodal encoder's profiling pass is the same on every rank: built once
     mml, mnbt, seqs = defaults.max_model_len, defaults.max_num_batched_tokens, defaults.max_num_seqs
     v2 = runs_v2(model, eng, gpu)
@@ -375,12 +380,10 @@ def plan_ranks(
         graphs = first + estimate_bytes(
             len(w.layers), is_moe(model), listed_units if first else units
         )
-        # the backend's workspace; vLLM's own pick where it holds one (vllm_auto_backend)
-        auto = eng.attention_backend or auto_attention_backend(model, gpu, v, kv_dtype)
-        graphs += first_capture_bytes(model, replace(eng, attention_backend=auto), gpu, layout)
+        graphs += first_capture_bytes(model, backend_eng, gpu, layout)  # the backend's workspace
         # DSpark adaptive verification's eager profiling runs (kvscope.plan.adaptive_verification)
         graphs += profiling_cache_bytes(model, gpu, par, eng, seqs, mnbt, last)
-        if units == FIT_GRAPH_UNITS and not graphs_by_capture_list(model, eng, gpu):
+        if not by_list:
             # the graphs drafting adds to the V2 runner's fit (kvscope.plan.v2_draft_graphs)
             moe = is_moe(model)
             graphs += drafting_graph_bytes(
