@@ -175,6 +175,7 @@ class Case:
             gpu_memory_in_use_gib=self.num("gpu_memory_in_use_gib") or 0.0,
             attention_backend=r.get("attention_backend", "") or None,
             indexer_dtype=r.get("indexer_dtype", "") or "fp8",
+            hipblaslt=_opt_bool(r.get("hipblaslt", "")) is not False,
         )
         return plan_memory(model, get_gpu(r["gpu"]), par, eng)
 

@@ -24,8 +24,8 @@ from .log_cases import load_cases
 CASES = {c.id: c for c in load_cases()}
 
 INDEPENDENT_TP1 = ("vllm-mi300x-llama3-8b-tp1", "vllm-mi300x-llama3-8b-blog-auto")
-#: hipBLASLt's share, measured as a with/without pair on one MI300X (220 blocks x 8 MiB).
-HIPBLASLT_GIB = 1.72
+#: What the HIP runtime may still hold beyond the planner's figures, GiB a GPU.
+REMAINDER_GIB = 0.5
 
 
 def _surplus_gib(row_id: str) -> float:
@@ -36,8 +36,8 @@ def _surplus_gib(row_id: str) -> float:
 
 
 @pytest.mark.parametrize("row_id", INDEPENDENT_TP1)
-def test_the_surplus_holds_hipblaslt_and_little_more(row_id: str) -> None:
-    assert HIPBLASLT_GIB < _surplus_gib(row_id) < HIPBLASLT_GIB + 0.5
+def test_what_is_left_beyond_hipblaslt_is_small_and_positive(row_id: str) -> None:
+    assert 0.0 < _surplus_gib(row_id) < REMAINDER_GIB
 
 
 def test_two_hosts_and_builds_agree_on_the_surplus() -> None:

@@ -79,6 +79,14 @@ ColdCompile = Annotated[
         "compile's benchmark tensors join the profiling peak [default: off, the cache is warm].",
     ),
 ]
+NoHipblaslt = Annotated[
+    bool,
+    typer.Option(
+        "--no-hipblaslt",
+        help="AMD GPUs: PyTorch's GEMMs through rocBLAS (env TORCH_BLAS_PREFER_HIPBLASLT=0), so "
+        "vLLM's pool pays for no hipBLASLt libraries (1.72 GiB a GPU) [default: off, hipBLASLt].",
+    ),
+]
 LanguageModelOnly = Annotated[
     bool,
     typer.Option(

@@ -31,6 +31,7 @@ from kvscope.cli.engine_options import (
     MaxCudagraphCaptureSize,
     MmEncoderTpMode,
     MoeRunnerBackend,
+    NoHipblaslt,
     SharedExpertTp1,
     mm_limits,
 )
@@ -158,6 +159,7 @@ def plan(
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
     cold_compile: ColdCompile = False,
+    no_hipblaslt: NoHipblaslt = False,
     language_model_only: LanguageModelOnly = False,
     limit_mm_per_prompt: LimitMmPerPrompt = None,
     gpu_memory_in_use: GpuMemoryInUse = 0.0,
@@ -294,6 +296,7 @@ def plan(
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         disable_custom_all_reduce=disable_custom_all_reduce,
         cold_compile=cold_compile,
+        hipblaslt=not no_hipblaslt,
         language_model_only=language_model_only,
         limit_mm_per_prompt=mm_limits(limit_mm_per_prompt),
         gpu_memory_in_use_gib=gpu_memory_in_use,

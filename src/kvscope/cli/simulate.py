@@ -27,6 +27,7 @@ from kvscope.cli.engine_options import (
     LimitMmPerPrompt,
     MmEncoderTpMode,
     MoeRunnerBackend,
+    NoHipblaslt,
     SharedExpertTp1,
     mm_limits,
 )
@@ -94,6 +95,7 @@ def simulate(
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
     cold_compile: ColdCompile = False,
+    no_hipblaslt: NoHipblaslt = False,
     language_model_only: LanguageModelOnly = False,
     limit_mm_per_prompt: LimitMmPerPrompt = None,
     enable_extensible_kv_cache: ExtensibleKvCache = None,
@@ -309,6 +311,7 @@ def simulate(
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         disable_custom_all_reduce=disable_custom_all_reduce,
         cold_compile=cold_compile,
+        hipblaslt=not no_hipblaslt,
         language_model_only=language_model_only,
         limit_mm_per_prompt=mm_limits(limit_mm_per_prompt),
         enable_extensible_kv_cache=enable_extensible_kv_cache,

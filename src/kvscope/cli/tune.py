@@ -36,6 +36,7 @@ from kvscope.cli.engine_options import (
     LimitMmPerPrompt,
     MmEncoderTpMode,
     MoeRunnerBackend,
+    NoHipblaslt,
     SharedExpertTp1,
     mm_limits,
 )
@@ -99,6 +100,7 @@ def tune(
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
     cold_compile: ColdCompile = False,
+    no_hipblaslt: NoHipblaslt = False,
     language_model_only: LanguageModelOnly = False,
     limit_mm_per_prompt: LimitMmPerPrompt = None,
     enable_extensible_kv_cache: ExtensibleKvCache = None,
@@ -224,6 +226,7 @@ def tune(
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         disable_custom_all_reduce=disable_custom_all_reduce,
         cold_compile=cold_compile,
+        hipblaslt=not no_hipblaslt,
         language_model_only=language_model_only,
         limit_mm_per_prompt=mm_limits(limit_mm_per_prompt),
         enable_extensible_kv_cache=enable_extensible_kv_cache,
@@ -243,6 +246,12 @@ def tune(
     )
     if kv_cache_dtype is not None:
         pins += (("kv_cache_dtype", (kv_cache_dtype,)),)
+    if no_hipblaslt:  # a point-by-point refusal would only read as "no point fits"
+        from kvscope.plan.rocm_blas import check_hipblaslt
+        from kvscope.specs.hardware import get_gpu
+
+        for name in (g.strip() for g in gpu.split(",") if g.strip()):
+            check_hipblaslt(get_gpu(name), False)
     req = TuneRequest(
         base=base,
         gpus=tuple(g.strip() for g in gpu.split(",") if g.strip()),

@@ -174,6 +174,9 @@ class EngineConfig:
             (:mod:`kvscope.plan.language_model_only`).
         limit_mm_per_prompt: vLLM ``--limit-mm-per-prompt`` as (modality, items) pairs;
             ``None`` = 999 each (:mod:`kvscope.plan.mm_limits`).
+        hipblaslt: ROCm only: PyTorch's GEMMs through hipBLASLt (the default), whose kernel
+            libraries vLLM's pool pays for; ``False`` is ``TORCH_BLAS_PREFER_HIPBLASLT=0``
+            (rocBLAS) (:mod:`kvscope.plan.rocm_blas`). Not an engine flag: PyTorch's setting.
     """
 
     engine: str = "vllm"
@@ -208,6 +211,7 @@ class EngineConfig:
     enable_extensible_kv_cache: bool | None = None
     language_model_only: bool = False
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
+    hipblaslt: bool = True
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:

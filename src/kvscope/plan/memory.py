@@ -25,6 +25,7 @@ from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_byt
 from kvscope.plan.language_model_only import text_only
 from kvscope.plan.mm_limits import tower_dropped
 from kvscope.plan.pp_vocab import with_every_stage_tables
+from kvscope.plan.rocm_blas import check_hipblaslt
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
@@ -234,6 +235,7 @@ def _check_inputs(
 ) -> None:
     """Refuse flags no engine would start with on this model and GPU (one line each)."""
     model.check_kv_dtype(kv_dtype)
+    check_hipblaslt(gpu, eng.hipblaslt)
     if eng.async_scheduling is not None and eng.engine != "vllm":
         raise KvscopeError(
             "--async-scheduling / --no-async-scheduling are vLLM's flags; "

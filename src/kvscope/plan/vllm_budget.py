@@ -68,6 +68,7 @@ from kvscope.plan.dsv4_workspace import (
 from kvscope.plan.encoder_profile import encoder_profile, phase_bytes, profiles_on_stage
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.pp_buffers import CONSUMED_SINCE, intermediate_tensor_bytes
+from kvscope.plan.rocm_blas import hipblaslt_bytes
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.v2_draft_graphs import drafting_graph_bytes
@@ -349,7 +350,7 @@ def plan_ranks(
             peak = cold_compile_peak_bytes(model, par, defaults.max_num_batched_tokens)
             act = replace(act, compile_peak=peak)
         non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
-        non_torch += vllm_charged_bytes(eng)
+        non_torch += vllm_charged_bytes(eng) + hipblaslt_bytes(gpu, eng.engine, eng.hipblaslt)
         if last:  # V2 sampler tables, in 0.27's "consumed memory (weights + non-torch)"
             non_torch += v2_sampler_bytes(model, eng, gpu, defaults.max_num_seqs)
         # a later stage's receive buffer (kvscope.plan.pp_buffers): consumed memory from 0.27

@@ -63,6 +63,7 @@ def engine_config(cfg: SimConfig) -> EngineConfig:
         mm_encoder_tp_mode=cfg.mm_encoder_tp_mode,
         disable_custom_all_reduce=cfg.disable_custom_all_reduce,
         cold_compile=cfg.cold_compile,
+        hipblaslt=cfg.hipblaslt,
         language_model_only=cfg.language_model_only,
         limit_mm_per_prompt=cfg.limit_mm_per_prompt,
         enable_extensible_kv_cache=cfg.enable_extensible_kv_cache,

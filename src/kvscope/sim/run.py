@@ -93,6 +93,7 @@ class SimConfig:
     mm_encoder_tp_mode: str = "weights"  # vLLM: where a VLM's encoder lives (plan's weights)
     disable_custom_all_reduce: bool = False  # --disable-custom-all-reduce (plan's non-torch)
     cold_compile: bool = False  # vLLM --cold-compile (plan's profiling peak)
+    hipblaslt: bool = True  # ROCm: --no-hipblaslt (plan's non-torch memory)
     language_model_only: bool = False  # vLLM --language-model-only (no vision tower)
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None  # vLLM items a prompt
     enable_extensible_kv_cache: bool | None = None  # vLLM 0.34+ (plan's KV sizing path)
