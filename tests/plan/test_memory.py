@@ -66,7 +66,11 @@ KNOWN_OFF = {
     # sends and PPHandler's broadcasts use (torch ProcessGroupNCCL on the PP device group and
     # its sibling group, no eager device_id by default) start at their first use, after the
     # pool is sized (parallel_state.py, gpu/pp_utils.py of 0.27.0). The TP2 start of the same
-    # write-up left this list with the sampler's tables (2.2 %).
+    # write-up left this list with the sampler's tables (2.2 %). Not the pipeline's either: the
+    # refused TP1 start of the write-up logs -24.42 GiB against -22.94 planned, 1.48 GiB short,
+    # while the second stage is at most 0.51 short (its pool holds >= 3,540 blocks) and TP2 is
+    # 0.19 over; no 0.27.0 / 0.27.1 code path read assigns a gigabyte to a GPU that holds the
+    # whole embedding table (benchmarks/RESULTS.md, h21-pp2).
     "rtxpro6000-qwen3-32b-pp2-u0426-0.27": "kv_tokens",
     # Qwen3.5-0.8B (Gated DeltaNet hybrid with its vision tower) on one A100 80GB PCIe, vLLM
     # 0.28.0 (V1 model runner: a hybrid off DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES). weights,
