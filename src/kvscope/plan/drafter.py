@@ -63,6 +63,7 @@ Units: bytes, tokens.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -81,6 +82,9 @@ NOT_MODELLED = {
 EAGLE3_AUX_STATES = 3
 #: DSpark's Markov head is built unquantized in bf16 (``DSparkMarkovHead``).
 MARKOV_BYTES = 2
+#: First speculators release whose EAGLE-3 heads keep the verifier's LM head frozen
+#: (``DraftVocabMixin``, src/speculators/model.py at v0.5.0).
+SPECULATORS_FROZEN_LM_HEAD = (0, 5)
 #: One int64 entry of EAGLE-3's ``draft_id_to_target_id`` map per draft-vocabulary token.
 TOKEN_MAP_BYTES = 8
 
@@ -184,7 +188,11 @@ def plan_drafter(
             body
             + draft.hidden_size * q_kv * native  # layer 0 reads [embeds, hidden]: 2h inputs
             + EAGLE3_AUX_STATES * h * draft.hidden_size * native
-            + _eagle3_head_bytes(draft, w.get("lm_head", 0.0), tp)
+            + (
+                0.0
+                if lm_head_is_verifier_copy(draft, model)
+                else _eagle3_head_bytes(draft, w.get("lm_head", 0.0), tp)
+            )
         )
     return _join_kv(model, draft, made(0, extra, 0))
 
@@ -218,10 +226,8 @@ def _eagle3_head_bytes(draft: ModelSpec, full_head: float, tp: int) -> float:
     ``draft_id_to_target_id`` parameter of ``draft_vocab_size`` entries on every rank
     (0.25.0 also keeps it, 1.2 MB for Qwen3's vocabulary, at full width). ``full_head`` is
     the head at ``vocab_size``. vLLM also drops a head whose weights equal the target's
-    (``_maybe_share_lm_head``, torch.equal): a public vLLM 0.24 start of a full-vocabulary
-    head trained for Qwen3-8B loaded 0.54 GiB for it, where this counts 1.70 (the head's
-    1.16 GiB lm_head included). Whether two heads are equal is not in any config, so a
-    full-vocabulary head stays counted.
+    (``_maybe_share_lm_head``, torch.equal); which heads those are is decided by
+    :func:`lm_head_is_verifier_copy`, and any other full-vocabulary head stays counted.
     """
     rows = draft.draft_vocab_size or draft.vocab_size
     if rows >= draft.vocab_size:
@@ -231,6 +237,30 @@ def _eagle3_head_bytes(draft: ModelSpec, full_head: float, tp: int) -> float:
         return math.ceil(vocab / (VOCAB_PADDING * tp)) * VOCAB_PADDING
 
     return full_head * per_rank(rows) / per_rank(draft.vocab_size) + TOKEN_MAP_BYTES * rows
+
+
+def lm_head_is_verifier_copy(draft: ModelSpec, model: ModelSpec) -> bool:
+    """Whether an EAGLE-3 head's LM head is a frozen copy of its verifier's, so vLLM drops it.
+
+    speculators writes the head's ``lm_head`` as the verifier's rows (``t2d``-masked for a
+    trimmed vocabulary) and freezes it from v0.5.0 (``DraftVocabMixin._init_vocab`` sets
+    ``lm_head.weight.requires_grad = False`` and ``load_verifier_weights`` copies the
+    verifier's ``lm_head.weight``: src/speculators/model.py at v0.5.0, v0.6.0, v0.7.0; v0.4.0
+    froze only ``verifier_lm_head``). At the full vocabulary the trained head therefore keeps
+    the target's LM head bit for bit, and vLLM's ``_maybe_share_lm_head`` (torch.equal of the
+    two weights: vllm/v1/spec_decode/eagle.py in the 0.14.1 and 0.19.0 wheels,
+    llm_base_proposer.py in 0.22.0, 0.25.0 and 0.31.0) deletes the head's copy after loading,
+    so "Model loading took" holds the layer, ``fc`` and norms only (vLLM 0.20.0: "Detected
+    EAGLE model with lm_head identical to the target model", 15.78 GiB for Qwen3-8B + head
+    against 15.27 without). A head served with another target than its verifier (a re-quantized
+    LM head) would keep its copy; a config.json does not say which, so the verifier is taken
+    as the target. vLLM 0.11.0 shared any full-vocabulary EAGLE-3 head by shape alone.
+    """
+    m = re.match(r"(\d+)\.(\d+)", draft.speculators_version)
+    if m is None or (int(m.group(1)), int(m.group(2))) < SPECULATORS_FROZEN_LM_HEAD:
+        return False
+    rows = draft.draft_vocab_size or draft.vocab_size
+    return rows == draft.vocab_size == model.vocab_size
 
 
 def _same_page(model: ModelSpec, b: AttentionLayer) -> bool:

@@ -239,6 +239,7 @@ def parse_config(
             else 0
         ),
         draft_vocab_size=c.integer("draft_vocab_size", default=0, minimum=0),
+        speculators_version=str(c.raw.get("speculators_version") or ""),
         source=source,
         published=published or Published(),
     )

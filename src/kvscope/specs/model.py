@@ -129,6 +129,9 @@ class ModelSpec:
     #: rows of an EAGLE-3 head's own LM head (``draft_vocab_size``; 0: the config has none,
     #: vLLM ``llama_eagle3.py`` then takes ``vocab_size``)
     draft_vocab_size: int = 0
+    #: the ``speculators_version`` a speculators-format draft head's config.json states
+    #: ("" for other checkpoints); see :func:`kvscope.plan.drafter.lm_head_is_verifier_copy`
+    speculators_version: str = ""
     source: str = ""
     published: Published = field(default_factory=Published)
 
