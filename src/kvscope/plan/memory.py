@@ -28,11 +28,11 @@ from kvscope.plan.pp_vocab import with_every_stage_tables
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
+from kvscope.plan.vllm_mxfp4 import float32_rope_bytes, vllm_expert_layout
 from kvscope.plan.weights import (
     RankWeights,
     all_stage_weights,
     encoder_replica_bytes,
-    expert_layout,
     mla_absorbed_bytes,
     with_component,
 )
@@ -176,7 +176,7 @@ def plan_memory(
     layout = (
         sglang_expert_layout(model, gpu, eng.version, eng.moe_runner_backend, par)
         if eng.engine == "sglang"
-        else expert_layout(model, gpu, eng.engine)
+        else vllm_expert_layout(model, gpu, eng.engine, eng.version, par)
     )
     drafter = plan_drafter(model, eng.speculative, par) if eng.speculative else None
     draft_layers = eng.speculative_layers or (drafter.mtp_layers if drafter else 0)
@@ -191,6 +191,8 @@ def plan_memory(
             drafter.eh_proj if drafter else True,
         )
     )
+    if rope := float32_rope_bytes(model, eng.engine):  # gpt-oss under vLLM
+        stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
     if rope := dsv4_rope_cache_bytes(model):
         stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
         stages = tuple(
