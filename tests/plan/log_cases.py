@@ -87,6 +87,8 @@ def hub_cache() -> Path:
         repo = root / ("models--" + repo_id.replace("/", "--"))
         (repo / "snapshots" / commit).mkdir(parents=True)
         (repo / "snapshots" / commit / "config.json").write_text(text)
+        for name in hub_ids()[repo_id].get("files", []):  # other files the repository has
+            (repo / "snapshots" / commit / name).write_text("")
         (repo / "refs").mkdir()
         (repo / "refs" / "main").write_text(commit)
     return root

@@ -20,6 +20,7 @@ from kvscope.plan import attention_backend, sglang_budget, sglang_mamba, shared_
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.config_format import whole_tower_on_every_rank
 from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
 from kvscope.plan.language_model_only import text_only
@@ -201,7 +202,9 @@ def plan_memory(
         )
     if eng.engine == "vllm":  # classes that build both vocabulary tables on every stage
         stages = with_every_stage_tables(stages, model)
-    if eng.engine == "vllm" and eng.mm_encoder_tp_mode == "data":
+    if eng.engine == "vllm" and (
+        eng.mm_encoder_tp_mode == "data" or whole_tower_on_every_rank(model, "vllm", eng.version)
+    ):
         first = with_component(stages[0], "encoder_replica", encoder_replica_bytes(model, par))
         stages = (first, *stages[1:])
     if eng.shared_expert_tp1:

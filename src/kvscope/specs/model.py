@@ -129,6 +129,10 @@ class ModelSpec:
     #: rows of an EAGLE-3 head's own LM head (``draft_vocab_size``; 0: the config has none,
     #: vLLM ``llama_eagle3.py`` then takes ``vocab_size``)
     draft_vocab_size: int = 0
+    #: Mistral's own checkpoint files found beside config.json (``params.json``,
+    #: ``consolidated.safetensors`` for any ``consolidated*.safetensors``); vLLM's
+    #: ``--config-format auto`` loads that format when they are there (kvscope.plan.config_format)
+    mistral_files: tuple[str, ...] = ()
     source: str = ""
     published: Published = field(default_factory=Published)
 
