@@ -3,7 +3,8 @@ keeps whole on every GPU in Mistral's format (bytes beyond the TP share).
 
 ``get_config`` in vllm/transformers_utils/config.py resolves ``auto``:
 
-- up to 0.11.x (read at 0.11.0 and 0.11.1): config.json first, so the Hugging Face format;
+- up to 0.11.x (read at 0.11.0, 0.11.1 and 0.11.2): config.json first, so the Hugging Face
+  format;
 - 0.12.0 to 0.15.x (read at 0.12.0, 0.13.0, 0.14.1, 0.15.1): "First check for Mistral":
   ``params.json`` in the repository selects Mistral's format;
 - from 0.16.0 (read at 0.16.0, 0.17.0, 0.19.0, 0.22.0, 0.34.0): ``params.json`` and
