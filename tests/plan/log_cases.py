@@ -8,8 +8,9 @@ turns a row into planner inputs and compares; ``test_memory.py`` asserts the tar
 A row names its model by the Hugging Face id the log shows. Ids that are not bundled presets
 resolve, as a user's would, through a Hugging Face cache folder: :func:`hub_cache` lays one
 out the way ``huggingface_hub`` does (``models--org--name/refs/main`` holding a commit,
-``snapshots/<commit>/config.json``) from ``data/hub_ids.json``, and planning reads it with
-``HF_HUB_OFFLINE=1``.
+``snapshots/<commit>/config.json``, plus an empty file for each name an entry's ``files``
+lists: other files the repository has, such as Mistral's ``params.json``) from
+``data/hub_ids.json``, and planning reads it with ``HF_HUB_OFFLINE=1``.
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ def hub_cache() -> Path:
         repo = root / ("models--" + repo_id.replace("/", "--"))
         (repo / "snapshots" / commit).mkdir(parents=True)
         (repo / "snapshots" / commit / "config.json").write_text(text)
+        for name in hub_ids()[repo_id].get("files", []):  # other files the repository has
+            (repo / "snapshots" / commit / name).write_text("")
         (repo / "refs").mkdir()
         (repo / "refs" / "main").write_text(commit)
     return root

@@ -39,11 +39,6 @@ def test_dataset_covers_the_issue_matrix() -> None:
 
 #: Scored rows off a target, and why (see benchmarks/RESULTS.md, issue 17 part 2).
 KNOWN_OFF = {
-    # weights: the mistralai/ repository loads in Mistral's own format
-    # (PixtralForConditionalGeneration, log line "Resolved architecture"), whose vision
-    # encoder vLLM 0.19 keeps whole on every TP rank; config.json does not say which format
-    # the engine will pick (params.json beside it does), so the planner splits it over TP.
-    "llmd-mistral-small31-tp4": "weights",
     # weights, +3.4 %: 1.18 GiB logged for a 0.6 B model (1.11 GiB of parameters); the planner
     # adds a fixed 0.1 GiB for what SGLang's "mem usage" counts beyond the weights
     # (sglang_budget.LOAD_OVERHEAD_GIB, measured +0.06-0.15 at TP1), which here is 0.07. No

@@ -20,6 +20,7 @@ from kvscope.plan import attention_backend, sglang_budget, sglang_mamba, shared_
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.config_format import whole_tower_on_every_rank
 from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
 from kvscope.plan.language_model_only import text_only
@@ -29,11 +30,11 @@ from kvscope.plan.rocm_blas import check_hipblaslt
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
+from kvscope.plan.vllm_mxfp4 import float32_rope_bytes, vllm_expert_layout
 from kvscope.plan.weights import (
     RankWeights,
     all_stage_weights,
     encoder_replica_bytes,
-    expert_layout,
     mla_absorbed_bytes,
     with_component,
 )
@@ -177,7 +178,7 @@ def plan_memory(
     layout = (
         sglang_expert_layout(model, gpu, eng.version, eng.moe_runner_backend, par)
         if eng.engine == "sglang"
-        else expert_layout(model, gpu, eng.engine)
+        else vllm_expert_layout(model, gpu, eng.engine, eng.version, par)
     )
     drafter = plan_drafter(model, eng.speculative, par) if eng.speculative else None
     draft_layers = eng.speculative_layers or (drafter.mtp_layers if drafter else 0)
@@ -192,6 +193,8 @@ def plan_memory(
             drafter.eh_proj if drafter else True,
         )
     )
+    if rope := float32_rope_bytes(model, eng.engine):  # gpt-oss under vLLM
+        stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
     if rope := dsv4_rope_cache_bytes(model):
         stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
         stages = tuple(
@@ -200,7 +203,9 @@ def plan_memory(
         )
     if eng.engine == "vllm":  # classes that build both vocabulary tables on every stage
         stages = with_every_stage_tables(stages, model)
-    if eng.engine == "vllm" and eng.mm_encoder_tp_mode == "data":
+    if eng.engine == "vllm" and (
+        eng.mm_encoder_tp_mode == "data" or whole_tower_on_every_rank(model, "vllm", eng.version)
+    ):
         first = with_component(stages[0], "encoder_replica", encoder_replica_bytes(model, par))
         stages = (first, *stages[1:])
     if eng.shared_expert_tp1:

@@ -182,8 +182,7 @@ def rank_weights(
     modules) sit on the last stage; each is shaped like the last decoder layer plus its
     ``eh_proj`` (2h x h) and two norms (DeepSeek-V3 report §2.2), sharing embedding and head.
     ``expert_pad`` rounds each routed expert's per-rank intermediate width up to a multiple
-    (vLLM's MXFP4 MoE kernels pad it to 256: gpt-oss-20b's 2880 becomes 3072, which is what
-    its logged 13.64 GiB on H100 needs). ``hidden_pad`` pads the hidden side of every expert
+    (vLLM's Marlin MXFP4 path rounds it to 128). ``hidden_pad`` pads the hidden side of every expert
     matrix and ``expert_bytes`` (when > 0) replaces the routed experts' bytes per parameter:
     both for kernels that repack the checkpoint's experts (see :func:`expert_layout`).
     ``draft_experts`` (> 0) gives each drafter layer that many routed experts and
@@ -334,9 +333,12 @@ def expert_layout(model: ModelSpec, gpu: GPUSpec, engine: str) -> ExpertLayout:
     (``prepare_moe_fp4_layer_for_marlin``: 4-bit values, one-byte scales after
     ``mxfp4_marlin_process_scales``). gpt-oss-120b at TP4 on A100 logs 17.22 GiB per rank:
     17.17 with both pads, 16.16 with neither.
-    On Hopper and newer the per-rank width is padded to 256 (what gpt-oss-20b's logged 13.64
-    GiB on H100 needs); ROCm rounds it up to 128. Other formats: the checkpoint as it is.
-    SGLang's runners: :func:`kvscope.plan.sglang_moe_runner.sglang_expert_layout`.
+    Hopper at the releases whose wheels bundle ``triton_kernels`` (0.12-0.31) takes the
+    Triton layout of :func:`kvscope.plan.vllm_mxfp4.vllm_expert_layout`, which falls back to
+    this function otherwise. Elsewhere on Hopper and newer the per-rank width is padded to 256
+    (not read in the engine: kept from an earlier fit to the H100 start at 0.19, which the
+    Triton layout now explains); ROCm rounds it up to 128. Other formats: the checkpoint as
+    it is. SGLang's runners: :func:`kvscope.plan.sglang_moe_runner.sglang_expert_layout`.
     """
     if engine != "vllm" or model.quantization.method != "mxfp4":
         return ExpertLayout()

@@ -132,6 +132,10 @@ class ModelSpec:
     #: the ``speculators_version`` a speculators-format draft head's config.json states
     #: ("" for other checkpoints); see :func:`kvscope.plan.drafter.lm_head_is_verifier_copy`
     speculators_version: str = ""
+    #: Mistral's own checkpoint files found beside config.json (``params.json``,
+    #: ``consolidated.safetensors`` for any ``consolidated*.safetensors``); vLLM's
+    #: ``--config-format auto`` loads that format when they are there (kvscope.plan.config_format)
+    mistral_files: tuple[str, ...] = ()
     source: str = ""
     published: Published = field(default_factory=Published)
 

@@ -13,7 +13,7 @@ source of the config and of the published parameter totals.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -154,7 +154,8 @@ def load_model(
                 f"--revision applies to Hugging Face ids, not to the local {path}.",
                 "Drop --revision, or name the model by its Hub id.",
             )
-        return parse_config(_read_json(path), str(path), None, dtype, quantization)
+        spec = parse_config(_read_json(path), str(path), None, dtype, quantization)
+        return with_mistral_files(spec, path.parent)
     preset = find_preset(name_or_path) if revision is None else None
     if preset is not None:
         return _load_preset(preset, dtype, quantization)
@@ -189,7 +190,22 @@ def _load_hub(
         elif "quant_config.json" in extra and method in ("awq", "gptq"):
             qc = _read_json(extra["quant_config.json"])
             raw["quantization_config"] = {"quant_method": method, **qc}
-    return parse_config(raw, str(files.config), repo_id, dtype, quantization)
+    spec = parse_config(raw, str(files.config), repo_id, dtype, quantization)
+    return with_mistral_files(spec, files.config.parent)
+
+
+def with_mistral_files(spec: ModelSpec, folder: Path) -> ModelSpec:
+    """``spec`` noting Mistral's own checkpoint files in ``folder`` (a model folder or a cached
+    snapshot): ``params.json`` and any ``consolidated*.safetensors``. Files only; nothing read."""
+    found = tuple(
+        name
+        for name, there in (
+            ("params.json", (folder / "params.json").is_file()),
+            ("consolidated.safetensors", any(folder.glob("consolidated*.safetensors"))),
+        )
+        if there
+    )
+    return replace(spec, mistral_files=found) if found else spec
 
 
 def _has_quantization(raw: dict[str, Any]) -> bool:
