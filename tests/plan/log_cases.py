@@ -180,7 +180,14 @@ class Case:
             indexer_dtype=r.get("indexer_dtype", "") or "fp8",
             hipblaslt=_opt_bool(r.get("hipblaslt", "")) is not False,
         )
-        return plan_memory(model, get_gpu(r["gpu"]), par, eng)
+        gpu = get_gpu(r["gpu"])
+        # The CUDA total the log itself prints ("Free memory on device (free/total GiB)"),
+        # where the host reports another figure than the catalogue's Linux one (WSL2 and
+        # Windows drivers report the whole framebuffer, nvidia-smi's total).
+        total = self.num("gpu_memory_total_gib")
+        if total:
+            gpu = dataclasses.replace(gpu, memory_bytes=int(total * GIB))
+        return plan_memory(model, gpu, par, eng)
 
 
 def _speculative(row: dict[str, str], model: ModelSpec) -> SpeculativeDecoding | None:
