@@ -68,6 +68,7 @@ from kvscope.plan.dsv4_workspace import (
 from kvscope.plan.encoder_profile import encoder_profile, phase_bytes, profiles_on_stage
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.pp_buffers import CONSUMED_SINCE, intermediate_tensor_bytes
+from kvscope.plan.rejection_profile import rejection_pass_bytes
 from kvscope.plan.rocm_blas import hipblaslt_bytes
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
@@ -312,6 +313,9 @@ def plan_ranks(
             else sampler_fp32_copies(eng),
             moe_persistent=moe_scratch_persists(model, eng, gpu),
         )
+        if last:  # the speculative branch's rejection-sampler pass (kvscope.plan.rejection_profile)
+            rej = rejection_pass_bytes(model, eng, gpu, defaults.max_num_batched_tokens, seqs)
+            act = replace(act, sampler=max(act.sampler, rej))
         ws = dsv4_profile_workspace(
             model, eng, defaults.max_model_len, defaults.max_num_batched_tokens
         )
