@@ -179,10 +179,13 @@ def test_only_the_mla_layers_grow_with_context(k3: ModelSpec, dtype: str) -> Non
 def test_k3_block_size_follows_the_release_rule(k3: ModelSpec) -> None:
     layers = tuple(range(k3.num_layers))
     new = vllm_layout(k3, layers, "bfloat16", 8, 16, release=(0, 34, 0))
-    old = vllm_layout(k3, layers, "bfloat16", 8, 16, release=(0, 25, 0))
     # 0.27+: the smallest multiple of 128 tokens whose MLA page holds the 814,080-B state
-    assert (new.block_size, old.block_size) == (768, 720)
-    assert new.block_bytes == 768 * 1152 * 24
+    assert new.block_size == 768 and new.block_bytes == 768 * 1152 * 24
+    # at TP4 (1,628,160 B) the 128-token rule and the 64-token one before 0.27 part ways
+    at_tp4 = [
+        vllm_layout(k3, layers, "bfloat16", 4, 16, release=r) for r in ((0, 34, 0), (0, 19, 0))
+    ]
+    assert [lay.block_size for lay in at_tp4] == [1536, 1472]
     # one MLA group of 24 layers, the 69 KDA layers in groups of 24, 24 and 21
     assert [(g.kind, g.num_layers) for g in new.groups] == [
         ("full", 24),
@@ -190,6 +193,32 @@ def test_k3_block_size_follows_the_release_rule(k3: ModelSpec) -> None:
         ("linear_state", 24),
         ("linear_state", 21),
     ]
+
+
+def test_kimi_linear_start_of_vllm_28228() -> None:
+    """vllm#28228 (2025-11-06, a vLLM nightly between 0.11.0 and 0.11.1): a 4-bit
+    Kimi-Linear-48B-A3B on 2 x RTX 3090 at TP2, fp16, prefix caching turned off for the hybrid,
+    logs "Setting attention block size to 960 tokens", "Padding mamba page size by 1.89%",
+    "Add 1 padding layers", "Available KV cache memory: 2.30 GiB", "GPU KV cache size: 75,840
+    tokens" and "Maximum concurrency for 120,000 tokens per request: 2.48x". The layout does not
+    depend on the weights' quantization, so the bf16 config stands for the 4-bit checkpoint."""
+    from kvscope.plan.vllm_budget import VllmDefaults, logged_capacity
+
+    path = CONFIGS / "kimi-linear-48b-a3b.json"
+    model = parse_config(json.loads(path.read_text()), str(path), dtype="float16")
+    release = (0, 11, 1)
+    lay = vllm_layout(model, tuple(range(model.num_layers)), "float16", 2, 16, release=release)
+    state = model.layers[0].attention.gdn_state_bytes(2)
+    assert lay.block_size == 960
+    assert round(100 * (960 * 1152 / state - 1), 2) == 1.89
+    # 7 MLA layers, 20 KDA layers in groups of 7, 7 and 6 (the padding layer)
+    assert [g.num_layers for g in lay.groups] == [7, 7, 7, 6]
+    defaults = VllmDefaults(0.95, 120_000, 64_000, 8, 960, cudagraph_subtracted=False)
+    # 2.30 GiB (printed rounded) holds 318 or 319 pages of 7 layers
+    assert {int(2.295 * GIB) // lay.block_bytes, int(2.30 * GIB) // lay.block_bytes} == {318, 319}
+    tokens, conc = logged_capacity(lay, 318, defaults, release)
+    assert (tokens, round(conc, 2)) == (75_840, 2.48)
+    assert logged_capacity(lay, 319, defaults, release)[0] == 75_840
 
 
 @settings(max_examples=25, deadline=None)
