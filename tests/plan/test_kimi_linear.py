@@ -149,7 +149,7 @@ def test_k3_weight_bytes_match_the_checkpoint(k3: ModelSpec) -> None:
 
 def test_kimi_linear_48b_parameters_against_its_readme(linear48: ModelSpec) -> None:
     # README (github.com/MoonshotAI/Kimi-Linear): 48B total, 3B activated; the tensors hold
-    # 49.1B (the Hub lists the checkpoint as 49B), 3.5B touched a token.
+    # 49.1B with embedding and head, 3.5B touched a token.
     assert 48e9 <= linear48.total_params < 49.5e9
     assert 3e9 <= linear48.active_params < 3.6e9
     kinds = [layer.attention.kind for layer in linear48.layers]
