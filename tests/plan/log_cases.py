@@ -302,6 +302,7 @@ FAMILY_OF_TYPE = {
     "deepseek_v32": "deepseek",
     "kimi_k2": "deepseek",
     "glm_moe_dsa": "glm-5",
+    "kimi_linear": "kimi-linear/k3",
 }
 
 

@@ -69,6 +69,19 @@ DSV4_LATEST_RULES = (0, 31, 0)
 FP4_INDEXER_PAGE_SINCE = (0, 27, 0)
 #: vLLM's kernel block alignment for the hybrid attention block size (FlashAttention, 0.10.2).
 HYBRID_BLOCK_ALIGN = 16
+#: MLA + linear-attention hybrids (Kimi Linear / K3): vLLM makes the block a multiple of 128
+#: tokens so that TRTLLM / FlashInfer MLA decode kernels see whole 128-token pages
+#: (``Platform._align_hybrid_block_size``: ``kernel_block_alignment_size = max(..., 128)``
+#: when ``use_mla``, vllm/platforms/interface.py of the 0.27.0 to 0.34.0 wheels). Before,
+#: a multiple of 64: ``HybridAttentionMambaModelConfig`` took 64 for MLA backends (128 only
+#: for an explicitly chosen CUTLASS_MLA, not modelled; vllm/model_executor/models/config.py
+#: of the 0.14.1 and 0.19 wheels), which vllm#28228's Kimi-Linear start on 2 x RTX 3090
+#: logs ("Setting attention block size to 960 tokens": 64 x 15 for a 1,085,440-B state at
+#: TP2); 0.22-0.26 take the backend's smallest kernel block, 64 for FlashMLA (not pinned
+#: by a log).
+MLA_HYBRID_ALIGN = 128
+MLA_HYBRID_ALIGN_SINCE = (0, 27, 0)
+MLA_HYBRID_ALIGN_BEFORE = 64
 #: head size vLLM < 0.7.1 padded DeepSeek V2/V3 heads to (model_executor/models/deepseek_v2.py)
 PRE_MLA_HEAD_DIM = 256
 #: first vLLM release caching DeepSeek V2/V3 as the MLA latent (v0.7.1, ``ModelConfig.use_mla``)
@@ -195,14 +208,20 @@ def _linear_hybrid_layout(
     tp: int,
     block_size: int,
     mamba_cache_mode: str = "none",
+    release: tuple[int, int, int] = DSV4_LATEST_RULES,
 ) -> KVLayout:
-    """Attention + Gated DeltaNet layers in one pool of equal pages (see the module text)."""
+    """Attention + Gated DeltaNet / KDA layers in one pool of equal pages (see the module
+    text); beside MLA the block is a multiple of 128 tokens from 0.27, of 64 before
+    (:data:`MLA_HYBRID_ALIGN`)."""
     attn = [model.layers[i].attention for i in layers if model.layers[i].attention.kind != "gdn"]
     linear = [model.layers[i].attention for i in layers if model.layers[i].attention.kind == "gdn"]
     per_token = max(math.fsum(c.entry_bytes for c in a.kv_caches(kv_dtype, tp)) for a in attn)
     state = max(a.gdn_state_bytes(tp) for a in linear)
-    step = HYBRID_BLOCK_ALIGN * per_token
-    block = max(block_size, HYBRID_BLOCK_ALIGN * math.ceil(state / step))
+    align = HYBRID_BLOCK_ALIGN
+    if all(a.is_mla_family for a in attn):
+        new = release >= MLA_HYBRID_ALIGN_SINCE
+        align = max(MLA_HYBRID_ALIGN if new else MLA_HYBRID_ALIGN_BEFORE, block_size)
+    block = max(block_size, align * math.ceil(state / (align * per_token)))
     page = block * per_token
     group_size = min(len(attn), len(linear))
     groups: list[KVGroupLayout] = []
@@ -247,7 +266,9 @@ def vllm_layout(
     if any(model.layers[i].attention.kind.startswith("dsv4") for i in layers):
         return _dsv4_layout(model, layers, indexer, release, draft_window_layers)
     if any(model.layers[i].attention.kind == "gdn" for i in layers):
-        return _linear_hybrid_layout(model, layers, kv_dtype, tp, block_size, mamba_cache_mode)
+        return _linear_hybrid_layout(
+            model, layers, kv_dtype, tp, block_size, mamba_cache_mode, release
+        )
     per_layer: list[tuple[str, float, int | None]] = []
     for i in layers:
         att = model.layers[i].attention

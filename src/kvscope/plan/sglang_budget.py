@@ -313,6 +313,12 @@ def plan_ranks(
 ) -> tuple[SglangRank, ...]:
     """Budget of every pipeline stage."""
     hybrid = "gdn" in attention_kinds(model)
+    if model.model_type == "kimi_linear":
+        raise KvscopeError(
+            f"SGLang's pools for {model.name} (Kimi Linear: KDA state beside MLA) are not "
+            "modelled here.",
+            "Plan it for vLLM (--engine vllm), whose KDA + MLA layout kvscope follows.",
+        )
     if hybrid and (_sglang_algorithm(eng) is not None or not sglang_mamba.modelled(eng.version)):
         raise KvscopeError(
             f"SGLang's budget for {model.name} is not modelled here: its linear-attention "

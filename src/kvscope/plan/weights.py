@@ -128,8 +128,10 @@ def _attention_params_per_rank(att: AttentionLayer, tp: int) -> tuple[float, flo
         return (total - replicated) / tp, float(replicated)
     if att.kind == "gdn":
         # Gated DeltaNet: projections, conv and per-head scalars split by heads; the gated
-        # RMSNorm over one value head is replicated (vLLM qwen3_next.py).
-        return (total - att.lin_v_dim) / tp, float(att.lin_v_dim)
+        # RMSNorm over one value head is replicated (vLLM qwen3_next.py); KDA also keeps its
+        # f_a projection whole (ReplicatedLinear in vLLM's KimiDeltaAttention).
+        whole = att.kda_replicated_params() if att.lin_variant == "kda" else att.lin_v_dim
+        return (total - whole) / tp, float(whole)
     # DeepSeek V4: per-head query up-projection and the grouped output projection are
     # sharded by heads; the shared K=V head, compressors and indexer are replicated.
     ql = att.q_lora_rank or h

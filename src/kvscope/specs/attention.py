@@ -18,6 +18,9 @@ Kinds (``AttentionLayer.kind``):
 - ``gdn``: Gated DeltaNet linear attention (Qwen3-Next, arXiv 2412.06464): no per-token KV,
   a fixed per-request state (causal-conv window and one key x value matrix per value head).
   The full-attention layers beside it are gated (``output_gate``: q_proj doubled).
+  Kimi Delta Attention (``lin_variant`` ``kda``: Kimi Linear / Kimi K3, arXiv 2510.26692)
+  keeps the same state shapes (vLLM ``MambaStateShapeCalculator.kda_state_shape``) with its
+  own projections; the MLA layers beside it may carry an output gate (``g_proj``).
 
 Cache entry sizes (bytes) and their sources:
 - V3.2 ``fp8_ds_mla`` record: 656 B = 512 fp8 NoPE + 4 fp32 scales (16 B) + 64 bf16 RoPE
@@ -101,6 +104,10 @@ class AttentionLayer:
     # whether the config names ``mamba_ssm_dtype`` (else the recurrent state is in the
     # model dtype above, vLLM's "auto"; SGLang then keeps it in float32)
     ssm_dtype_named: bool = False
+    # "kda": Kimi Delta Attention's projections (kind "gdn"); kda_full_gate: its output gate
+    # is one full-rank g_proj (Kimi K3's use_full_rank_gate) rather than g_a / g_b
+    lin_variant: str = ""
+    kda_full_gate: bool = False
 
     @property
     def is_mla_family(self) -> bool:
@@ -136,6 +143,8 @@ class AttentionLayer:
             kv_b = self.kv_lora_rank * nh * (self.qk_nope_head_dim + self.v_head_dim)
             o = nh * self.v_head_dim * h
             n = q + kv_a + kv_b + o
+            if self.output_gate:  # Kimi Linear's mla_use_output_gate: g_proj h -> heads x v
+                n += h * nh * self.v_head_dim
             if self.kind == "mla_sparse":
                 # V3.2 indexer: wq_b, wk, k_norm (LayerNorm weight+bias), weights_proj.
                 q_in = self.q_lora_rank or h
@@ -151,10 +160,29 @@ class AttentionLayer:
         # causal conv1d over q|k|v without bias, dt_bias and A_log per value head, the gated
         # RMSNorm over one value head, out_proj.
         h = self.hidden_size
+        if self.lin_variant == "kda":
+            return self._kda_params()
         kd, vd = self.lin_k_heads * self.lin_k_dim, self.lin_v_heads * self.lin_v_dim
         n = h * (2 * kd + 2 * vd) + h * 2 * self.lin_v_heads
         n += (2 * kd + vd) * self.conv_kernel + 2 * self.lin_v_heads + self.lin_v_dim
         return n + vd * h
+
+    def _kda_params(self) -> int:
+        # vLLM KimiDeltaAttention (kimi_gdn_linear_attn.py, 0.25.0; models/kimi_k3/nvidia/
+        # kda.py, 0.34.0): q/k/v h -> heads x dim, their depthwise convs, f_a (h -> dim) and
+        # f_b (dim -> heads x dim), b_proj (h -> heads), A_log (heads), dt_bias (heads x dim),
+        # the output gate (g_proj h -> heads x dim, or g_a / g_b through dim), o_norm (dim),
+        # o_proj. Kimi K3's checkpoint lists exactly these tensors.
+        h, heads, d = self.hidden_size, self.lin_v_heads, self.lin_v_dim
+        p = heads * d
+        n = 3 * h * p + 3 * p * self.conv_kernel + h * d + d * p + h * heads + heads + p
+        n += h * p if self.kda_full_gate else h * d + d * p
+        return n + d + p * h
+
+    def kda_replicated_params(self) -> int:
+        """KDA weights every TP rank holds whole: f_a, o_norm (and g_a without a full gate)."""
+        h, d = self.hidden_size, self.lin_v_dim
+        return h * d + d + (0 if self.kda_full_gate else h * d)
 
     def gdn_state_bytes(self, tp: int = 1) -> int:
         """Per-request state of one Gated DeltaNet layer on one TP rank: the conv window

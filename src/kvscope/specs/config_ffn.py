@@ -6,6 +6,8 @@ Keys by family (transformers configuration names):
   ``mlp_only_layers``, ``shared_expert_intermediate_size``.
 - DeepSeek / Kimi / GLM-4.5: ``n_routed_experts``, ``moe_intermediate_size`` (required),
   ``n_shared_experts``, ``first_k_dense_replace``, ``moe_layer_freq``.
+- Kimi Linear / Kimi K3: ``num_experts``, ``num_experts_per_token``, ``num_shared_experts``,
+  ``moe_intermediate_size``; K3's ``routed_expert_hidden_size`` latent experts.
 - Llama 4: ``intermediate_size`` is the expert and shared-expert width,
   ``intermediate_size_mlp`` the dense one, ``interleave_moe_layer_step`` the MoE period
   (layer i is MoE when ``(i + 1) % step == 0``, vLLM ``llama4.py``); one shared expert.
@@ -42,6 +44,7 @@ def ffn_layers(c: _Cfg, model_type: str, h: int, n_layers: int) -> list[FFNLayer
     # gpt-oss also spells it experts_per_token; a config with neither is told the usual name
     k_key = "experts_per_token" if c.has("experts_per_token") else "num_experts_per_tok"
     k_key = "num_experts_per_tok" if c.has("num_experts_per_tok") else k_key
+    k_key = "num_experts_per_token" if c.has("num_experts_per_token") else k_key  # Kimi Linear
     top_k = c.integer(k_key)
     if top_k > n_exp:
         raise c.fail(k_key, f"({top_k}) exceeds the number of experts ({n_exp})")
@@ -55,7 +58,8 @@ def ffn_layers(c: _Cfg, model_type: str, h: int, n_layers: int) -> list[FFNLayer
         expert_i = dense_i
     if not expert_i:
         raise c.fail("moe_intermediate_size", "is missing")
-    n_shared = c.integer("n_shared_experts", default=1 if llama4 else 0, minimum=0)
+    shared_key = "num_shared_experts" if c.has("num_shared_experts") else "n_shared_experts"
+    n_shared = c.integer(shared_key, default=1 if llama4 else 0, minimum=0)
     shared_i = n_shared * expert_i
     if c.has("shared_expert_intermediate_size"):
         shared_i = c.integer("shared_expert_intermediate_size", minimum=0)
@@ -69,6 +73,7 @@ def ffn_layers(c: _Cfg, model_type: str, h: int, n_layers: int) -> list[FFNLayer
         num_shared_experts=n_shared,
         shared_intermediate_size=shared_i,
         expert_bias=model_type == "gpt_oss",
+        **_latent(c, h),
     )
     dense = FFNLayer("dense", h, intermediate_size=dense_i)
     first_dense = c.integer("first_k_dense_replace", default=0, minimum=0)
@@ -87,6 +92,17 @@ def ffn_layers(c: _Cfg, model_type: str, h: int, n_layers: int) -> list[FFNLayer
             raise c.fail(dense_key, f"is missing but layer {i} is dense")
         out.append(moe if is_moe else dense)
     return out
+
+
+def _latent(c: _Cfg, h: int) -> dict[str, int]:
+    """Kimi K3's latent MoE: experts of ``routed_expert_hidden_size`` inputs, a replicated
+    down (h -> latent) and up (latent -> h) projection and, with ``latent_moe_use_norm``, an
+    RMSNorm over the latent (vLLM ``models/kimi_k3/nvidia/model.py``, 0.34.0)."""
+    if not c.has("routed_expert_hidden_size"):
+        return {}
+    latent = c.integer("routed_expert_hidden_size")
+    norm = latent if c.boolean("latent_moe_use_norm", False) else 0
+    return {"expert_input_size": latent, "latent_params": 2 * h * latent + norm}
 
 
 def _layer_list(c: _Cfg, key: str) -> set[int]:

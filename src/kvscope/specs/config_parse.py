@@ -21,6 +21,7 @@ Which keys mean what, by family (names as in the transformers configuration clas
   layer left out), MiniMax-M2 (``qk_norm_type`` per_layer), Llama 4 (shared expert,
   ``interleave_moe_layer_step``; chunked local attention is planned as full attention) and
   vision towers of ``text_config`` + ``vision_config`` wrappers: :mod:`families`.
+- Kimi Linear / Kimi K3 (KDA + gated MLA hybrid): :mod:`config_kimi_linear`.
 FFN keys are read in :mod:`config_ffn`.
 """
 
@@ -34,6 +35,11 @@ from kvscope.specs import families, quant
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.config_dsv41 import dsv4_attention, dsv41_layers
 from kvscope.specs.config_ffn import ffn_layers
+from kvscope.specs.config_kimi_linear import (
+    KIMI_LINEAR_TYPES,
+    attention_residual_params,
+    kimi_linear_layers,
+)
 from kvscope.specs.config_linear import HYBRID_LINEAR_TYPES, hybrid_layers
 from kvscope.specs.dtypes import canonical_dtype, resolve_model_dtype
 from kvscope.specs.model import LayerSpec, ModelSpec, Published
@@ -154,7 +160,7 @@ def _vision_shape(raw: Mapping[str, Any]) -> tuple[int, int]:
     vision = raw.get("vision_config")
     if not isinstance(vision, Mapping):
         return 0, 0
-    prefix = "vt_" if raw.get("model_type") == "kimi_k25" else ""
+    prefix = "vt_" if raw.get("model_type") in ("kimi_k25", "kimi_k3") else ""
     layers = vision.get(prefix + "num_hidden_layers")
     width = vision.get(prefix + "hidden_size")
     return (
@@ -193,6 +199,9 @@ def parse_config(
         att0 = attentions[0]  # MiniMax-M2: one norm over all q heads, one over all k heads
         per_layer_extra += (att0.num_heads + att0.num_kv_heads) * att0.head_dim
     final = h  # final norm
+    res_layer, res_final = attention_residual_params(c, h)  # Kimi K3
+    per_layer_extra += res_layer
+    final += res_final
     if hc:
         # mHC: two mixers per layer, each fn (mix x hc*h) + base (mix) + scale (3),
         # mix = (2 + hc) * hc; one output-side collapse of hc x hc*h + hc + 1.
@@ -335,6 +344,8 @@ def _attention_layers(
 ) -> list[AttentionLayer]:
     if model_type in HYBRID_LINEAR_TYPES:
         return hybrid_layers(c, h, nh, n_layers, dtype)
+    if model_type in KIMI_LINEAR_TYPES:
+        return kimi_linear_layers(c, h, nh, n_layers, dtype)
     if model_type.startswith("deepseek_v41"):
         return dsv41_layers(c, h, nh, n_layers)
     if model_type.startswith("deepseek_v4") or c.has("compress_ratios"):

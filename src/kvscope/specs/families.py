@@ -33,7 +33,9 @@ What this module owns, by family (``model_type`` of the language model):
   lightning-indexer key cache, kind ``mla_sparse``, DeepSeek-style MoE): vLLM maps
   ``GlmMoeDsaForCausalLM`` to ``deepseek_v2.py`` (``class GlmMoeDsaForCausalLM(
   DeepseekV2ForCausalLM)``, vLLM PR #34124). Kimi K2.5 (``kimi_k25``)
-  wraps a DeepSeek-V3 text model under ``text_config`` (model_type ``kimi_k2``).
+  wraps a DeepSeek-V3 text model under ``text_config`` (model_type ``kimi_k2``). Kimi K3
+  (``kimi_k3``) wraps a Kimi Linear text model (``kimi_linear``: KDA + gated MLA,
+  :mod:`kvscope.specs.config_kimi_linear`) beside a bias-free MoonViT (``moonvit_k3_params``).
 
 - Rotary caches: vLLM builds one cos/sin cache per distinct rotary embedding (``get_rope``
   is memoised on its arguments), of ``max_position_embeddings`` positions, times the factor
@@ -59,7 +61,7 @@ KNOWN_MODEL_TYPES = (
     "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
     "gemma", "gemma2", "gemma3_text", "llama4_text",
     "glm4_moe", "glm_moe_dsa", "minimax_m2", "gpt_oss",
-    "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2",
+    "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2", "kimi_linear",
 )  # fmt: skip
 
 #: Families whose attention is always MLA: a config without ``kv_lora_rank`` is refused
@@ -88,6 +90,7 @@ TEXT_MODEL_TYPE = {
     "qwen3_5_moe": "qwen3_5_moe_text",
     "kimi_k25": "deepseek_v3",
     "kimi_vl": "deepseek_v3",
+    "kimi_k3": "kimi_linear",
 }
 #: Text ``model_type`` values that name a known family's decoder under a wrapper's own name:
 #: Qwen3-VL builds its language model as ``Qwen3LLMForCausalLM`` / ``Qwen3MoeLLMForCausalLM``
@@ -250,9 +253,31 @@ def moonvit_params(get: Reader, merge: int, text_hidden: int, prefix: str = "vt_
     return n + 2 * d + (wide * wide + wide) + (wide * out + out)
 
 
+def moonvit_k3_params(get: Reader, text_hidden: int) -> int:
+    """Weights of Kimi K3's MoonViT tower and ``patchmergerv2`` projector (bias-free).
+
+    Kimi K3's checkpoint (``moonshotai/Kimi-K3`` safetensors listing): a bias-free patch
+    convolution, a ``init_pos_emb_height x init_pos_emb_width`` position table, per block two
+    RMSNorms, a fused ``wqkv`` of ``3 x qkv_hidden_size`` outputs, ``wo`` back to the tower
+    width and a two-matrix MLP, a final norm; the projector maps ``d m^2`` through
+    ``mm_hidden_size x m^2`` to the text width and ends in an RMSNorm over it (m = 2).
+    """
+    d, i = get("vt_hidden_size", None), get("vt_intermediate_size", None)
+    layers, patch = get("vt_num_hidden_layers", None), get("patch_size", None)
+    height, width = get("init_pos_emb_height", None), get("init_pos_emb_width", None)
+    qkv = get("qkv_hidden_size", d)
+    n = 3 * patch * patch * d + height * width * d
+    n += layers * (2 * d + d * 3 * qkv + qkv * d + 2 * d * i) + d
+    wide = get("mm_hidden_size", d) * 4
+    out = get("text_hidden_size", text_hidden)
+    return n + wide * wide + wide * out + out
+
+
 def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, get: Reader) -> int:
     """Vision tower plus projector weights of a wrapper of ``model_type``; 0 when unknown."""
     kind = vision.get("model_type")
+    if model_type == "kimi_k3":
+        return moonvit_k3_params(get, text_hidden)
     if model_type in ("kimi_k25", "kimi_vl"):
         merge = vision.get("merge_kernel_size") or [2, 2]
         side = merge[0] if isinstance(merge, list) and merge else 2

@@ -20,6 +20,10 @@ class FFNLayer:
         num_experts / experts_per_token / expert_intermediate_size: routed experts.
         num_shared_experts / shared_intermediate_size: always-active experts.
         expert_bias: experts and router carry biases (gpt-oss).
+        expert_input_size: the width routed experts read and write, when a latent
+            projection sits around them (Kimi K3's ``routed_expert_hidden_size``); 0 = hidden.
+        latent_params: that projection's weights (down h -> latent, up latent -> h, and the
+            latent RMSNorm), replicated on every rank and counted with the router.
     """
 
     kind: str
@@ -31,6 +35,8 @@ class FFNLayer:
     num_shared_experts: int = 0
     shared_intermediate_size: int = 0
     expert_bias: bool = False
+    expert_input_size: int = 0
+    latent_params: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -40,7 +46,7 @@ class FFNLayer:
         return 3 * self.hidden_size * self.intermediate_size if self.kind == "dense" else 0
 
     def one_expert_params(self) -> int:
-        h, i = self.hidden_size, self.expert_intermediate_size
+        h, i = self.expert_input_size or self.hidden_size, self.expert_intermediate_size
         n = 3 * h * i
         if self.expert_bias:
             n += 2 * i + h
@@ -57,7 +63,8 @@ class FFNLayer:
     def router_params(self) -> int:
         if not self.is_moe:
             return 0
-        return self.num_experts * self.hidden_size + (self.num_experts if self.expert_bias else 0)
+        n = self.num_experts * self.hidden_size + (self.num_experts if self.expert_bias else 0)
+        return n + self.latent_params
 
     def active_routed_params(self) -> int:
         return self.experts_per_token * self.one_expert_params() if self.is_moe else 0
