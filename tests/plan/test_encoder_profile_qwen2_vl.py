@@ -76,9 +76,30 @@ def test_the_output_is_the_text_width(q25, q2) -> None:
     assert p2.kept_bytes == 16_384 * 1536 * 2 + p2.pixel_bytes
 
 
-@pytest.mark.parametrize("version", [(0, 11, 0), (0, 32, 0)])
-def test_releases_not_read_are_not_modelled(q25, version) -> None:
-    assert encoder_profile(q25, version, 128_000, 2048, 256) is None
+def test_releases_not_read_are_not_modelled(q25, q2) -> None:
+    assert encoder_profile(q25, (0, 32, 0), 128_000, 2048, 256) is None
+    assert encoder_profile(q2, (0, 11, 0), 128_000, 2048, 256) is None  # its 0.11 tower
+
+
+def test_at_011_the_image_wins_the_tie_and_is_expanded_to_the_budget(q25) -> None:
+    """0.11.0 keeps the first modality on a tie (``key=lambda x: x[1]``): the Ray Data log
+    prints "budget of 16384 tokens, and profiled with 1 image items"; a larger batch budget
+    copies the output into a zeroed (budget, width) tensor."""
+    p = encoder_profile(q25, (0, 11, 0), 8192, 2048, 256)
+    assert p is not None and (p.modality, p.budget_tokens, p.items) == ("image", 16_384, 1)
+    wide = encoder_profile(q25, (0, 11, 0), 8192, 32_768, 256)
+    assert wide is not None and wide.items == 2
+    assert wide.kept_bytes - wide.pixel_bytes == 2 * (16_384 + 32_768) * 3584 * 2
+
+
+def test_011_rotates_in_float32(q25) -> None:
+    """0.11.0's attention peaks at 2 + 18 rows of the width a patch (float32 q+k and its
+    rotated copy), above its MLP's 5 x 1280 + 3 x 3420."""
+    a100 = get_gpu("a100-sxm-80gb")
+    p = encoder_profile(q25, (0, 11, 0), 8192, 2048, 256)
+    assert p is not None
+    peak = phase_bytes(q25, p, a100, 1, (0, 11, 0)) - p.pixel_bytes
+    assert peak == 65_536 * (80 + 20 * 1280) * 2
 
 
 def test_the_swiglu_tower_peaks_higher_than_the_gelu_one(q25, q2) -> None:
@@ -91,6 +112,11 @@ def test_the_swiglu_tower_peaks_higher_than_the_gelu_one(q25, q2) -> None:
     peak2 = phase_bytes(q2, p2, a100, 1, V023) - p2.pixel_bytes
     assert peak25 == 65_536 * (80 + 5 * 1280 + 3 * 3420) * 2
     assert peak2 == 65_536 * (80 + max(11 * 1280, 2 * 1280 + 2 * 5120, 3 * 1280 + 5120)) * 2
+
+
+def test_the_ray_data_l4_start_is_planned_within_two_percent() -> None:
+    case = next(c for c in load_cases() if c.id == "raydata-l4-qwen25vl3b-0.11.0")
+    assert abs(case.plan().kv_tokens / 269_568 - 1) < 0.02
 
 
 def test_the_refused_a100_start_is_planned_short_by_as_much() -> None:

@@ -71,6 +71,16 @@ Llama 4 (mllama4.py; 0.15, 0.20, 0.25, 0.27, 0.28): the largest image is 16:1
 (``get_max_num_tiles``, the processor's ``max_patches`` 16) cut into 16 tiles of 336 px plus a
 global tile, 144 embeddings each after the pixel shuffle (``get_patch_per_chunk``): 2,448 an image,
 8192 // 2448 = 3.
+Qwen2-VL / Qwen2.5-VL (``Qwen2VLProcessingInfo``, qwen2_vl.py, read at 0.11.0, 0.14.1, 0.19.0,
+0.22.0, 0.25.0, 0.27.0, 0.28.0, 0.30.0 and 0.31.0; Qwen2.5-VL's subclass changes no count): the
+largest image is the checkpoints' ``max_pixels`` (12,845,056) factored into a 128 x 128 grid of
+merged 28 px patches, 16,384 rows; a video is as many 2-frame pairs of that image as
+``max_model_len`` holds (``_get_max_video_frames`` with one video in ``mm_counts``), at most
+7 (``_MAX_FRAMES_PER_VIDEO`` 14), at least one. So at 128,000 tokens the video is profiled
+(114,688 rows: "budget of 114688 tokens, and profiled with 1 video items", vLLM 0.23.0 on an
+A100); below 32,768 both have 16,384 rows and the tie goes to "image" before 0.19 (0.11.0:
+``key=lambda x: x[1]``, a Ray Data log on L4 prints "1 image items") and to "video" from 0.19
+(``key=lambda x: (x[1], x[0])``), with the same bytes. Qwen2-VL's 0.11.0 tower is not read.
 The encoder's own transient peak (its ViT activations) is :mod:`kvscope.plan.vit_peak`'s;
 :func:`encoder_phase_bytes` adds the pixel values to it (Qwen3-VL-style towers; the pass's
 peak is the larger of that phase and the parked outputs plus the language model's pass).
@@ -224,7 +234,7 @@ def encoder_profile(
         item_pixels = rows * tower.merge_size**2 * tower.patch_values
         patches = rows * tower.merge_size**2
     elif tower.kind in QWEN2_VL_KINDS:
-        if expands:  # 0.11's qwen2_vl.py is unread
+        if expands and tower.kind != "qwen2_5_vl":  # Qwen2-VL's 0.11 tower is unread
             return None
         picked = _qwen2_vl_item(tower, version, max_model_len, limits)
         if picked is None:

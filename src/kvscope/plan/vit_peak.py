@@ -65,6 +65,12 @@ READ = ((0, 19, 0), (0, 32, 0))
 ROTARY_ONLY_KINDS = frozenset({"qwen2_vl", "qwen2_5_vl"})
 #: ``Qwen2_5_VisionBlock``: ``norm2(x, residual=x_attn)`` then a gate/up SwiGLU MLP
 FUSED_RESIDUAL_SWIGLU_KINDS = frozenset({"qwen2_5_vl"})
+#: 0.11.0's ``Qwen2_5_VisionAttention.forward`` (qwen2_5_vl.py) rotates in float32:
+#: ``apply_rotary_pos_emb_vision`` (qwen2_vl.py) takes ``t.float()`` of ``cat([q, k])``, runs
+#: vllm_flash_attn's rotary kernel into a new float32 tensor and casts it back, all live at once
+#: beside the contiguous q/k/v copies (the 0.14.1 wheel already has 0.19's bf16 path)
+FP32_ROTARY = ((0, 11, 0), (0, 12, 0))
+FP32_ROTARY_KINDS = frozenset({"qwen2_5_vl"})
 #: FlashAttention's ``supports_compute_capability``: capability >= 8.0
 FLASH_ATTN_MIN_CC = (8, 0)
 #: FlashAttention's ``supports_head_size`` below FA4: a multiple of 8, at most 256
@@ -89,7 +95,8 @@ def vit_transient_bytes(
 ) -> float:
     """Peak bytes the tower allocates over its input while it runs on ``patches`` patches (all
     dummy items), one GPU of a ``tp``-way tensor-parallel group; 0 where not modelled."""
-    if not READ[0] <= version < READ[1] or gpu.vendor != "nvidia":
+    fp32_rotary = tower.kind in FP32_ROTARY_KINDS and FP32_ROTARY[0] <= version < FP32_ROTARY[1]
+    if not (READ[0] <= version < READ[1] or fp32_rotary) or gpu.vendor != "nvidia":
         return 0.0
     if min(tower.depth, tower.width, tower.intermediate, tower.heads, patches) <= 0:
         return 0.0
@@ -104,6 +111,10 @@ def vit_transient_bytes(
     kept = d + head  # pos_embeds, and rotary cos + sin of head_dim / 2 each
     if tower.kind in ROTARY_ONLY_KINDS:
         kept = head  # no learned positions: the rotary cos + sin alone
+    if fp32_rotary:
+        # x, norm1(x), qkv, the q/k/v copies, the q+k concatenation, its float32 copy and the
+        # float32 rotated result (two rows each), then their bf16 cast
+        attention = 2 * d + 18 * d / tp
     if tower.kind in FUSED_RESIDUAL_SWIGLU_KINDS:
         # x, x_attn, the fused norm's residual and output, then gate_up, its activation and
         # down_proj's output, all live until the MLP returns
