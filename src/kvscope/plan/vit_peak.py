@@ -1,6 +1,6 @@
-"""The transient peak of a Qwen3-VL-style (or Qwen2-VL / Qwen2.5-VL) vision tower while vLLM's profiling pass (V1, or V2 from
-0.27) runs it on its dummy items, one GPU, bytes; the pass's peak is the larger of this encoder
-phase and the language model's phase (which holds the parked outputs:
+"""The transient peak of a Qwen3-VL-style (or Qwen2-VL / Qwen2.5-VL) vision tower while vLLM's
+profiling pass (V1, or V2 from 0.27) runs it on its dummy items, one GPU, bytes; the pass's peak
+is the larger of this encoder phase and the language model's phase (which holds the parked outputs:
 :mod:`kvscope.plan.encoder_profile`).
 
 Units: bytes. Source: ``Qwen3_VisionTransformer.forward`` and its blocks
