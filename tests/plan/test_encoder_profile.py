@@ -159,10 +159,10 @@ def test_llama4_profiles_three_16_to_1_images() -> None:
 
 def test_towers_without_a_modelled_output_are_left_out() -> None:
     # Kimi-VL's MoonViT is modelled (tests/plan/test_moonvit_profile.py); the same tower under
-    # a kind the module does not know (Qwen2.5-VL's) is left out
+    # a kind the module does not know (InternVL's) is left out
     with offline_hub():
         kimi = load_model("moonshotai/Kimi-VL-A3B-Instruct")
     assert kimi.vision_params > 0 and kimi.vision_output is not None
     assert encoder_profile(kimi, (0, 19, 0), 32768, 8192, 256) is not None
-    other = replace(kimi, vision_output=replace(kimi.vision_output, kind="qwen2_5_vl"))
+    other = replace(kimi, vision_output=replace(kimi.vision_output, kind="internvl_chat"))
     assert encoder_profile(other, (0, 19, 0), 32768, 8192, 256) is None

@@ -71,6 +71,16 @@ Llama 4 (mllama4.py; 0.15, 0.20, 0.25, 0.27, 0.28): the largest image is 16:1
 (``get_max_num_tiles``, the processor's ``max_patches`` 16) cut into 16 tiles of 336 px plus a
 global tile, 144 embeddings each after the pixel shuffle (``get_patch_per_chunk``): 2,448 an image,
 8192 // 2448 = 3.
+Qwen2-VL / Qwen2.5-VL (``Qwen2VLProcessingInfo``, qwen2_vl.py, read at 0.11.0, 0.14.1, 0.19.0,
+0.22.0, 0.25.0, 0.27.0, 0.28.0, 0.30.0 and 0.31.0; Qwen2.5-VL's subclass changes no count): the
+largest image is the checkpoints' ``max_pixels`` (12,845,056) factored into a 128 x 128 grid of
+merged 28 px patches, 16,384 rows; a video is as many 2-frame pairs of that image as
+``max_model_len`` holds (``_get_max_video_frames`` with one video in ``mm_counts``), at most
+7 (``_MAX_FRAMES_PER_VIDEO`` 14), at least one. So at 128,000 tokens the video is profiled
+(114,688 rows: "budget of 114688 tokens, and profiled with 1 video items", vLLM 0.23.0 on an
+A100); below 32,768 both have 16,384 rows and the tie goes to "image" before 0.19 (0.11.0:
+``key=lambda x: x[1]``, a Ray Data log on L4 prints "1 image items") and to "video" from 0.19
+(``key=lambda x: (x[1], x[0])``), with the same bytes. Qwen2-VL's 0.11.0 tower is not read.
 The encoder's own transient peak (its ViT activations) is :mod:`kvscope.plan.vit_peak`'s;
 :func:`encoder_phase_bytes` adds the pixel values to it (Qwen3-VL-style towers; the pass's
 peak is the larger of that phase and the parked outputs plus the language model's pass).
@@ -98,6 +108,7 @@ from kvscope.plan.vllm_runner import v2_by_default
 from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
+from kvscope.specs.vision_output import VisionOutput
 
 #: ``size.longest_edge`` of the ``video_preprocessor_config.json`` the Qwen/Qwen3-VL, Qwen3.5
 #: and Qwen3.6 checkpoints ship (``Qwen3VLVideoProcessor``): the pixels of all frames of a video
@@ -109,6 +120,16 @@ QWEN3_VL_VIDEO_TOKEN_FACTOR = 12.5
 QWEN3_VL_KINDS = frozenset(
     {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_vision", "qwen3_5_moe", "qwen3_5_moe_vision"}
 )
+#: Qwen2-VL / Qwen2.5-VL (qwen2_vl.py, qwen2_5_vl.py): ``max_pixels`` of the checkpoints'
+#: ``preprocessor_config.json`` (12,845,056 = 16,384 merged 28 x 28 patches), which
+#: ``get_image_size_with_most_features`` factors into a 3,584 px square
+QWEN2_VL_IMAGE_PIXELS = 12_845_056
+#: ``_MAX_FRAMES_PER_VIDEO`` (qwen2_vl.py): frames of the largest dummy video
+QWEN2_VL_MAX_FRAMES = 14
+QWEN2_VL_KINDS = frozenset({"qwen2_vl", "qwen2_5_vl"})
+#: first release whose ``get_modality_with_max_tokens`` breaks a tie by the name (0.19.0 reads
+#: ``key=lambda x: (x[1], x[0])``, so "video" wins; 0.14.1 keeps the first, "image")
+TIE_BY_NAME_SINCE = (0, 19, 0)
 #: towers whose largest image is one fixed square: Gemma 3 (SigLIP, 896 px, 256 tokens) and
 #: Mistral 3 (Pixtral, 1540 px, one token a 28 x 28 merged patch: 3,025), Llama 4 (17 tiles of
 #: 336 px, 144 tokens each)
@@ -159,7 +180,7 @@ def encoder_profile(
         return None
     expands = EXPANDS[0] <= version < EXPANDS[1]
     until = PARKS[1]
-    if tower.kind in QWEN3_VL_KINDS:
+    if tower.kind in QWEN3_VL_KINDS or tower.kind in QWEN2_VL_KINDS:
         until = QWEN3_VL_PARKS_UNTIL
     elif tower.kind in FIXED_SQUARE_KINDS:
         until = FIXED_SQUARE_PARKS_UNTIL
@@ -212,6 +233,16 @@ def encoder_profile(
         # images are tiled to the temporal patch: a patch has as many values as a video's
         item_pixels = rows * tower.merge_size**2 * tower.patch_values
         patches = rows * tower.merge_size**2
+    elif tower.kind in QWEN2_VL_KINDS:
+        if expands and tower.kind != "qwen2_5_vl":  # Qwen2-VL's 0.11 tower is unread
+            return None
+        picked = _qwen2_vl_item(tower, version, max_model_len, limits)
+        if picked is None:
+            return None
+        modality, rows = picked
+        per_item = rows
+        patches = rows * tower.merge_size**2
+        item_pixels = patches * tower.patch_values
     else:
         return None
     budget = max(max_num_batched_tokens, per_item)
@@ -223,6 +254,39 @@ def encoder_profile(
     # V1 keeps its batched pixel values through the language model's pass; V2 frees them
     kept += raw + expanded + (0.0 if on_v2 else pixels)
     return EncoderProfile(modality, budget, items, rows, kept, pixels, items * patches)
+
+
+def _qwen2_vl_item(
+    tower: VisionOutput,
+    version: tuple[int, int, int],
+    max_model_len: int,
+    limits: Limits | None,
+) -> tuple[str, int] | None:
+    """(modality, rows) of the largest dummy item of a Qwen2-VL / Qwen2.5-VL tower.
+
+    An image is ``max_pixels / (patch * merge)**2`` rows (16,384). A video's frames are the
+    most whose rows fit ``max_model_len`` (``_get_max_video_frames``: ``mm_counts`` holds one
+    video), at most 14, padded to the temporal patch; each pair of frames is an image's rows
+    (``_get_vision_info``), so a video is ``min(max_model_len // image_rows, 7)`` images' rows,
+    at least one: 114,688 rows at 128,000 tokens (no timestamps: rows are tokens).
+    """
+    image_rows = QWEN2_VL_IMAGE_PIXELS // (tower.patch_size * tower.merge_size) ** 2
+    if image_rows <= 0:
+        return None
+    pairs = max(
+        1, min(max_model_len // image_rows, QWEN2_VL_MAX_FRAMES // tower.temporal_patch_size)
+    )
+    video_rows = pairs * image_rows
+    video = limit(limits, "video") > 0
+    image = limit(limits, "image") > 0
+    if not (video or image):
+        return None
+    tie_to_video = version >= TIE_BY_NAME_SINCE
+    if video and (
+        not image or video_rows > image_rows or (video_rows == image_rows and tie_to_video)
+    ):
+        return "video", video_rows
+    return "image", image_rows
 
 
 def profiles_on_stage(v2: bool, pp_rank: int) -> bool:

@@ -1,6 +1,6 @@
-"""The transient peak of a Qwen3-VL-style vision tower while vLLM's profiling pass (V1, or V2 from
-0.27) runs it on its dummy items, one GPU, bytes; the pass's peak is the larger of this encoder
-phase and the language model's phase (which holds the parked outputs:
+"""The transient peak of a Qwen3-VL-style (or Qwen2-VL / Qwen2.5-VL) vision tower while vLLM's
+profiling pass (V1, or V2 from 0.27) runs it on its dummy items, one GPU, bytes; the pass's peak
+is the larger of this encoder phase and the language model's phase (which holds the parked outputs:
 :mod:`kvscope.plan.encoder_profile`).
 
 Units: bytes. Source: ``Qwen3_VisionTransformer.forward`` and its blocks
@@ -39,6 +39,14 @@ eagerly and every named tensor lives until its function returns:
   (``intermediate / tp`` each; fc1's output is dropped once the activation returns), then
   the activation's and fc2's: ``max(2 x width + 2 x inter / tp, 3 x width + inter / tp)``.
 
+Qwen2-VL's ``Qwen2VisionBlock`` (qwen2_vl.py) has the same block and MLP shape but no learned
+positions; Qwen2.5-VL's ``Qwen2_5_VisionBlock`` (qwen2_5_vl.py, the forward read identical at
+v0.22.0-v0.31.0, 0.19's differing only in FlashInfer arguments) fuses the second norm with the
+residual add (``x``, ``x_attn``, the residual sum and the normed rows, ``4 x width``) and runs
+a gate/up SwiGLU MLP whose ``gate_up`` (``2 x inter / tp``), activation (``inter / tp``) and
+``down_proj`` output (``width``) stay live until it returns: ``5 x width + 3 x inter / tp``;
+its window reordering copies the patch rows once before the blocks.
+
 ``L`` is every patch of the dummy items (one ``flash_attn_varlen_func`` call covers them).
 The pixel values are counted by :mod:`kvscope.plan.encoder_profile`. Not modelled: other
 releases, other towers, non-NVIDIA or pre-Ampere GPUs (TORCH_SDPA / Triton / ROCm paths),
@@ -53,6 +61,16 @@ from kvscope.specs.vision_output import VisionOutput
 
 #: releases whose ViT code paths were read identical (0.19.0-0.31.x; the module docstring)
 READ = ((0, 19, 0), (0, 32, 0))
+#: towers with rotary positions only (Qwen2-VL, Qwen2.5-VL: no ``pos_embed`` table)
+ROTARY_ONLY_KINDS = frozenset({"qwen2_vl", "qwen2_5_vl"})
+#: ``Qwen2_5_VisionBlock``: ``norm2(x, residual=x_attn)`` then a gate/up SwiGLU MLP
+FUSED_RESIDUAL_SWIGLU_KINDS = frozenset({"qwen2_5_vl"})
+#: 0.11.0's ``Qwen2_5_VisionAttention.forward`` (qwen2_5_vl.py) rotates in float32:
+#: ``apply_rotary_pos_emb_vision`` (qwen2_vl.py) takes ``t.float()`` of ``cat([q, k])``, runs
+#: vllm_flash_attn's rotary kernel into a new float32 tensor and casts it back, all live at once
+#: beside the contiguous q/k/v copies (the 0.14.1 wheel already has 0.19's bf16 path)
+FP32_ROTARY = ((0, 11, 0), (0, 12, 0))
+FP32_ROTARY_KINDS = frozenset({"qwen2_5_vl"})
 #: FlashAttention's ``supports_compute_capability``: capability >= 8.0
 FLASH_ATTN_MIN_CC = (8, 0)
 #: FlashAttention's ``supports_head_size`` below FA4: a multiple of 8, at most 256
@@ -77,7 +95,8 @@ def vit_transient_bytes(
 ) -> float:
     """Peak bytes the tower allocates over its input while it runs on ``patches`` patches (all
     dummy items), one GPU of a ``tp``-way tensor-parallel group; 0 where not modelled."""
-    if not READ[0] <= version < READ[1] or gpu.vendor != "nvidia":
+    fp32_rotary = tower.kind in FP32_ROTARY_KINDS and FP32_ROTARY[0] <= version < FP32_ROTARY[1]
+    if not (READ[0] <= version < READ[1] or fp32_rotary) or gpu.vendor != "nvidia":
         return 0.0
     if min(tower.depth, tower.width, tower.intermediate, tower.heads, patches) <= 0:
         return 0.0
@@ -90,6 +109,16 @@ def vit_transient_bytes(
     attention = 3 * d + 8 * d / tp  # while self.proj runs (FlashAttention's lse is freed)
     mlp = max(2 * d + 2 * inter / tp, 3 * d + inter / tp)
     kept = d + head  # pos_embeds, and rotary cos + sin of head_dim / 2 each
+    if tower.kind in ROTARY_ONLY_KINDS:
+        kept = head  # no learned positions: the rotary cos + sin alone
+    if fp32_rotary:
+        # x, norm1(x), qkv, the q/k/v copies, the q+k concatenation, its float32 copy and the
+        # float32 rotated result (two rows each), then their bf16 cast
+        attention = 2 * d + 18 * d / tp
+    if tower.kind in FUSED_RESIDUAL_SWIGLU_KINDS:
+        # x, x_attn, the fused norm's residual and output, then gate_up, its activation and
+        # down_proj's output, all live until the MLP returns
+        mlp = 5 * d + 3 * inter / tp
     rows = patches * (kept + max(attention, mlp))
     deepstack = tower.deepstack * patches // tower.merge_size**2 * tower.merger_width
     return (rows + deepstack) * dtype_bytes

@@ -43,7 +43,8 @@ from kvscope.specs.config_kimi_linear import (
 from kvscope.specs.config_linear import HYBRID_LINEAR_TYPES, hybrid_layers
 from kvscope.specs.dtypes import canonical_dtype, resolve_model_dtype
 from kvscope.specs.model import LayerSpec, ModelSpec, Published
-from kvscope.specs.vision_output import vision_output
+from kvscope.specs.qwen2_vl_tower import QWEN2_VL_TYPES, tower_output
+from kvscope.specs.vision_output import VisionOutput, vision_output
 from kvscope.validate import count
 
 #: Largest value an architecture size may hold (2^31 - 1): engines index these dimensions
@@ -129,17 +130,22 @@ def _flatten(raw: Mapping[str, Any]) -> Mapping[str, Any]:
             merged["model_type"] = families.TEXT_MODEL_TYPE.get(top, top)
         text_type = str(merged.get("model_type") or "")
         merged["model_type"] = families.TEXT_TYPE_ALIAS.get(text_type, text_type)
-        for key in ("quantization_config", "torch_dtype", "dtype"):
+        # transformers keeps tie_word_embeddings on the wrapper (Qwen2_5_VLConfig >= 4.52)
+        for key in ("quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"):
             if merged.get(key) is None and raw.get(key) is not None:
                 merged[key] = raw[key]
         return families.with_defaults(merged)
+    flat = families.FLAT_WRAPPERS.get(str(raw.get("model_type") or ""))
+    if flat is not None and "hidden_size" in raw:  # text keys at the top level (older files)
+        return families.with_defaults({**raw, "model_type": flat})
     return families.with_defaults(raw)
 
 
 def _vision_params(raw: Mapping[str, Any], source: str, text_hidden: int) -> int:
     """Weights of a wrapper's vision tower and projector (see :mod:`families`), else 0."""
     vision = raw.get("vision_config")
-    if vision is None or "hidden_size" in raw:
+    flat = raw.get("model_type") in families.FLAT_WRAPPERS
+    if vision is None or ("hidden_size" in raw and not flat):
         return 0
     if not isinstance(vision, Mapping):
         raise ConfigError(source, "vision_config", "must be an object")
@@ -153,6 +159,15 @@ def _vision_params(raw: Mapping[str, Any], source: str, text_hidden: int) -> int
     return families.vision_params(
         str(raw.get("model_type") or ""), vision, text_hidden, lambda k, d: v.integer(k, d)
     )
+
+
+def _tower_output(raw: Mapping[str, Any], hidden: int) -> VisionOutput | None:
+    """What vLLM's profiling pass needs of the tower (:mod:`vision_output`)."""
+    top = str(raw.get("model_type") or "")
+    vision = raw.get("vision_config")
+    if top in QWEN2_VL_TYPES and isinstance(vision, Mapping):
+        return tower_output(top, vision, hidden)
+    return vision_output(raw, hidden)
 
 
 def _vision_shape(raw: Mapping[str, Any]) -> tuple[int, int]:
@@ -231,7 +246,7 @@ def parse_config(
         vision_params=vision,
         vision_layers=vision_layers,
         vision_width=vision_width,
-        vision_output=vision_output(raw, h) if vision else None,
+        vision_output=_tower_output(raw, h) if vision else None,
         rope_cache_positions=families.rope_cache_positions(c.raw, model_type, max_pos),
         partial_rotary_factor=_rotary_fraction(c),
         hc_mult=hc,

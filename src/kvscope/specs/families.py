@@ -28,7 +28,8 @@ What this module owns, by family (``model_type`` of the language model):
   (Mistral 3: transformers ``PixtralVisionModel``, bias-free, gated SiLU MLP) with Mistral 3's
   projector (RMSNorm, patch merger ``d * s^2 -> d``, two linears to the text width); Kimi
   K2.5's MoonViT-3D with its ``patchmerger`` projector and Kimi-VL's 2D MoonViT with its
-  MLP projector (``moonvit_params``). Other towers are not counted yet.
+  MLP projector (``moonvit_params``); Qwen2-VL's and Qwen2.5-VL's towers
+  (:mod:`kvscope.specs.qwen2_vl_tower`). Other towers are not counted yet.
 - 2026 families: GLM-5 (``glm_moe_dsa``) is DeepSeek-V3.2's layout (MLA latent plus a
   lightning-indexer key cache, kind ``mla_sparse``, DeepSeek-style MoE): vLLM maps
   ``GlmMoeDsaForCausalLM`` to ``deepseek_v2.py`` (``class GlmMoeDsaForCausalLM(
@@ -52,6 +53,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from kvscope.specs.qwen2_vl_tower import QWEN2_VL_TYPES, tower_params
 
 #: Language-model ``model_type`` values whose architecture the parser knows (wrappers are
 #: read through their ``text_config``: gemma3, llama4, mistral3, kimi_vl, kimi_k25); any
@@ -91,12 +94,25 @@ TEXT_MODEL_TYPE = {
     "kimi_k25": "deepseek_v3",
     "kimi_vl": "deepseek_v3",
     "kimi_k3": "kimi_linear",
+    "qwen2_vl": "qwen2",
+    "qwen2_5_vl": "qwen2",
 }
 #: Text ``model_type`` values that name a known family's decoder under a wrapper's own name:
 #: Qwen3-VL builds its language model as ``Qwen3LLMForCausalLM`` / ``Qwen3MoeLLMForCausalLM``
 #: (vLLM ``vllm/model_executor/models/qwen3_vl.py`` and ``qwen3_vl_moe.py``, v0.11.0), i.e.
 #: the Qwen3 / Qwen3-MoE decoders with interleaved M-RoPE, which changes no weight or KV size.
-TEXT_TYPE_ALIAS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}
+TEXT_TYPE_ALIAS = {
+    "qwen3_vl_text": "qwen3",
+    "qwen3_vl_moe_text": "qwen3_moe",
+    # Qwen2-VL / Qwen2.5-VL: the Qwen2 decoder with M-RoPE (vLLM qwen2_vl.py, qwen2_5_vl.py
+    # build it as Qwen2ForCausalLM)
+    "qwen2_vl_text": "qwen2",
+    "qwen2_5_vl_text": "qwen2",
+}
+#: Wrappers whose older config files keep the text model's keys at the top level, beside
+#: ``vision_config`` (Qwen/Qwen2.5-VL-7B-Instruct, Qwen/Qwen2-VL-7B-Instruct: transformers
+#: 4.41-4.49 files); the text model is then read from the top level under its own type.
+FLAT_WRAPPERS = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
 #: Families whose ``sliding_window`` applies to every layer when ``layer_types`` is absent.
 SLIDING_ALL_LAYERS = ("mistral", "mixtral", "phi3")
 #: Families with a fixed sliding/global period when ``layer_types`` is absent.
@@ -278,6 +294,8 @@ def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, 
     kind = vision.get("model_type")
     if model_type == "kimi_k3":
         return moonvit_k3_params(get, text_hidden)
+    if model_type in QWEN2_VL_TYPES:  # the tower's files name no type, or the wrapper's
+        return tower_params(model_type, get, text_hidden)
     if model_type in ("kimi_k25", "kimi_vl"):
         merge = vision.get("merge_kernel_size") or [2, 2]
         side = merge[0] if isinstance(merge, list) and merge else 2
