@@ -175,6 +175,23 @@ def test_readme_states_the_current_counts() -> None:
     assert (int(m[2]), int(m[3])) == (sum(e <= 0.05 for e in scored), len(scored))
     assert float(m[4]) == round(100 * statistics.median(scored), 2)
     assert (int(m[5]), int(m[6])) == (sum(e <= 0.05 for e in every), len(every))
+    # the releases and GPU types the sentence names are the rows' own
+    from kvscope.specs.hardware import get_gpu
+
+    span = re.search(
+        r"\(vLLM (\d+\.\d+)-(\d+\.\d+) and SGLang (\d+\.\d+)-(\d+\.\d+(?:\.\d+)?);", text
+    )
+    gpus = re.search(r"; (\d+) GPU types\)", text)
+    assert span and gpus, "README: the start-up-log sentence changed shape"
+
+    def minor(v: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in v.split(".")[:3] if p.isdigit())
+
+    for engine, low, high in (("vllm", span[1], span[2]), ("sglang", span[3], span[4])):
+        seen = [minor(r.case.row["version"]) for r in RESULTS if r.case.row["engine"] == engine]
+        assert min(seen)[:2] == minor(low)[:2], (engine, min(seen))
+        assert max(seen)[: len(minor(high))] == minor(high), (engine, max(seen))
+    assert int(gpus[1]) == len({get_gpu(r.case.row["gpu"]).name for r in RESULTS})
 
 
 def test_hub_ids_refuses_a_repeated_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
