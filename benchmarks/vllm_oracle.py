@@ -7,9 +7,10 @@ Runs inside a separate venv holding vllm==0.33.0 (CPU torch), never the project'
 For each model kind it builds the per-layer KV-cache specs vLLM's attention layers declare
 (FullAttentionSpec for GQA, MLAAttentionSpec for MLA, SlidingWindowSpec for gpt-oss's
 windowed layers; Gemma 4's from transformers' own per-layer config), lets vLLM group them
-and size the pool from an available-memory figure (``get_kv_cache_groups``, ``get_kv_cache_configs``, ``get_kv_cache_capacity``), and compares
-page sizes, group counts, num_blocks and the logged token capacity with kvscope's. It needs
-no network: the VllmConfig comes from a tiny local config.json written to a temp folder.
+and size the pool from an available-memory figure (``get_kv_cache_groups``,
+``get_kv_cache_configs``, ``get_kv_cache_capacity``), and compares page sizes, group
+counts, num_blocks and the logged token capacity with kvscope's. It needs no network: the
+VllmConfig comes from a tiny local config.json written to a temp folder.
 Prints one line per case and exits 1 on any mismatch.
 """
 
