@@ -160,6 +160,7 @@ CASES = [  # model, tp, kv dtype, block, max_model_len, batched tokens, availabl
     (str(ROOT / "tests/plan/data/configs/gemma-4-31b-it.json"), 2, "fp8", 16, 65536, 2048, 20.0),
     (str(ROOT / "tests/plan/data/configs/gemma-4-26b-a4b.json"), 1, "auto", 16, 131072, 8192, 30.0),
     (str(ROOT / "tests/plan/data/configs/gemma-4-e2b-it.json"), 1, "auto", 16, 131072, 8192, 60.0),
+    (str(ROOT / "tests/plan/data/configs/gemma-4-e4b-it.json"), 2, "fp8", 32, 32768, 2048, 12.0),
 ]
 
 

@@ -83,9 +83,17 @@ def test_kv_shared_layers_keep_no_cache() -> None:
     assert {(g.kind, g.block_size) for g in layout.groups} == {("sliding", 32), ("full", 16)}
 
 
+def test_e4b_keeps_24_caches() -> None:
+    # A public runtime's model topology for E4B: kv_cache_layers 24 (35 sliding, 7 full,
+    # num_kv_shared_layers 18), so the last 18 layers own nothing
+    m = _load("gemma-4-e4b-it.json")
+    groups = {g.kind: len(g.layers) for g in m.kv_groups("bfloat16") if g.caches}
+    assert groups == {"sliding": 20, "full": 4}
+
+
 @settings(max_examples=40, deadline=None)
 @given(
-    name=st.sampled_from(["gemma-4-31b-it.json", "gemma-4-26b-a4b.json", "gemma-4-e2b-it.json"]),
+    name=st.sampled_from([f"gemma-4-{n}.json" for n in ("31b-it", "26b-a4b", "e2b-it", "e4b-it")]),
     tp=st.sampled_from([1, 2, 4, 8]),
     block=st.sampled_from([16, 32, 64]),
     kv=st.sampled_from(["bfloat16", "fp8"]),
