@@ -24,8 +24,8 @@ gemma4.py`` and ``vllm/transformers_utils/configs/gemma4.py`` in the 0.25.0-0.31
   position table of ``2 x position_embedding_size x width``, per layer bias-free q/k/v/o, q/k
   norms of ``head_dim``, four RMSNorms and a gated MLP, ``std_bias``/``std_scale`` when
   ``standardize``; then ``embed_vision`` (width -> text hidden, weightless norm).
-  google/gemma-4-31B-it's safetensors hold 31,273,088,876 parameters (the checkpoint report,
-  code index id 62810419502); vLLM allocates 10 x 5,376 x 2,048 more for the V slots.
+  google/gemma-4-31B-it's safetensors (huggingface.co/google/gemma-4-31B-it, two shards) hold
+  31,273,088,876 parameters; vLLM allocates 10 x 5,376 x 2,048 more for the V slots.
   The audio tower of E2B/E4B is not counted.
 
 Units: parameter counts.
