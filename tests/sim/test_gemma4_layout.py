@@ -29,6 +29,8 @@ def test_31b_full_blocks_hold_twice_the_tokens() -> None:
     # 16 sliding KV heads of 256 against 4 global ones of 512: the global page per token is
     # half the sliding one, so vLLM doubles the global group's block (32 tokens)
     model = parse_config(json.loads((CONFIGS / "gemma-4-31b-it.json").read_text()), "31b")
-    sim = layout_for(model, 16)
+    sim = layout_for(model, 16, tp=1)
     assert (sim.block_size, sim.windows[0].block_tokens) == (32, 16)
     assert sim.full_blocks(32_768) == 1024
+    # llama.cpp's slots (no tp): no page unification
+    assert layout_for(model, 16).block_size == 16

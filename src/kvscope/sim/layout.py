@@ -172,14 +172,16 @@ def deepseek_v41_layout(model: object, indexer: str = "fp8") -> KVLayout:
 
 
 def layout_for(
-    model: object, block_size: int | None = None, indexer: str = "fp8", tp: int = 1
+    model: object, block_size: int | None = None, indexer: str = "fp8", tp: int | None = None
 ) -> KVLayout:
     """The block layout vLLM uses for ``model`` (a :class:`kvscope.specs.model.ModelSpec`);
     ``indexer``: the V3.2/V4 indexer key cache dtype (``EngineConfig.indexer_dtype``).
 
-    Where full and sliding layers keep unequal bytes a token on a rank of ``tp`` (Gemma 4), the
-    smaller page's group takes ``block_size x`` the page ratio in tokens, as vLLM's
-    ``unify_kv_cache_spec_page_size`` sets it (:func:`kvscope.plan.kv_layout.unified_page_layout`).
+    With ``tp`` (a vLLM pool on ranks of that tensor-parallel size), where full and sliding
+    layers keep unequal bytes a token (Gemma 4), the smaller page's group takes ``block_size x``
+    the page ratio in tokens, as vLLM's ``unify_kv_cache_spec_page_size`` sets it
+    (:func:`kvscope.plan.kv_layout.unified_page_layout`); without it every group keeps
+    ``block_size`` (llama.cpp's slots have no pages to unify).
     """
     from kvscope.plan.dsv41_pool import CACHE_BLOCK
     from kvscope.specs.model import ModelSpec
@@ -200,12 +202,12 @@ def layout_for(
             )
         return deepseek_v4_layout()
     bs = block_size or DEFAULT_BLOCK_SIZE
-    groups = [g for g in model.kv_groups(tp=tp) if g.caches]
+    groups = [g for g in model.kv_groups(tp=tp or 1) if g.caches]
     entries = [sum(c.entry_bytes for c in g.caches) for g in groups]
     widest = max((e for e in entries if e > 0), default=0.0)
 
     def tokens(entry: float) -> int:
-        ratio = widest / entry if entry > 0 else 1.0
+        ratio = widest / entry if entry > 0 and tp is not None else 1.0
         return bs * int(ratio) if ratio == int(ratio) else bs
 
     windows: list[WindowGroup] = []
