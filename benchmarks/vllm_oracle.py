@@ -6,10 +6,11 @@ Runs inside a separate venv holding vllm==0.33.0 (CPU torch), never the project'
 
 For each model kind it builds the per-layer KV-cache specs vLLM's attention layers declare
 (FullAttentionSpec for GQA, MLAAttentionSpec for MLA, SlidingWindowSpec for gpt-oss's
-windowed layers), lets vLLM group them and size the pool from an available-memory figure
-(``get_kv_cache_groups``, ``get_kv_cache_configs``, ``get_kv_cache_capacity``), and compares
-page sizes, group counts, num_blocks and the logged token capacity with kvscope's. It needs
-no network: the VllmConfig comes from a tiny local config.json written to a temp folder.
+windowed layers; Gemma 4's from transformers' own per-layer config), lets vLLM group them
+and size the pool from an available-memory figure (``get_kv_cache_groups``,
+``get_kv_cache_configs``, ``get_kv_cache_capacity``), and compares page sizes, group
+counts, num_blocks and the logged token capacity with kvscope's. It needs no network: the
+VllmConfig comes from a tiny local config.json written to a temp folder.
 Prints one line per case and exits 1 on any mismatch.
 """
 
@@ -83,9 +84,38 @@ def vllm_config(max_model_len: int, block_size: int, tokens: int):  # type: igno
     return cfg
 
 
+def gemma4_specs(path: str, tp: int, dtype: torch.dtype, block: int) -> dict[str, object]:
+    """Gemma 4's specs from transformers' own per-layer config (``per_layer_config``, which
+    vLLM 0.33's ``Gemma4DecoderLayer`` reads for head size and KV heads), not kvscope's: the
+    last ``num_kv_shared_layers`` layers declare none (``Gemma4Attention.is_kv_shared_layer``
+    passes ``kv_sharing_target_layer_name``)."""
+    from transformers import Gemma4TextConfig
+
+    raw = json.loads(Path(path).read_text())["text_config"]
+    cfg = Gemma4TextConfig(**{k: v for k, v in raw.items() if k != "model_type"})
+    first_shared = cfg.num_hidden_layers - (cfg.num_kv_shared_layers or 0)
+    out: dict[str, object] = {}
+    for i, layer in enumerate(cfg.per_layer_config[:first_shared]):
+        kw = {
+            "block_size": block,
+            "num_kv_heads": max(1, layer.num_key_value_heads // tp),
+            "head_size": layer.head_dim,
+            "dtype": dtype,
+        }
+        if cfg.layer_types[i] == "sliding_attention":
+            out[f"model.layers.{i}.self_attn.attn"] = SlidingWindowSpec(
+                **kw, sliding_window=cfg.sliding_window
+            )
+        else:
+            out[f"model.layers.{i}.self_attn.attn"] = FullAttentionSpec(**kw)
+    return out
+
+
 def specs_for(model_name: str, tp: int, kv: str, block: int) -> dict[str, object]:
-    model = load_model(model_name)
     dtype = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
+    if "gemma-4" in model_name:
+        return gemma4_specs(model_name, tp, dtype, block)
+    model = load_model(model_name)
     out: dict[str, object] = {}
     for i, layer in enumerate(model.layers):
         att = layer.attention
@@ -124,6 +154,13 @@ CASES = [  # model, tp, kv dtype, block, max_model_len, batched tokens, availabl
     ("openai/gpt-oss-120b", 1, "auto", 16, 131072, 8192, 12.0),
     ("openai/gpt-oss-20b", 2, "auto", 16, 131072, 2048, 30.0),
     (str(ROOT / "tests/plan/data/configs/gemma-2-9b.json"), 1, "auto", 16, 8192, 8192, 54.12),
+    # Gemma 4: sliding pages twice the global ones (31B, 26B-A4B), global twice the sliding
+    # (E2B, whose last 20 layers share KV); the smaller spec's block size doubles
+    (str(ROOT / "tests/plan/data/configs/gemma-4-31b-it.json"), 1, "auto", 16, 262144, 8192, 50.0),
+    (str(ROOT / "tests/plan/data/configs/gemma-4-31b-it.json"), 2, "fp8", 16, 65536, 2048, 20.0),
+    (str(ROOT / "tests/plan/data/configs/gemma-4-26b-a4b.json"), 1, "auto", 16, 131072, 8192, 30.0),
+    (str(ROOT / "tests/plan/data/configs/gemma-4-e2b-it.json"), 1, "auto", 16, 131072, 8192, 60.0),
+    (str(ROOT / "tests/plan/data/configs/gemma-4-e4b-it.json"), 2, "fp8", 32, 32768, 2048, 12.0),
 ]
 
 

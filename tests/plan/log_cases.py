@@ -292,6 +292,7 @@ FAMILY_OF_TYPE = {
     "qwen3_5_moe": "qwen3-next/3.5",
     "gemma2": "gemma2/gemma3",
     "gemma3_text": "gemma2/gemma3",
+    "gemma4_text": "gemma4",
     "llama4_text": "llama4",
     "glm4_moe": "glm4_moe",
     "minimax_m2": "minimax_m2",

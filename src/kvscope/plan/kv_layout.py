@@ -11,6 +11,9 @@ vLLM v1 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``):
   ``group_size`` layers (the smallest per-kind layer count); one tensor is shared by one
   layer of each group, so ``block_bytes = page x group_size`` and each group draws its own
   blocks from the pool.
+- Full and sliding layers of unequal per-token bytes (Gemma 4) keep one page size: the
+  smaller spec's block size grows by the page ratio (:func:`unified_page_layout`); Gemma 4's
+  KV-shared layers own no cache and join no group.
 - DeepSeek V4 uses one pool of 256-token logical blocks; its groups (MLA, window halves,
   compressor states; a drafter's window-only layers join the window bucket) and the block
   stride follow the release (:mod:`kvscope.plan.dsv4_pool`). Up to vLLM 0.26 the logged
@@ -273,6 +276,8 @@ def vllm_layout(
     for i in layers:
         att = model.layers[i].attention
         caches = att.kv_caches(kv_dtype, tp, indexer)
+        if not caches:  # a KV-shared layer (Gemma 4) reads another layer's cache
+            continue
         entry = math.fsum(c.entry_bytes for c in caches)
         if mla_as_heads and att.kind == "mla":
             entry = float(2 * (att.num_heads // tp) * PRE_MLA_HEAD_DIM * element_bytes(kv_dtype))
@@ -292,6 +297,8 @@ def vllm_layout(
         window = per_layer[0][2]
         group = KVGroupLayout(kind, len(per_layer), block_size, window)
         return KVLayout((group,), block_size, int(block_size * total_per_token), total_per_token)
+    if len({e for _, e, _ in per_layer}) > 1:
+        return unified_page_layout(per_layer, block_size)
     # Hybrid full + sliding: groups of the smallest per-kind count share one tensor per slot.
     group_size = min(counts.values())
     page = max(e for _, e, _ in per_layer) * block_size
@@ -301,6 +308,33 @@ def vllm_layout(
         for g in range(math.ceil(n / group_size)):
             size = min(group_size, n - g * group_size)
             groups.append(KVGroupLayout(kind, size, block_size, window))
+    history = math.fsum(e for k, e, _ in per_layer if k != "sliding")
+    return KVLayout(tuple(groups), block_size, int(page * group_size), history)
+
+
+def unified_page_layout(
+    per_layer: list[tuple[str, float, int | None]], block_size: int
+) -> KVLayout:
+    """Full and sliding layers whose per-token bytes differ (Gemma 4: 16 x 256 sliding heads
+    against 4 x 512 global ones): vLLM's ``unify_kv_cache_spec_page_size`` raises the block size
+    of a smaller-page spec by ``max page / its page`` when that divides, else pads its page to
+    the largest; ``_get_kv_cache_groups_uniform_page_size`` then splits each spec's layers
+    into groups of the smallest count (the largest when it is under 1.5 x the smallest), one
+    page per group slot (vllm/v1/core/kv_cache_utils.py, 0.25.0-0.31.0 wheels)."""
+    max_entry = max(e for _, e, _ in per_layer)
+    page = max_entry * block_size
+    specs: dict[tuple[str, float, int | None], int] = {}
+    for key in per_layer:
+        specs[key] = specs.get(key, 0) + 1
+    smallest, largest = min(specs.values()), max(specs.values())
+    group_size = largest if largest < smallest * 1.5 else smallest
+    groups: list[KVGroupLayout] = []
+    for (kind, entry, window), n in specs.items():
+        ratio = max_entry / entry
+        size = block_size * int(ratio) if ratio == int(ratio) else block_size
+        for g in range(math.ceil(n / group_size)):
+            layers_in = min(group_size, n - g * group_size)
+            groups.append(KVGroupLayout(kind, layers_in, size, window, int(page)))
     history = math.fsum(e for k, e, _ in per_layer if k != "sliding")
     return KVLayout(tuple(groups), block_size, int(page * group_size), history)
 

@@ -171,6 +171,12 @@ def plan_memory(
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
     kinds = attention_kinds(model)
     _check_inputs(model, gpu, par, eng, kv_dtype)
+    if eng.engine == "sglang" and model.model_type == "gemma4_text":
+        raise KvscopeError(
+            f"{model.name} is Gemma 4, whose SGLang memory pools (per-type head sizes, "
+            "KV-shared layers) kvscope does not model yet; plan it under vLLM.",
+            "Use --engine vllm.",
+        )
     if model.is_deepseek_v4 or ("mla_sparse" in kinds and is_fp8(kv_dtype)):
         # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).

@@ -222,6 +222,9 @@ def rank_weights(
             else vocab_rank
         )
         params["embedding"] = vocab_embed * model.hidden_size
+        # Gemma 4's per-layer-input table and projection (VocabParallelEmbedding /
+        # ColumnParallelLinear in vLLM gemma4.py): split over TP like the token embedding
+        params["embedding"] += model.embedding_extra_params / par.tp
         if model.vision_params:
             # A vision-language wrapper's encoder and projector are built on the first stage
             # from tensor-parallel linears (QKVParallelLinear / RowParallelLinear in

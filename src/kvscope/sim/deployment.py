@@ -119,6 +119,7 @@ def replica_pools(
         model,
         plan.block_size * cfg.decode_context_parallel_size,
         eng.indexer_dtype,
+        par.tp,
     )
     blocks = (
         plan.num_gpu_blocks

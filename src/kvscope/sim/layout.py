@@ -171,9 +171,18 @@ def deepseek_v41_layout(model: object, indexer: str = "fp8") -> KVLayout:
     return KVLayout(full[0].block_size, windows, "deepseek_v41", rings)
 
 
-def layout_for(model: object, block_size: int | None = None, indexer: str = "fp8") -> KVLayout:
+def layout_for(
+    model: object, block_size: int | None = None, indexer: str = "fp8", tp: int | None = None
+) -> KVLayout:
     """The block layout vLLM uses for ``model`` (a :class:`kvscope.specs.model.ModelSpec`);
-    ``indexer``: the V3.2/V4 indexer key cache dtype (``EngineConfig.indexer_dtype``)."""
+    ``indexer``: the V3.2/V4 indexer key cache dtype (``EngineConfig.indexer_dtype``).
+
+    With ``tp`` (a vLLM pool on ranks of that tensor-parallel size), where full and sliding
+    layers keep unequal bytes a token (Gemma 4), the smaller page's group takes ``block_size x``
+    the page ratio in tokens, as vLLM's ``unify_kv_cache_spec_page_size`` sets it
+    (:func:`kvscope.plan.kv_layout.unified_page_layout`); without it every group keeps
+    ``block_size`` (llama.cpp's slots have no pages to unify).
+    """
     from kvscope.plan.dsv41_pool import CACHE_BLOCK
     from kvscope.specs.model import ModelSpec
 
@@ -193,13 +202,25 @@ def layout_for(model: object, block_size: int | None = None, indexer: str = "fp8
             )
         return deepseek_v4_layout()
     bs = block_size or DEFAULT_BLOCK_SIZE
+    groups = [g for g in model.kv_groups(tp=tp or 1) if g.caches]
+    entries = [sum(c.entry_bytes for c in g.caches) for g in groups]
+    widest = max((e for e in entries if e > 0), default=0.0)
+
+    def tokens(entry: float) -> int:
+        ratio = widest / entry if entry > 0 and tp is not None else 1.0
+        return bs * int(ratio) if ratio == int(ratio) else bs
+
     windows: list[WindowGroup] = []
-    for g in model.kv_groups():
+    full_bs = bs
+    for g, entry in zip(groups, entries, strict=True):
+        if g.kind == "full" and entry > 0:
+            full_bs = tokens(entry)
         for c in g.caches:
             if c.window_tokens is not None and c.entry_bytes > 0:
-                windows.append(WindowGroup(f"{g.kind}_{c.name}", bs, c.window_tokens))
+                windows.append(WindowGroup(f"{g.kind}_{c.name}", tokens(entry), c.window_tokens))
                 break
     # One pool unit per group with the same page size: several sliding groups with the same
     # window merge into one in vLLM's hybrid grouping; keep one per distinct window.
     uniq = {(w.block_tokens, w.window_tokens): w for w in windows}
-    return KVLayout(block_size=bs, windows=tuple(uniq.values()), name="hybrid" if uniq else "full")
+    name = "hybrid" if uniq else "full"
+    return KVLayout(block_size=full_bs, windows=tuple(uniq.values()), name=name)

@@ -108,6 +108,11 @@ class AttentionLayer:
     # is one full-rank g_proj (Kimi K3's use_full_rank_gate) rather than g_a / g_b
     lin_variant: str = ""
     kda_full_gate: bool = False
+    # Gemma 4: ``attention_k_eq_v`` global layers ship k_proj only (K reused as V; vLLM still
+    # allocates the V slot of its fused qkv_proj and caches V beside K), and the last
+    # ``num_kv_shared_layers`` layers project Q only and read an earlier layer's cache
+    k_eq_v: bool = False
+    kv_shared: bool = False
 
     @property
     def is_mla_family(self) -> bool:
@@ -121,7 +126,7 @@ class AttentionLayer:
             return self._gdn_params()
         if self.kind in ("full", "sliding"):
             q = h * nh * self.head_dim * (2 if self.output_gate else 1)
-            kv = 2 * h * self.num_kv_heads * self.head_dim
+            kv = 0 if self.kv_shared else 2 * h * self.num_kv_heads * self.head_dim
             o = nh * self.v_head_dim * h
             n = q + kv + o
             if self.qkv_bias:
@@ -129,7 +134,7 @@ class AttentionLayer:
             if self.o_bias:
                 n += h
             if self.qk_norm:
-                n += 2 * self.head_dim
+                n += self.head_dim if self.kv_shared else 2 * self.head_dim
             if self.sinks:
                 n += nh
             return n
@@ -241,6 +246,8 @@ class AttentionLayer:
         """
         if self.kind == "gdn":  # a fixed state per request, nothing per token
             return (KVCache("gdn_state", 0.0, 1, None, self.gdn_state_bytes(tp)),)
+        if self.kv_shared:  # reads an earlier layer's cache (vLLM kv_sharing_target_layer_name)
+            return ()
         if self.kind in ("full", "sliding"):
             heads = max(1, self.num_kv_heads // tp)
             entry = heads * (self.head_dim + self.v_head_dim) * element_bytes(kv_dtype)

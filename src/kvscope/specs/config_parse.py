@@ -16,6 +16,8 @@ Which keys mean what, by family (names as in the transformers configuration clas
 - DeepSeek V4: ``compress_ratios`` (0 / 4 / 128 per layer), ``o_groups``, ``o_lora_rank``,
   ``hc_mult`` (hyper-connections), ``expert_dtype`` (fp4 experts). V4.1 (``deepseek_v41``,
   ratios 0 / 1 / 2, KV and index sources, Engram): :mod:`config_dsv41`.
+- Gemma 4 (per-type head sizes and KV heads, K reused as V, KV-shared layers, a MoE block
+  beside the dense MLP, per-layer inputs): :mod:`config_gemma4`.
 - Phi-3 (model-level ``sliding_window``), Gemma 2/3 (sliding/global patterns, four norms per
   layer, configuration-class defaults), GLM-4.5 (``use_qk_norm``, q/k/v-only biases, MTP
   layer left out), MiniMax-M2 (``qk_norm_type`` per_layer), Llama 4 (shared expert,
@@ -35,6 +37,12 @@ from kvscope.specs import families, quant
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.config_dsv41 import dsv4_attention, dsv41_layers
 from kvscope.specs.config_ffn import ffn_layers
+from kvscope.specs.config_gemma4 import (
+    gemma4_embedding_extra,
+    gemma4_ffns,
+    gemma4_layer_extra,
+    gemma4_layers,
+)
 from kvscope.specs.config_kimi_linear import (
     KIMI_LINEAR_TYPES,
     attention_residual_params,
@@ -204,12 +212,15 @@ def parse_config(
     tied = c.boolean("tie_word_embeddings", default=False)
 
     resolved_dtype = resolve_model_dtype(dtype, _config_dtype(c))
+    gemma4 = model_type == "gemma4_text"
     attentions = _attention_layers(c, model_type, h, nh, n_layers, resolved_dtype)
-    ffns = ffn_layers(c, model_type, h, n_layers)
+    ffns = gemma4_ffns(c, h, n_layers) if gemma4 else ffn_layers(c, model_type, h, n_layers)
 
     hc = c.integer("hc_mult", default=0, minimum=0)
     # input and post-attention RMSNorm weights (Gemma 2/3: also pre/post feed-forward)
     per_layer_extra = families.NORMS_PER_LAYER.get(model_type, 2) * h
+    if gemma4:
+        per_layer_extra = gemma4_layer_extra(c, h)
     if c.boolean("use_qk_norm", False) and c.text("qk_norm_type") == "per_layer":
         att0 = attentions[0]  # MiniMax-M2: one norm over all q heads, one over all k heads
         per_layer_extra += (att0.num_heads + att0.num_kv_heads) * att0.head_dim
@@ -244,6 +255,7 @@ def parse_config(
         final_params=final,
         num_mtp_layers=c.integer("num_nextn_predict_layers", default=0, minimum=0),
         vision_params=vision,
+        embedding_extra_params=gemma4_embedding_extra(c, h, n_layers) if gemma4 else 0,
         vision_layers=vision_layers,
         vision_width=vision_width,
         vision_output=_tower_output(raw, h) if vision else None,
@@ -361,6 +373,8 @@ def _attention_layers(
         return hybrid_layers(c, h, nh, n_layers, dtype)
     if model_type in KIMI_LINEAR_TYPES:
         return kimi_linear_layers(c, h, nh, n_layers, dtype)
+    if model_type == "gemma4_text":
+        return gemma4_layers(c, h, nh, n_layers)
     if model_type.startswith("deepseek_v41"):
         return dsv41_layers(c, h, nh, n_layers)
     if model_type.startswith("deepseek_v4") or c.has("compress_ratios"):

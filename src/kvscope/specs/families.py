@@ -29,7 +29,8 @@ What this module owns, by family (``model_type`` of the language model):
   projector (RMSNorm, patch merger ``d * s^2 -> d``, two linears to the text width); Kimi
   K2.5's MoonViT-3D with its ``patchmerger`` projector and Kimi-VL's 2D MoonViT with its
   MLP projector (``moonvit_params``); Qwen2-VL's and Qwen2.5-VL's towers
-  (:mod:`kvscope.specs.qwen2_vl_tower`). Other towers are not counted yet.
+  (:mod:`kvscope.specs.qwen2_vl_tower`); Gemma 4's tower (:mod:`config_gemma4`). Other
+  towers are not counted yet.
 - 2026 families: GLM-5 (``glm_moe_dsa``) is DeepSeek-V3.2's layout (MLA latent plus a
   lightning-indexer key cache, kind ``mla_sparse``, DeepSeek-style MoE): vLLM maps
   ``GlmMoeDsaForCausalLM`` to ``deepseek_v2.py`` (``class GlmMoeDsaForCausalLM(
@@ -54,6 +55,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kvscope.specs.config_gemma4 import gemma4_vision_params
 from kvscope.specs.qwen2_vl_tower import QWEN2_VL_TYPES, tower_params
 
 #: Language-model ``model_type`` values whose architecture the parser knows (wrappers are
@@ -62,7 +64,7 @@ from kvscope.specs.qwen2_vl_tower import QWEN2_VL_TYPES, tower_params
 KNOWN_MODEL_TYPES = (
     "llama", "mistral", "mixtral", "granite", "phi3",
     "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
-    "gemma", "gemma2", "gemma3_text", "llama4_text",
+    "gemma", "gemma2", "gemma3_text", "gemma4_text", "llama4_text",
     "glm4_moe", "glm_moe_dsa", "minimax_m2", "gpt_oss",
     "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2", "kimi_linear",
 )  # fmt: skip
@@ -75,6 +77,7 @@ MLA_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_d
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma": {"tie_word_embeddings": True},
     "gemma2": {"tie_word_embeddings": True},
+    "gemma4_text": {"tie_word_embeddings": True},
     "gemma3_text": {
         "vocab_size": 262_208,
         "num_attention_heads": 8,
@@ -88,6 +91,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 #: The text model's type inside a wrapper whose ``text_config`` does not name it.
 TEXT_MODEL_TYPE = {
     "gemma3": "gemma3_text",
+    "gemma4": "gemma4_text",
     "llama4": "llama4_text",
     "qwen3_5": "qwen3_5_text",
     "qwen3_5_moe": "qwen3_5_moe_text",
@@ -152,7 +156,24 @@ def rope_cache_positions(cfg: Mapping[str, Any], model_type: str, max_pos: int) 
     scaled = int(max_pos * factor)
     if model_type == "gemma3_text":
         return max_pos + scaled  # local (unscaled) and global rotary embeddings
+    if model_type == "gemma4_text":
+        return max_pos + _gemma4_global_rope_positions(cfg, max_pos)
     return scaled
+
+
+def _gemma4_global_rope_positions(cfg: Mapping[str, Any], max_pos: int) -> int:
+    """Gemma 4's second rotary cache (full layers: ``global_head_dim`` rotated over its
+    ``partial_rotary_factor``, vLLM ``get_rope`` per layer type in ``gemma4.py``), in positions
+    of the sliding layers' ``head_dim`` rotary width."""
+    head, wide = cfg.get("head_dim"), cfg.get("global_head_dim")
+    params = cfg.get("rope_parameters")
+    full = params.get("full_attention") if isinstance(params, Mapping) else None
+    factor = full.get("partial_rotary_factor", 1.0) if isinstance(full, Mapping) else 1.0
+    if not isinstance(head, int) or not isinstance(wide, int) or head <= 0:
+        return max_pos
+    if not isinstance(factor, int | float) or not 0 < factor <= 1:
+        factor = 1.0
+    return int(max_pos * wide * factor / head)
 
 
 def sliding_pattern(period: int, n_layers: int) -> list[bool]:
@@ -296,6 +317,8 @@ def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, 
         return moonvit_k3_params(get, text_hidden)
     if model_type in QWEN2_VL_TYPES:  # the tower's files name no type, or the wrapper's
         return tower_params(model_type, get, text_hidden)
+    if kind == "gemma4_vision":
+        return gemma4_vision_params(vision, get, text_hidden)
     if model_type in ("kimi_k25", "kimi_vl"):
         merge = vision.get("merge_kernel_size") or [2, 2]
         side = merge[0] if isinstance(merge, list) and merge else 2

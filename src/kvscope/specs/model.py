@@ -95,6 +95,9 @@ class ModelSpec:
     final_params: int = 0  # final norm and output-side mixers outside the layers
     num_mtp_layers: int = 0
     vision_params: int = 0  # vision tower and projector of a vision-language wrapper
+    #: embedding tables beside the token embedding (Gemma 4's per-layer inputs), counted in
+    #: the ``embedding`` component
+    embedding_extra_params: int = 0
     #: the vision tower's depth and width as ``vision_config`` states them (``num_hidden_layers``,
     #: ``hidden_size``; Kimi K2.5's MoonViT: ``vt_num_hidden_layers``, ``vt_hidden_size``, the
     #: values SGLang's ``KimiK25VisionConfig`` defaults to); 0 where the key is absent or the
@@ -181,7 +184,7 @@ class ModelSpec:
     def params(self) -> dict[str, int]:
         """Parameter count by component (see :data:`COMPONENTS`)."""
         out = dict.fromkeys(COMPONENTS, 0)
-        out["embedding"] = self.vocab_size * self.hidden_size
+        out["embedding"] = self.vocab_size * self.hidden_size + self.embedding_extra_params
         out["lm_head"] = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
         for layer in self.layers:
             out["attention"] += layer.attention.num_params()
