@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kvscope.plan import dsv4_pool, dsv41_pool
@@ -299,8 +300,8 @@ def vllm_layout(
         return KVLayout((group,), block_size, int(block_size * total_per_token), total_per_token)
     if len({e for _, e, _ in per_layer}) > 1:
         return unified_page_layout(per_layer, block_size)
-    # Hybrid full + sliding: groups of the smallest per-kind count share one tensor per slot.
-    group_size = min(counts.values())
+    # Hybrid full + sliding: groups of layers_per_group layers share one tensor per slot.
+    group_size = layers_per_group(counts.values())
     page = max(e for _, e, _ in per_layer) * block_size
     groups: list[KVGroupLayout] = []
     for kind, n in counts.items():
@@ -310,6 +311,17 @@ def vllm_layout(
             groups.append(KVGroupLayout(kind, size, block_size, window))
     history = math.fsum(e for k, e, _ in per_layer if k != "sliding")
     return KVLayout(tuple(groups), block_size, int(page * group_size), history)
+
+
+def layers_per_group(counts: Iterable[int]) -> int:
+    """Layers in each KV-cache group when layers of several specs share one pool: the smallest
+    per-spec count, or the largest when it is under 1.5 x the smallest (fewer padding layers).
+    ``_get_kv_cache_groups_uniform_page_size``, vllm/v1/core/kv_cache_utils.py (0.25.0-0.31.0
+    wheels), ``kv_cache_planning.py`` at 0.34.0. A spec's layers form ``ceil(n / size)`` groups.
+    """
+    sizes = list(counts)
+    smallest, largest = min(sizes), max(sizes)
+    return largest if largest < smallest * 1.5 else smallest
 
 
 def unified_page_layout(
@@ -326,8 +338,7 @@ def unified_page_layout(
     specs: dict[tuple[str, float, int | None], int] = {}
     for key in per_layer:
         specs[key] = specs.get(key, 0) + 1
-    smallest, largest = min(specs.values()), max(specs.values())
-    group_size = largest if largest < smallest * 1.5 else smallest
+    group_size = layers_per_group(specs.values())
     groups: list[KVGroupLayout] = []
     for (kind, entry, window), n in specs.items():
         ratio = max_entry / entry

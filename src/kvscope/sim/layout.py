@@ -184,6 +184,7 @@ def layout_for(
     ``block_size`` (llama.cpp's slots have no pages to unify).
     """
     from kvscope.plan.dsv41_pool import CACHE_BLOCK
+    from kvscope.plan.kv_layout import layers_per_group
     from kvscope.specs.model import ModelSpec
 
     assert isinstance(model, ModelSpec)
@@ -210,6 +211,10 @@ def layout_for(
         ratio = widest / entry if entry > 0 and tp is not None else 1.0
         return bs * int(ratio) if ratio == int(ratio) else bs
 
+    # vLLM splits each spec's layers into groups of layers_per_group layers, and a request
+    # holds its window's blocks in every one of them (one block table per group), e.g. six
+    # sliding groups beside one full group for Gemma 3 27B (52 sliding, 10 full layers)
+    size = layers_per_group(len(g.layers) for g in groups) if groups else 1
     windows: list[WindowGroup] = []
     full_bs = bs
     for g, entry in zip(groups, entries, strict=True):
@@ -217,10 +222,12 @@ def layout_for(
             full_bs = tokens(entry)
         for c in g.caches:
             if c.window_tokens is not None and c.entry_bytes > 0:
-                windows.append(WindowGroup(f"{g.kind}_{c.name}", tokens(entry), c.window_tokens))
+                n = -(-len(g.layers) // size) if tp is not None else 1
+                for i in range(n):
+                    name = f"{g.kind}_{c.name}" + (f"_{i}" if n > 1 else "")
+                    windows.append(WindowGroup(name, tokens(entry), c.window_tokens))
                 break
-    # One pool unit per group with the same page size: several sliding groups with the same
-    # window merge into one in vLLM's hybrid grouping; keep one per distinct window.
-    uniq = {(w.block_tokens, w.window_tokens): w for w in windows}
-    name = "hybrid" if uniq else "full"
-    return KVLayout(block_size=full_bs, windows=tuple(uniq.values()), name=name)
+    if tp is None:  # llama.cpp: one SWA cache per window, not per group of layers
+        windows = list({(w.block_tokens, w.window_tokens): w for w in windows}.values())
+    name = "hybrid" if windows else "full"
+    return KVLayout(block_size=full_bs, windows=tuple(windows), name=name)
