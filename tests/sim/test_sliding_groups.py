@@ -70,3 +70,18 @@ def test_layers_per_group_takes_the_largest_only_under_one_and_a_half(
     counts: tuple[int, int], size: int
 ) -> None:
     assert layers_per_group(counts) == size
+
+
+def test_a_model_whose_layers_all_slide_holds_one_group_not_two() -> None:
+    # Phi-3-mini-4k: every layer has the 2,047-token window, so vLLM builds one sliding group;
+    # a 183-token prefill holds cdiv(183, 16) = 12 blocks in all
+    path = ROOT / "specs" / "data" / "configs" / "microsoft--Phi-3-mini-4k-instruct.json"
+    model = parse_config(json.loads(path.read_text()), "phi-3-mini-4k")
+    layout = layout_for(model, 16, tp=1)
+    assert layout.windows == ()
+    s = Scheduler(SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=8),
+                  PagedPool(2000, layout, enable_caching=True))  # fmt: skip
+    q = Sequence(0, "a", 0.0, 183, 20)
+    s.add(q)
+    s.update(s.schedule(0.0), 0.0)
+    assert s.pool.used == 12

@@ -229,5 +229,10 @@ def layout_for(
                 break
     if tp is None:  # llama.cpp: one SWA cache per window, not per group of layers
         windows = list({(w.block_tokens, w.window_tokens): w for w in windows}.values())
+    if windows and all(g.kind == "sliding" for g in groups):
+        # Every layer slides (Phi-3-mini-4k, Mistral 7B v0.1): vLLM keeps one sliding group
+        # and no full-history one. Simulated as full history: exact while a request fits its
+        # window; past it vLLM frees the out-of-window blocks, which this layout keeps.
+        return KVLayout(block_size=windows[0].block_tokens, name="sliding-only")
     name = "hybrid" if windows else "full"
     return KVLayout(block_size=full_bs, windows=tuple(windows), name=name)
