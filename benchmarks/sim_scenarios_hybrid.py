@@ -4,8 +4,8 @@ Each scenario's ``groups`` lists the KV-cache groups both sides build: kvscope t
 ``sim_vs_vllm.layout_of`` (a :class:`kvscope.sim.layout.KVLayout`), vLLM through
 ``vllm_oracle_driver.build_kv_config`` (``FullAttentionSpec``/``MLAAttentionSpec`` plus
 ``SlidingWindowSpec``/``SlidingWindowMLASpec`` groups in one ``KVCacheConfig``). Covered:
-one sliding group beside full attention (gpt-oss, Gemma 2/3: windows 32 to 512 tokens, block
-sizes 8 to 32), several windows at once, DeepSeek V4's groups as its model code declares them
+one sliding group beside full attention (gpt-oss, Gemma 2: windows 32 to 512 tokens, block
+sizes 8 to 32), six sliding groups of one window beside it (Gemma 3 27B), several windows at once, DeepSeek V4's groups as its model code declares them
 (a 256-token MLA group, two SWA groups of 64-token blocks and window 128, the C4 compressor
 state in 4-row blocks over 8 rows and the C128 state in 8-row blocks over 128), prefix
 caching on and off, pools small enough to preempt, shared-prefix workloads.
@@ -88,6 +88,8 @@ def scenarios(shared: Path | None) -> list[Scenario]:
         ],
     }
     v4 = {**base, "block_size": 256, "max_num_batched_tokens": 512, "groups": deepseek_v4()}
+    # Gemma 3 27B's groups: 10 full layers, 52 sliding ones in six groups of one window
+    gemma3 = {**base, "groups": sliding(16, 1024)[:1] + sliding(16, 1024)[1:] * 6}
     out: list[Scenario] = [
         ("swa128 b16", synthetic(11, 80, False, 400, 100), {**swa, "num_blocks": 500}),
         (
@@ -121,6 +123,16 @@ def scenarios(shared: Path | None) -> list[Scenario]:
             {**base, "block_size": 32, "groups": sliding(32, 512), "num_blocks": 400},
         ),
         ("multi-window 32+256", synthetic(18, 80, False, 400, 100), {**multi, "num_blocks": 600}),
+        (
+            "swa1024 x6 b16 (Gemma 3 27B groups)",
+            synthetic(31, 50, False, 2500, 200),
+            {**gemma3, "num_blocks": 1200},
+        ),
+        (
+            "swa1024 x6 b16, shared, preemption",
+            families(32, 50, 70, 1500, 120),
+            {**gemma3, "num_blocks": 700, "max_num_seqs": 8},
+        ),
         (
             "multi-window, shared",
             synthetic(19, 80, True, 400, 80),
