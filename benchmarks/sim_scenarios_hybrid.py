@@ -5,7 +5,8 @@ Each scenario's ``groups`` lists the KV-cache groups both sides build: kvscope t
 ``vllm_oracle_driver.build_kv_config`` (``FullAttentionSpec``/``MLAAttentionSpec`` plus
 ``SlidingWindowSpec``/``SlidingWindowMLASpec`` groups in one ``KVCacheConfig``). Covered:
 one sliding group beside full attention (gpt-oss, Gemma 2: windows 32 to 512 tokens, block
-sizes 8 to 32), six sliding groups of one window beside it (Gemma 3 27B), several windows at once, DeepSeek V4's groups as its model code declares them
+sizes 8 to 32), six sliding groups of one window beside it (Gemma 3 27B), several windows
+at once, DeepSeek V4's groups as its model code declares them
 (a 256-token MLA group, two SWA groups of 64-token blocks and window 128, the C4 compressor
 state in 4-row blocks over 8 rows and the C128 state in 8-row blocks over 128), prefix
 caching on and off, pools small enough to preempt, shared-prefix workloads.
