@@ -38,7 +38,7 @@ KDA_RECURRENT_BYTES = 4.0
 
 def kimi_linear_layers(c: _Cfg, h: int, nh: int, n_layers: int, dtype: str) -> list[AttentionLayer]:
     """One :class:`AttentionLayer` per layer: KDA (kind ``gdn``, variant ``kda``) or MLA."""
-    from kvscope.specs.config_parse import _Cfg
+    from kvscope.specs.config_parse import _Cfg, mla_layer
 
     raw = c.raw.get("linear_attn_config")
     if not isinstance(raw, Mapping):
@@ -70,20 +70,7 @@ def kimi_linear_layers(c: _Cfg, h: int, nh: int, n_layers: int, dtype: str) -> l
         lin_variant="kda",
         kda_full_gate=la.boolean("use_full_rank_gate", False),
     )
-    rope, nope = c.integer("qk_rope_head_dim"), c.integer("qk_nope_head_dim")
-    mla = AttentionLayer(
-        "mla",
-        hidden_size=h,
-        num_heads=nh,
-        num_kv_heads=1,
-        head_dim=nope + rope,
-        v_head_dim=c.integer("v_head_dim"),
-        q_lora_rank=c.opt_int("q_lora_rank"),
-        kv_lora_rank=c.integer("kv_lora_rank"),
-        qk_rope_head_dim=rope,
-        qk_nope_head_dim=nope,
-        output_gate=c.boolean("mla_use_output_gate", False),
-    )
+    mla = mla_layer(c, h, nh, output_gate=c.boolean("mla_use_output_gate", False))
     return [linear if i + 1 in kda else mla for i in range(n_layers)]
 
 

@@ -443,14 +443,12 @@ def _gqa_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> lis
     ]
 
 
-def _mla_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> list[AttentionLayer]:
+def mla_layer(c: _Cfg, h: int, nh: int, kind: str = "mla", **extra: Any) -> AttentionLayer:
+    """One MLA layer from the config's latent and head keys (``extra``: further fields)."""
     rope = c.integer("qk_rope_head_dim")
     nope = c.integer("qk_nope_head_dim")
-    # DSA: DeepSeek-V3.2 and GLM-5 (glm_moe_dsa); vLLM's deepseek_v2.py takes the sparse path
-    # when the config has index_topk
-    sparse = c.has("index_topk") or c.has("index_n_heads") or model_type == "deepseek_v32"
-    layer = AttentionLayer(
-        "mla_sparse" if sparse else "mla",
+    return AttentionLayer(
+        kind,
         hidden_size=h,
         num_heads=nh,
         num_kv_heads=1,
@@ -460,10 +458,21 @@ def _mla_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> lis
         kv_lora_rank=c.integer("kv_lora_rank"),
         qk_rope_head_dim=rope,
         qk_nope_head_dim=nope,
-        index_n_heads=c.integer("index_n_heads") if sparse else 0,
-        index_head_dim=c.integer("index_head_dim") if sparse else 0,
+        **extra,
     )
-    return [layer] * n_layers
+
+
+def _mla_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> list[AttentionLayer]:
+    # DSA: DeepSeek-V3.2 and GLM-5 (glm_moe_dsa); vLLM's deepseek_v2.py takes the sparse path
+    # when the config has index_topk
+    sparse = c.has("index_topk") or c.has("index_n_heads") or model_type == "deepseek_v32"
+    if not sparse:
+        return [mla_layer(c, h, nh)] * n_layers
+    index = {
+        "index_n_heads": c.integer("index_n_heads"),
+        "index_head_dim": c.integer("index_head_dim"),
+    }
+    return [mla_layer(c, h, nh, "mla_sparse", **index)] * n_layers
 
 
 _DSV4_KIND = {0: "dsv4_swa", 4: "dsv4_csa", 128: "dsv4_hca"}
