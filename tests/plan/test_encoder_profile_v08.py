@@ -101,3 +101,18 @@ def test_the_h100_start_is_the_pytorch_sampler() -> None:
     pass is not planned there (default limits, a video)."""
     case = next(c for c in load_cases() if c.id == "qwen3vl1057-h100-qwen25vl7b-0.8.2")
     assert abs(case.plan().kv_tokens / 905_648 - 1) < 0.05
+
+
+def test_0_9_2_moves_float32_pixels_but_holds_no_cast_copy(q25) -> None:
+    """0.9.2 drops ``as_kwargs``' dtype (float32 on the GPU, kept through the language model's
+    pass) and casts inside the tower, where the copy dies with ``patch_embed``: its tower peak
+    is 0.9.0.1's."""
+    l4 = get_gpu("l4")
+    v092 = encoder_profile(q25, (0, 9, 2), 2048, 2048, 256)
+    v090 = encoder_profile(q25, V090, 2048, 2048, 256)
+    assert v092 is not None and v090 is not None
+    assert v092.pixel_bytes == 2 * v090.pixel_bytes
+    assert v092.kept_bytes - v090.kept_bytes == v090.pixel_bytes
+    tower = phase_bytes(q25, v092, l4, 1, (0, 9, 2)) - v092.pixel_bytes
+    assert tower == phase_bytes(q25, v090, l4, 1, V090) - v090.pixel_bytes
+    assert encoder_profile(q25, (0, 9, 1), 2048, 2048, 256) is None  # not read

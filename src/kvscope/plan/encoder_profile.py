@@ -95,8 +95,9 @@ the choice (a zero image limit profiles the video) and caps the items a prompt; 
 every modality, or ``--language-model-only`` (:mod:`kvscope.plan.language_model_only`), skips
 the pass. Not modelled: ``--mm-processor-kwargs`` and the limit's dummy-size options,
 ``--skip-mm-profiling``, and other towers, whose outputs vLLM parks the same way.
-Before 0.11, Qwen2.5-VL at 0.8.2 and 0.9.0.x (the V1 pass's first dummy image, float32 pixel
-values at 0.8.2, xFormers in the tower) is :mod:`kvscope.plan.encoder_profile_v08`'s.
+Before 0.11, Qwen2.5-VL at 0.8.2, 0.9.0.x and 0.9.2 (the V1 pass's first dummy image, float32
+pixel values at 0.8.2 and 0.9.2, xFormers in the tower) is
+:mod:`kvscope.plan.encoder_profile_v08`'s.
 """
 
 from __future__ import annotations
