@@ -74,13 +74,6 @@ KNOWN_OFF = {
     # above the tensors planned. (The serve start of the same report left this list with the
     # vision tower's profiling phase at 0.28, kvscope.plan.vit_peak.)
     "w1report-a100pcie-qwen35-08b-offline-0.28": "weights",
-    # kv_tokens, +106 %: Qwen2.5-VL-7B on one L4 at vLLM 0.9.0.1 (max_model_len 2048, logged
-    # 1.81 GiB against 3.73 planned). The pre-0.11 multimodal profiling pass is not modelled
-    # (kvscope.plan.encoder_profile starts at 0.11): at 0.9 the tower runs on xformers
-    # ("vllm-flash-attn has a bug inside vision module"), rotates q and k in float32 torch ops
-    # and takes float32 pixel values (0.8.2's qwen2_vl.py / gpu_model_runner.py, the nearest
-    # wheel read), so the 16,384-row dummy image's ~1.9 GiB of transients is unplanned here.
-    "kserve-l4-qwen25vl7b-0.9.0.1": "kv_tokens",
 }
 
 

@@ -95,12 +95,16 @@ the choice (a zero image limit profiles the video) and caps the items a prompt; 
 every modality, or ``--language-model-only`` (:mod:`kvscope.plan.language_model_only`), skips
 the pass. Not modelled: ``--mm-processor-kwargs`` and the limit's dummy-size options,
 ``--skip-mm-profiling``, and other towers, whose outputs vLLM parks the same way.
+Before 0.11, Qwen2.5-VL at 0.8.2, 0.9.0.x and 0.9.2 (the V1 pass's first dummy image, float32
+pixel values at 0.8.2 and 0.9.2, xFormers in the tower) is
+:mod:`kvscope.plan.encoder_profile_v08`'s.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvscope.plan import encoder_profile_v08 as pre011
 from kvscope.plan.mm_limits import Limits, limit
 from kvscope.plan.moonvit_profile import dummy_item, freqs_buffer_bytes, moonvit_transient_bytes
 from kvscope.plan.vit_peak import vit_transient_bytes
@@ -178,6 +182,10 @@ def encoder_profile(
     tower = model.vision_output
     if tower is None:
         return None
+    if pre011.covers(tower, version):  # the V1 pass of 0.8.2 / 0.9.0.x
+        return _pre011_profile(
+            model, tower, version, max_model_len, max_num_batched_tokens, max_num_seqs, limits
+        )
     expands = EXPANDS[0] <= version < EXPANDS[1]
     until = PARKS[1]
     if tower.kind in QWEN3_VL_KINDS or tower.kind in QWEN2_VL_KINDS:
@@ -289,6 +297,31 @@ def _qwen2_vl_item(
     return "image", image_rows
 
 
+def _pre011_profile(
+    model: ModelSpec,
+    tower: VisionOutput,
+    version: tuple[int, int, int],
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    limits: Limits | None,
+) -> EncoderProfile | None:
+    """:func:`encoder_profile` at the releases :mod:`kvscope.plan.encoder_profile_v08` reads:
+    copies of the largest image, their outputs and pixel values kept (float32 at 0.8.2)."""
+    image_rows = QWEN2_VL_IMAGE_PIXELS // (tower.patch_size * tower.merge_size) ** 2
+    picked = pre011.profiled_item(tower, version, image_rows, max_model_len, limits)
+    if picked is None:
+        return None
+    rows, per_prompt = picked
+    budget = max(max_num_batched_tokens, rows)
+    n = pre011.items(budget, rows, max_num_seqs, per_prompt)
+    patches = rows * tower.merge_size**2
+    b = element_bytes(model.dtype)
+    pixels = n * patches * tower.patch_values * (4 if pre011.pixels_fp32(version) else b)
+    kept = n * rows * tower.out_width * b + pixels
+    return EncoderProfile("image", budget, n, rows, kept, pixels, n * patches)
+
+
 def profiles_on_stage(v2: bool, pp_rank: int) -> bool:
     """Whether a pipeline stage runs the encoder's profiling pass: every stage on the V1
     runner (``GPUModelRunner.profile_run`` tests ``supports_mm_inputs`` alone), the first one on
@@ -336,5 +369,7 @@ def phase_bytes(
         return 0.0
     b = element_bytes(model.dtype)
     walk = moonvit_transient_bytes if tower.kind in MOONVIT_KINDS else vit_transient_bytes
+    if pre011.covers(tower, version):
+        walk = pre011.vit_transient_bytes
     peak = walk(tower, p.patches, gpu, tp, version, b)
     return p.pixel_bytes + peak if peak > 0 else 0.0
