@@ -71,3 +71,18 @@ def one_error_line(code: int, err: str, *needles: str) -> str:
 def one_error_line_of(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
     """:func:`one_error_line` for a finished subprocess."""
     return one_error_line(proc.returncode, proc.stderr, *needles)
+
+
+def simulated_and_planned_blocks(
+    capsys: pytest.CaptureFixture[str], out: Path, deploy: Sequence[str], *extra: str
+) -> tuple[int, int]:
+    """The KV pool ``simulate`` ran with (``summary.json``) and the one ``plan --json`` sizes,
+    for the same deployment flags: a flag must mean the same thing in both commands."""
+    workload = ["--arrival", "poisson:rate=5", "--num-requests", "20", "--seed", "3"]
+    code, _o, err = run_in_process(
+        ["simulate", *deploy, *workload, *extra, "--out", str(out)], capsys
+    )
+    assert code == 0, err
+    sim = json.loads((out / "summary.json").read_text())["config"]["pool"]["num_gpu_blocks"]
+    planned = run_json(capsys, "plan", *deploy, *extra, "--json")["num_gpu_blocks"]
+    return int(sim), int(planned)

@@ -3,12 +3,11 @@ the planned pool of a start whose torch.compile cache is cold, and SGLang refuse
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_in_process
+from cli_helpers import run_in_process, simulated_and_planned_blocks
 
 #: A small token budget, where the compile's benchmark tensors outgrow the forward pass's peak
 #: (kvscope.plan.compile_peak), so the flag moves the pool.
@@ -33,14 +32,7 @@ WORKLOAD = ["--arrival", "poisson:rate=5", "--num-requests", "20", "--seed", "3"
 
 def _blocks(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, int]:
     out = tmp_path / ("cold" if extra else "warm")
-    code, _o, err = run_in_process(
-        ["simulate", *DEPLOY, *WORKLOAD, *extra, "--out", str(out)], capsys
-    )
-    assert code == 0, err
-    sim = json.loads((out / "summary.json").read_text())["config"]["pool"]["num_gpu_blocks"]
-    code, plan_out, err = run_in_process(["plan", *DEPLOY, *extra, "--json"], capsys)
-    assert code == 0, err
-    return sim, json.loads(plan_out)["num_gpu_blocks"]
+    return simulated_and_planned_blocks(capsys, out, DEPLOY, *extra)
 
 
 def test_simulate_takes_the_planned_pool_of_a_cold_start(
