@@ -17,12 +17,17 @@ from kvscope.plan.mm_limits import parse_limits
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
+from .log_cases import offline_hub
+
 CONFIGS = Path(__file__).parent / "data" / "configs"
 GIB = 1 << 30
 V031, V032, V033, V034 = (0, 31, 0), (0, 32, 0), (0, 33, 0), (0, 34, 0)
 NEW = [V032, V033, V034]
 #: PyPI wheels unpacked (vllm/ of each); the source checks skip where one is absent
 WHEELS = {
+    (0, 28, 0): Path("/tmp/vllm028/vllm"),
+    (0, 29, 0): Path("/tmp/h19new_whl/u0.29.0/vllm"),
+    (0, 30, 0): Path("/tmp/vllm030/vllm"),
     V031: Path("/tmp/vllm031/vllm"),
     V032: Path("/tmp/h19new_whl/u0.32.0/vllm"),
     V033: Path("/tmp/h19new_whl/u0.33.0/vllm"),
@@ -140,7 +145,8 @@ def test_qwen25_vl_normalizes_on_the_device_from_028(q25) -> None:
 
 
 def test_other_towers_keep_the_model_dtype() -> None:
-    assert pixel_value_bytes("gemma3", V034, 2) == 2
+    assert pixel_value_bytes("llama4", V034, 2) == 2
+    assert pixel_value_bytes("gemma3", V033, 2) == 2
     assert pixel_value_bytes("qwen3_vl", V031, 2) == 2
     assert pixel_value_bytes("qwen3_5", V032, 2) == 1
 
@@ -157,7 +163,7 @@ def _encoder_notes(notes: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize(
     ("name", "kind", "read", "unread"),
     [
-        ("gemma-3-4b-it.json", "gemma3", "0.28.0", "0.29.0"),
+        ("kimi-k2.5.json", "kimi_k25", "0.27.0", "0.28.0"),
         ("mistral-small-3.1-24b-instruct-2503.json", "mistral3", "0.28.0", "0.33.0"),
         ("kimi-vl-a3b-instruct.json", "kimi_vl", "0.27.0", "0.28.0"),
     ],
@@ -178,7 +184,33 @@ def test_read_towers_and_other_engines_get_no_note(qwen3_vl, qwen35, q25) -> Non
     for model in (qwen3_vl, qwen35, q25):
         for v in ("0.31.0", "0.32.0", "0.33.0", "0.34.0"):
             assert not _encoder_notes(_notes(model, v))
-    assert not _encoder_notes(_notes(_model("gemma-3-4b-it.json"), "0.5.23", engine="sglang"))
+    gemma = _model("gemma-3-4b-it.json")
+    for v in ("0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+        assert not _encoder_notes(_notes(gemma, v))
+    assert not _encoder_notes(_notes(gemma, "0.5.23", engine="sglang"))
+
+
+@pytest.mark.parametrize("v", [(0, 29, 0), (0, 30, 0), (0, 31, 0), *NEW])
+def test_gemma3_and_llama4_profile_028s_items_through_034(v) -> None:
+    gemma = _model("gemma-3-4b-it.json")
+    with offline_hub():
+        scout = load_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    # Gemma 3 (dense: V2) parks 8192 // 256 = 32 outputs of the text width alone
+    p = encoder_profile(gemma, v, 32768, 8192, 256)
+    assert p is not None and (p.items, p.rows) == (32, 256)
+    assert p.kept_bytes == 32 * 256 * 2560 * 2
+    # Llama 4 Scout (V2 too from 0.29) parks three 17-tile images' outputs; on V1 it keeps
+    # their bf16 pixel values as well (Llama 4 does not normalize on the device)
+    s = encoder_profile(scout, v, 32768, 8192, 256)
+    assert s is not None and s.items == 3 and s.kept_bytes == 3 * 2448 * 5120 * 2
+    s1 = encoder_profile(scout, v, 32768, 8192, 256, v2=False)
+    assert s1 is not None
+    assert s1.kept_bytes == 3 * (2448 * 5120 + 17 * 3 * 336 * 336) * 2
+    # on V1 Gemma 3 keeps its pixel values too: uint8 from 0.34 (device normalization)
+    v1 = encoder_profile(gemma, v, 32768, 8192, 256, v2=False)
+    assert v1 is not None
+    pixels = 32 * 3 * 896 * 896
+    assert v1.pixel_bytes == (pixels if v >= V034 else 2 * pixels)
 
 
 def _node(path: Path, qualname: str) -> ast.AST:
@@ -219,6 +251,30 @@ SAME_FROM_031 = [
 @pytest.mark.parametrize(("rel", "qualname"), SAME_FROM_031)
 def test_the_code_read_at_031_is_unchanged(v, rel: str, qualname: str) -> None:
     assert _src(v, rel, qualname) == _src(V031, rel, qualname)
+
+
+GEMMA3, LLAMA4 = "model_executor/models/gemma3_mm.py", "model_executor/models/mllama4.py"
+FIXED_SQUARE_SAME_FROM_028 = [
+    (GEMMA3, "Gemma3ProcessingInfo.get_num_image_tokens"),
+    (GEMMA3, "Gemma3ProcessingInfo.get_image_size_with_most_features"),
+    (GEMMA3, "Gemma3MultiModalProcessor._get_mm_fields_config"),
+    (GEMMA3, "Gemma3MultiModalProjector"),
+    (GEMMA3, "Gemma3ForConditionalGeneration._process_image_input"),
+    (GEMMA3, "Gemma3ForConditionalGeneration.embed_multimodal"),
+    (LLAMA4, "Mllama4ProcessingInfo.get_max_num_tiles"),
+    (LLAMA4, "Mllama4ProcessingInfo.get_patch_per_chunk"),
+    (LLAMA4, "Mllama4ProcessingInfo.get_image_size_with_most_features"),
+    (LLAMA4, "Llama4MultiModalProjector"),
+    (LLAMA4, "Llama4ForConditionalGeneration._process_image_input"),
+    (LLAMA4, "Llama4ForConditionalGeneration.embed_multimodal"),
+    ("multimodal/inputs.py", "PlaceholderRange.get_num_embeds"),
+]
+
+
+@pytest.mark.parametrize("v", [(0, 29, 0), (0, 30, 0), V031, *NEW])
+@pytest.mark.parametrize(("rel", "qualname"), FIXED_SQUARE_SAME_FROM_028)
+def test_the_fixed_square_code_read_at_028_is_unchanged(v, rel: str, qualname: str) -> None:
+    assert _src(v, rel, qualname) == _src((0, 28, 0), rel, qualname)
 
 
 @pytest.mark.parametrize("v", NEW)

@@ -41,8 +41,9 @@ processor's cast to the model dtype, ``InputProcessingContext._postprocess_outpu
 ``uint8`` and normalized on the GPU (:mod:`kvscope.plan.encoder_releases`, which holds the
 windows and the files compared); 0.9.2 parks without expansion but counts video tokens its own
 way, and 0.12-0.14 are unread: not modelled there, nor from 0.28 for the MoonViT towers or
-from 0.29 for the fixed-square ones (Gemma 3, Mistral 3, Llama 4: their 0.28.0 processing
-classes, ``embed_multimodal`` and ``PlaceholderRange.get_num_embeds`` are 0.27.0's); where a
+from 0.29 for Mistral 3 (the fixed-square towers' 0.28.0 processing classes,
+``embed_multimodal`` and ``PlaceholderRange.get_num_embeds`` are 0.27.0's; Gemma 3's and
+Llama 4's are read the same through 0.34.0, :mod:`kvscope.plan.encoder_releases`); where a
 tower's pass is not modelled the plan says so in a note
 (:func:`kvscope.plan.encoder_releases.unmodelled_note`) rather than charge nothing silently
 (the releases between those read are taken to match the identical code on either side).

@@ -33,10 +33,21 @@ Units: releases as ``(major, minor, patch)``; bytes a pixel value. Sources, PyPI
   normalized copy to the tower, which holds it until it returns; at 0.30.0 the tower's forward
   calls the same module before its patch embedding; from 0.31.0 the Triton
   ``FusedMMInputNorm``. Their processing classes change only the kwarg scoping at 0.32.0.
-- Not read beyond: Gemma 3 / Mistral 3 / Llama 4 past 0.28.x (their processing and tower
-  files change in every release from 0.29.0, and Mistral 3, Kimi-K2.5 from 0.32.0 and Gemma 3
-  from 0.34.0 normalize on the device too), the MoonViT towers past 0.27.x, the Qwen2-VL
-  tower at 0.11, releases 0.12-0.14 and before 0.11, and towers of other ``model_type``\\ s.
+- Gemma 3 (gemma3_mm.py) and Llama 4 (mllama4.py), read at 0.29.0-0.34.0 against 0.28.0:
+  ``get_num_image_tokens``, ``get_image_size_with_most_features`` / ``get_max_num_tiles``,
+  ``_get_mm_fields_config`` (0.29.0 keeps Llama 4's tile counts on the host), the
+  projectors and ``_process_image_input`` / ``embed_multimodal`` are 0.28.0's; 0.29.0
+  moves ``_call_hf_processor``'s crop and tile bookkeeping, unchanged, to
+  ``_postprocess_hf_mm_data`` and selects the placeholder's embeddings by token id (the same
+  256, and 144 a tile, as ``PlaceholderRange.get_num_embeds`` counts, itself unchanged);
+  0.31.0 lets Llama 4 take the context's default for ``use_fast``. Gemma 3 normalizes on the
+  device from 0.34.0 (``supports_mm_device_do_normalize``): ``uint8`` pixels.
+- Not read beyond: Mistral 3 past 0.28.x (``get_vision_encoder_info`` changes at 0.29.0 and
+  0.30.0, ``_process_image_input`` at 0.33.0, a packed projector path at 0.34.0, pixtral.py in
+  every release, device normalization from 0.32.0), the MoonViT towers past 0.27.x
+  (kimi_k25.py, kimi_k25_vit.py and moonvit.py change from 0.28.0; Kimi-K2.5 normalizes on
+  the device from 0.32.0), the Qwen2-VL tower at 0.11, releases 0.12-0.14 and before 0.11, and
+  towers of other ``model_type``\\ s.
 """
 
 from __future__ import annotations
@@ -59,14 +70,16 @@ EXPANDS = ((0, 11, 0), (0, 12, 0))
 EXPANDS_KINDS = QWEN3_VL_KINDS | {"qwen2_5_vl"}
 #: first release that parks each dummy output as it is
 PARKS_SINCE = (0, 15, 0)
-#: the first release not read, by tower family: the Qwen towers are read through 0.34.x
-QWEN_PARKS_UNTIL = (0, 35, 0)
-FIXED_SQUARE_PARKS_UNTIL = (0, 29, 0)
-MOONVIT_PARKS_UNTIL = (0, 28, 0)
+#: the first release not read, by tower: the Qwen towers, Gemma 3 and Llama 4 are read
+#: through 0.34.x (the newest modelled), Mistral 3 through 0.28.x, the MoonViT towers 0.27.x
+NEWEST_READ_UNTIL = (0, 35, 0)
+PARKS_UNTIL = {"mistral3": (0, 29, 0), "kimi_k25": (0, 28, 0), "kimi_vl": (0, 28, 0)}
 #: first release that hands the tower ``uint8`` pixels and normalizes them on the GPU
-DEVICE_NORMALIZE_SINCE = {"qwen2_vl": (0, 28, 0), "qwen2_5_vl": (0, 28, 0)} | dict.fromkeys(
-    QWEN3_VL_KINDS, (0, 32, 0)
-)
+DEVICE_NORMALIZE_SINCE = {
+    "qwen2_vl": (0, 28, 0),
+    "qwen2_5_vl": (0, 28, 0),
+    "gemma3": (0, 34, 0),
+} | dict.fromkeys(QWEN3_VL_KINDS, (0, 32, 0))
 #: releases whose Qwen2-VL wrapper normalizes before the tower and keeps the copy through it
 WRAPPER_NORMALIZES = ((0, 28, 0), (0, 30, 0))
 #: first release that normalizes with the Triton kernel (one model-dtype output, no float32)
@@ -77,12 +90,10 @@ EAGER_NORMALIZE_BYTES = 12
 
 def parks_until(kind: str) -> tuple[int, int, int]:
     """The first release past the read window of a tower that parks its outputs."""
-    if kind in QWEN3_VL_KINDS or kind in QWEN2_VL_KINDS:
-        return QWEN_PARKS_UNTIL
-    if kind in FIXED_SQUARE_KINDS:
-        return FIXED_SQUARE_PARKS_UNTIL
-    if kind in MOONVIT_KINDS:
-        return MOONVIT_PARKS_UNTIL
+    if kind in PARKS_UNTIL:
+        return PARKS_UNTIL[kind]
+    if kind in QWEN3_VL_KINDS or kind in QWEN2_VL_KINDS or kind in FIXED_SQUARE_KINDS:
+        return NEWEST_READ_UNTIL
     return PARKS_SINCE  # an unmodelled tower: no window
 
 
