@@ -77,7 +77,7 @@ def test_the_output_is_the_text_width(q25, q2) -> None:
 
 
 def test_releases_not_read_are_not_modelled(q25, q2) -> None:
-    assert encoder_profile(q25, (0, 32, 0), 128_000, 2048, 256) is None
+    assert encoder_profile(q25, (0, 35, 0), 128_000, 2048, 256) is None
     assert encoder_profile(q2, (0, 11, 0), 128_000, 2048, 256) is None  # its 0.11 tower
 
 

@@ -105,7 +105,7 @@ def test_a_wide_mlp_takes_over_from_attention(qwen36) -> None:
         ("T4-16GB", V024),  # cc 7.5: FlashAttention unsupported, SDPA path not modelled
         ("MI300X-192GB", V024),  # ROCm's own ViT backends
         ("RTX-5090-32GB", (0, 18, 0)),  # releases not read
-        ("RTX-5090-32GB", (0, 32, 0)),
+        ("RTX-5090-32GB", (0, 35, 0)),
     ],
 )
 def test_unread_paths_add_nothing(qwen36, gpu: str, version: tuple[int, int, int]) -> None:

@@ -36,12 +36,17 @@ qwen3_vl.py / qwen3_5.py change no processing code), 0.29.0, 0.30.0 and 0.31.0 f
 ``--mm-processor-kwargs`` by modality and add an opt-in ``cap_pixels_per_frame``; the budget's
 ``_get_max_items``, ``compute_mm_encoder_budget`` and ``get_modality_with_max_tokens`` and the
 processor's cast to the model dtype, ``InputProcessingContext._postprocess_output``, are
-0.28.0's; 0.32.0 stops casting the pixel values in ``_process_image_input``, unread); 0.9.2
-parks without expansion but counts video tokens its own way, and 0.12-0.14 are unread: not
-modelled there, nor from 0.28 for the MoonViT towers, from 0.29 for the fixed-square ones
-(Gemma 3, Mistral 3, Llama 4: their 0.28.0 processing classes, ``embed_multimodal`` and
-``PlaceholderRange.get_num_embeds`` are 0.27.0's) or from 0.32 for any (the releases between
-those read are taken to match the identical code on either side).
+0.28.0's), and 0.32.0, 0.33.0 and 0.34.0 for them and the Qwen2-VL towers, where the pass is
+0.31.0's but for the pixel values: from 0.32 (Qwen2-VL / Qwen2.5-VL from 0.28) they are
+``uint8`` and normalized on the GPU (:mod:`kvscope.plan.encoder_releases`, which holds the
+windows and the files compared); 0.9.2 parks without expansion but counts video tokens its own
+way, and 0.12-0.14 are unread: not modelled there, nor from 0.28 for the MoonViT towers or
+from 0.29 for Mistral 3 (the fixed-square towers' 0.28.0 processing classes,
+``embed_multimodal`` and ``PlaceholderRange.get_num_embeds`` are 0.27.0's; Gemma 3's and
+Llama 4's are read the same through 0.34.0, :mod:`kvscope.plan.encoder_releases`); where a
+tower's pass is not modelled the plan says so in a note
+(:func:`kvscope.plan.encoder_releases.unmodelled_note`) rather than charge nothing silently
+(the releases between those read are taken to match the identical code on either side).
 The V2 runner (vllm/v1/worker/gpu/model_runner.py ``profile_run``; from 0.25
 ``VllmConfig._is_default_v2_model_runner_model``, vllm/config/vllm.py, sends it every generate
 model that is neither MoE nor hybrid, dense vision-language wrappers included; the runner rule
@@ -105,6 +110,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvscope.plan import encoder_profile_v08 as pre011
+from kvscope.plan.encoder_releases import (
+    EXPANDS,
+    FIXED_SQUARE_KINDS,
+    MOONVIT_KINDS,
+    QWEN2_VL_KINDS,
+    QWEN3_VL_KINDS,
+    normalize_bytes,
+    pass_read,
+    pixel_value_bytes,
+)
 from kvscope.plan.mm_limits import Limits, limit
 from kvscope.plan.moonvit_profile import dummy_item, freqs_buffer_bytes, moonvit_transient_bytes
 from kvscope.plan.vit_peak import vit_transient_bytes
@@ -121,34 +136,15 @@ QWEN3_VL_VIDEO_PIXELS = 25_165_824
 QWEN3_VL_IMAGE_PIXELS = 16_777_216
 #: text tokens vLLM 0.11 counts per video row (qwen3_vl.py ``get_max_video_tokens``)
 QWEN3_VL_VIDEO_TOKEN_FACTOR = 12.5
-QWEN3_VL_KINDS = frozenset(
-    {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_vision", "qwen3_5_moe", "qwen3_5_moe_vision"}
-)
 #: Qwen2-VL / Qwen2.5-VL (qwen2_vl.py, qwen2_5_vl.py): ``max_pixels`` of the checkpoints'
 #: ``preprocessor_config.json`` (12,845,056 = 16,384 merged 28 x 28 patches), which
 #: ``get_image_size_with_most_features`` factors into a 3,584 px square
 QWEN2_VL_IMAGE_PIXELS = 12_845_056
 #: ``_MAX_FRAMES_PER_VIDEO`` (qwen2_vl.py): frames of the largest dummy video
 QWEN2_VL_MAX_FRAMES = 14
-QWEN2_VL_KINDS = frozenset({"qwen2_vl", "qwen2_5_vl"})
 #: first release whose ``get_modality_with_max_tokens`` breaks a tie by the name (0.19.0 reads
 #: ``key=lambda x: (x[1], x[0])``, so "video" wins; 0.14.1 keeps the first, "image")
 TIE_BY_NAME_SINCE = (0, 19, 0)
-#: towers whose largest image is one fixed square: Gemma 3 (SigLIP, 896 px, 256 tokens) and
-#: Mistral 3 (Pixtral, 1540 px, one token a 28 x 28 merged patch: 3,025), Llama 4 (17 tiles of
-#: 336 px, 144 tokens each)
-FIXED_SQUARE_KINDS = frozenset({"gemma3", "mistral3", "llama4"})
-#: Kimi-K2.5 / K2.6's MoonViT-3D (kimi_k25.py, kimi_k25_vit.py)
-MOONVIT_KINDS = frozenset({"kimi_k25", "kimi_vl"})
-#: releases whose ``profile_run`` expands each dummy output to the encoder budget
-EXPANDS = ((0, 11, 0), (0, 12, 0))
-#: releases that park each dummy output as it is
-PARKS = ((0, 15, 0), (0, 28, 0))
-#: the Qwen3-VL-style towers are read through 0.31.0 (qwen3_vl.py and qwen3_5.py change no
-#: processing code for the default kwargs there)
-QWEN3_VL_PARKS_UNTIL = (0, 32, 0)
-#: the fixed-square towers' processing classes at 0.28.0 are 0.27.0's (0.29 changes them)
-FIXED_SQUARE_PARKS_UNTIL = (0, 29, 0)
 #: first release whose V2 runner runs the encoder in its profiling pass (0.26.0's does not)
 V2_PROFILES_ENCODER_SINCE = (0, 27, 0)
 
@@ -164,6 +160,8 @@ class EncoderProfile:
     kept_bytes: float  # held through the language model's dummy pass, one GPU
     pixel_bytes: float = 0.0  # the dummy pixel values (in kept_bytes on the V1 runner only)
     patches: int = 0  # a patched tower's patches over all items (0: fixed-size tower)
+    normalize_peak: float = 0.0  # the on-device normalization's transient, before the blocks
+    normalized_bytes: float = 0.0  # its model-dtype copy, held through the blocks (0.28-0.29)
 
 
 def encoder_profile(
@@ -187,12 +185,7 @@ def encoder_profile(
             model, tower, version, max_model_len, max_num_batched_tokens, max_num_seqs, limits
         )
     expands = EXPANDS[0] <= version < EXPANDS[1]
-    until = PARKS[1]
-    if tower.kind in QWEN3_VL_KINDS or tower.kind in QWEN2_VL_KINDS:
-        until = QWEN3_VL_PARKS_UNTIL
-    elif tower.kind in FIXED_SQUARE_KINDS:
-        until = FIXED_SQUARE_PARKS_UNTIL
-    if not expands and not PARKS[0] <= version < until:
+    if not pass_read(tower.kind, version):  # the plan notes it (encoder_releases)
         return None
     on_v2 = v2_by_default(model, version) if v2 is None else v2
     if on_v2 and version < V2_PROFILES_ENCODER_SINCE:  # the V2 runner profiles no encoder
@@ -257,11 +250,16 @@ def encoder_profile(
     per_prompt = max(1, min(limit(limits, modality), max_model_len // per_item))
     items = max(1, min(budget // per_item, max_num_seqs * per_prompt))
     raw = items * rows * tower.out_width * b
-    pixels = items * item_pixels * b
+    # uint8 where the release normalizes on the GPU, else the model dtype (encoder_releases)
+    pixels = items * item_pixels * pixel_value_bytes(tower.kind, version, b)
+    norm = normalize_bytes(tower.kind, version, b)
+    norm_peak, norm_held = (items * item_pixels * x for x in norm)
     expanded = items * budget * tower.out_width * b if expands and rows < budget else 0.0
     # V1 keeps its batched pixel values through the language model's pass; V2 frees them
     kept += raw + expanded + (0.0 if on_v2 else pixels)
-    return EncoderProfile(modality, budget, items, rows, kept, pixels, items * patches)
+    return EncoderProfile(
+        modality, budget, items, rows, kept, pixels, items * patches, norm_peak, norm_held
+    )
 
 
 def _qwen2_vl_item(
@@ -372,4 +370,6 @@ def phase_bytes(
     if pre011.covers(tower, version):
         walk = pre011.vit_transient_bytes
     peak = walk(tower, p.patches, gpu, tp, version, b)
-    return p.pixel_bytes + peak if peak > 0 else 0.0
+    if peak <= 0:
+        return 0.0
+    return p.pixel_bytes + max(p.normalize_peak, p.normalized_bytes + peak)

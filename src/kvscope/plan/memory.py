@@ -23,6 +23,7 @@ from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.config_format import whole_tower_on_every_rank
 from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
+from kvscope.plan.encoder_releases import unmodelled_note
 from kvscope.plan.language_model_only import text_only
 from kvscope.plan.mm_limits import tower_dropped
 from kvscope.plan.pp_vocab import with_every_stage_tables
@@ -393,7 +394,7 @@ def _plan_vllm(
         ),
         activation_peak_logged_gib=vllm_budget.logged_activation(r0, d, eng.version) / GIB,
         warnings=eng.version_warnings(),
-        notes=path_note(eng),
+        notes=path_note(eng) + unmodelled_note(model, eng),
         attention_backend=eng.attention_backend,
         backend_workspace_gib=_backend_workspace(model, gpu, par, eng, d) / GIB,
     )

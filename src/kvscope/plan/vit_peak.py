@@ -17,7 +17,14 @@ under ``compile_mm_encoder``; mm_encoder_attention.py and ``get_vit_attn_backend
 0.27.0's; 0.29.0, 0.30.0 and 0.31.0 are 0.28.0's for these paths and for the patch embedding,
 the blocks' and the attention's constructors and FlashAttention's capability and head-size
 checks, bar a cache of the host position ids (0.29) and an ``out`` buffer the wrapper passes
-only while a CUDA graph is captured (0.31); 0.32 changes the tower's input cast, unread).
+only while a CUDA graph is captured (0.31); 0.32.0, 0.33.0 and 0.34.0 are 0.31.0's for the
+blocks, MLP, patch embedding and merger of ``Qwen3_VisionTransformer``, the Qwen2-VL and
+Qwen2.5-VL towers, mm_encoder_attention.py (0.34 changes only the FP8 scales' loading hook),
+rotary_embedding/common.py, ``get_vit_attn_backend`` and FlashAttention's ``supports_head_size``
+/ ``supports_compute_capability`` (0.33 adds an XPU branch); from 0.32
+``flash_attn_maxseqlen_wrapper`` passes FlashAttention an ``out`` tensor shaped like q, the
+bytes its own output took; the tower's input normalization from 0.32 is
+:mod:`kvscope.plan.encoder_releases`'s).
 ``CompilationConfig.compile_mm_encoder`` is False by default, so the tower runs
 eagerly and every named tensor lives until its function returns:
 
@@ -59,8 +66,8 @@ from __future__ import annotations
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.vision_output import VisionOutput
 
-#: releases whose ViT code paths were read identical (0.19.0-0.31.x; the module docstring)
-READ = ((0, 19, 0), (0, 32, 0))
+#: releases whose ViT code paths were read identical (0.19.0-0.34.x; the module docstring)
+READ = ((0, 19, 0), (0, 35, 0))
 #: towers with rotary positions only (Qwen2-VL, Qwen2.5-VL: no ``pos_embed`` table)
 ROTARY_ONLY_KINDS = frozenset({"qwen2_vl", "qwen2_5_vl"})
 #: ``Qwen2_5_VisionBlock``: ``norm2(x, residual=x_attn)`` then a gate/up SwiGLU MLP
