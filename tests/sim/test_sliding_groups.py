@@ -72,16 +72,55 @@ def test_layers_per_group_takes_the_largest_only_under_one_and_a_half(
     assert layers_per_group(counts) == size
 
 
-def test_a_model_whose_layers_all_slide_holds_one_group_not_two() -> None:
-    # Phi-3-mini-4k: every layer has the 2,047-token window, so vLLM builds one sliding group;
-    # a 183-token prefill holds cdiv(183, 16) = 12 blocks in all
+def _phi3_mini_4k():  # type: ignore[no-untyped-def]
     path = ROOT / "specs" / "data" / "configs" / "microsoft--Phi-3-mini-4k-instruct.json"
-    model = parse_config(json.loads(path.read_text()), "phi-3-mini-4k")
-    layout = layout_for(model, 16, tp=1)
-    assert layout.windows == ()
+    return parse_config(json.loads(path.read_text()), "phi-3-mini-4k")
+
+
+def test_a_model_whose_layers_all_slide_holds_one_group_not_two() -> None:
+    # Phi-3-mini-4k: every layer has the 2,047-token window, so vLLM builds one sliding group
+    # and no full-history one; a 183-token prefill holds cdiv(183, 16) = 12 blocks in all
+    layout = layout_for(_phi3_mini_4k(), 16, tp=1)
+    assert not layout.full_history
+    assert [(w.block_tokens, w.window_tokens) for w in layout.windows] == [(16, 2047)]
     s = Scheduler(SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=8),
                   PagedPool(2000, layout, enable_caching=True))  # fmt: skip
     q = Sequence(0, "a", 0.0, 183, 20)
     s.add(q)
     s.update(s.schedule(0.0), 0.0)
     assert s.pool.used == 12
+
+
+def _decode_past_the_window(layout, caching: bool) -> list[int]:  # type: ignore[no-untyped-def]
+    """Blocks held after each step of one 3,000-token prompt decoding 300 tokens."""
+    cfg = SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=8, max_model_len=4096)
+    s = Scheduler(cfg, PagedPool(2000, layout, enable_caching=caching))
+    s.add(Sequence(0, "a", 0.0, 3000, 300))
+    used = []
+    t = 0.0
+    while not s.idle:
+        s.update(s.schedule(t), t)
+        s.pool.check()  # type: ignore[attr-defined]
+        used.append(s.pool.used)
+        t += 1.0
+    return used
+
+
+@pytest.mark.parametrize("caching", [True, False])
+def test_past_its_window_a_sliding_only_request_holds_its_window_only(caching: bool) -> None:
+    # vLLM 0.33.0 (SlidingWindowManager.remove_skipped_blocks at the next allocation): the
+    # prefill chunks allocate 128 then 188 blocks; the first decode step frees the 59 blocks
+    # wholly before token 3000 - 2047 + 1 = 954, leaving 129 = cdiv(2046, 16) + 1, the most a
+    # request of this window ever holds (the differential scenarios "sliding-only ..." pin
+    # the same arithmetic step by step against vLLM itself)
+    used = _decode_past_the_window(layout_for(_phi3_mini_4k(), 16, tp=1), caching)
+    assert used[:3] == [128, 188, 129]
+    assert max(used[2:]) == 129 and min(used[2:-1]) == 128
+    # the lead's first cut (full history) kept every block: 207 by the last step
+    full = _decode_past_the_window(layout_for(_phi3_mini_4k(), 16), caching)
+    assert full[:3] == [128, 188, 188] and full[-2] == 207
+
+
+def test_llama_cpp_keeps_the_full_history_view_of_an_all_sliding_model() -> None:
+    layout = layout_for(_phi3_mini_4k(), 16)
+    assert layout.full_history and layout.windows == ()
