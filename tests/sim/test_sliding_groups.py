@@ -91,10 +91,10 @@ def test_a_model_whose_layers_all_slide_holds_one_group_not_two() -> None:
     assert s.pool.used == 12
 
 
-def _decode_past_the_window(layout, caching: bool) -> list[int]:  # type: ignore[no-untyped-def]
+def _decode_past_the_window(layout, caching: bool, model: str = "exact") -> list[int]:  # type: ignore[no-untyped-def]
     """Blocks held after each step of one 3,000-token prompt decoding 300 tokens."""
     cfg = SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=8, max_model_len=4096)
-    s = Scheduler(cfg, PagedPool(2000, layout, enable_caching=caching))
+    s = Scheduler(cfg, PagedPool(2000, layout, enable_caching=caching, window_model=model))
     s.add(Sequence(0, "a", 0.0, 3000, 300))
     used = []
     t = 0.0
@@ -106,14 +106,18 @@ def _decode_past_the_window(layout, caching: bool) -> list[int]:  # type: ignore
     return used
 
 
+@pytest.mark.parametrize("model", ["exact", "bound"])
 @pytest.mark.parametrize("caching", [True, False])
-def test_past_its_window_a_sliding_only_request_holds_its_window_only(caching: bool) -> None:
+def test_past_its_window_a_sliding_only_request_holds_its_window_only(
+    caching: bool, model: str
+) -> None:
     # vLLM 0.33.0 (SlidingWindowManager.remove_skipped_blocks at the next allocation): the
     # prefill chunks allocate 128 then 188 blocks; the first decode step frees the 59 blocks
     # wholly before token 3000 - 2047 + 1 = 954, leaving 129 = cdiv(2046, 16) + 1, the most a
     # request of this window ever holds (the differential scenarios "sliding-only ..." pin
-    # the same arithmetic step by step against vLLM itself)
-    used = _decode_past_the_window(layout_for(_phi3_mini_4k(), 16, tp=1), caching)
+    # the same arithmetic step by step against vLLM itself). Without a full-history group
+    # there is no bound model: --window-model bound runs the exact manager too
+    used = _decode_past_the_window(layout_for(_phi3_mini_4k(), 16, tp=1), caching, model)
     assert used[:3] == [128, 188, 129]
     assert max(used[2:]) == 129 and min(used[2:-1]) == 128
     # the lead's first cut (full history) kept every block: 207 by the last step

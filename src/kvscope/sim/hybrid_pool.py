@@ -205,14 +205,13 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         self._maybe_steady(seq, slots)
         self._note_hashed(seq)
         if seq.index in self._steady.members:
-            seq.room = _cdiv(seq.slots, bs[0]) * bs[0] if self._g0 == 0 else 1 << 62
+            seq.room = self._steady_room(seq)
         else:
             seq.room = self._next_event(seq) - 1
         return True
 
     def _grow_steady(self, seq: Sequence, tab: Table, slots: int) -> bool:
         """A steady member's full-history group grows (its windows churn by phase)."""
-        b = self._bs[0]
         self._cache_upto(seq, min(seq.computed, seq.num_tokens))
         new = self.layout.full_blocks(slots) - len(tab)
         if new > self._free:
@@ -226,7 +225,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
             seq.own += new
         if slots > seq.slots:
             seq.slots = slots
-        seq.room = _cdiv(seq.slots, b) * b if self._g0 == 0 else 1 << 62
+        seq.room = self._steady_room(seq)
         return True
 
     def _adopt(self, seq: Sequence, hit: Hit) -> list[Table]:
