@@ -13,11 +13,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.sim.helpers import outcome, run, workload
 
 from kvscope.plan.kv_layout import layers_per_group, vllm_layout
 from kvscope.sim.kv_pool import PagedPool
-from kvscope.sim.layout import layout_for
+from kvscope.sim.layout import KVLayout, WindowGroup, layout_for
 from kvscope.sim.scheduler import Scheduler, SchedulerConfig
 from kvscope.sim.sequence import Sequence
 from kvscope.specs.config_parse import parse_config
@@ -128,3 +132,33 @@ def test_past_its_window_a_sliding_only_request_holds_its_window_only(
 def test_llama_cpp_keeps_the_full_history_view_of_an_all_sliding_model() -> None:
     layout = layout_for(_phi3_mini_4k(), 16)
     assert layout.full_history and layout.windows == ()
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.integers(1, 40),
+    st.integers(12, 200),
+    st.booleans(),
+    st.sampled_from([32, 64]),
+)
+def test_a_sliding_only_engine_agrees_span_and_step(
+    seed: int, n: int, blocks: int, shared: bool, window: int
+) -> None:
+    # the engine's spans (steady window churn counted by phase) change nothing a
+    # step-at-a-time run sees; every block returns to the pool at the end
+    rng = np.random.default_rng(seed)
+    prompts = rng.integers(1, 300, n)
+    hashes = None
+    if shared:
+        hashes = [list(rng.integers(0, 3, size=int(p) // 16).cumsum() * 31 + 7) for p in prompts]
+    w = workload(np.cumsum(rng.exponential(0.02, n)), prompts, rng.integers(1, 200, n), hashes)
+    lay = KVLayout(16, (WindowGroup("sliding", 16, window),), "sliding-only", full_history=False)
+    kw = {"num_blocks": blocks, "layout": lay, "max_num_seqs": 8, "max_num_batched_tokens": 128}
+    seqs, eng = run(w, mode="span", **kw)  # type: ignore[arg-type]
+    ref, eng_ref = run(w, mode="step", **kw)  # type: ignore[arg-type]
+    assert outcome(seqs) == outcome(ref)
+    assert eng.stats.peak_used == eng_ref.stats.peak_used <= eng.pool.capacity
+    assert all(s.status in ("finished", "rejected") for s in seqs)
+    assert eng.pool.num_free == eng.pool.capacity
+    eng.pool.check()

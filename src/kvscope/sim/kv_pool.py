@@ -112,8 +112,10 @@ class PagedPool:
         # (a layout without full history has no bound model of its own: the exact manager,
         # unless offload tiers need the bound pool, which then keeps full history instead)
         exact = kwargs.get("window_model", "exact") == "exact"
-        if cls is PagedPool and layout.windows and (
-            exact or not (layout.full_history or kwargs.get("tiers"))
+        if (
+            cls is PagedPool
+            and layout.windows
+            and (exact or not (layout.full_history or kwargs.get("tiers")))
         ):
             from kvscope.sim.hybrid_pool import HybridPool
 
