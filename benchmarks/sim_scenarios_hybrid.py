@@ -215,6 +215,27 @@ def scenarios(shared: Path | None) -> list[Scenario]:
                 "enable_prefix_caching": False,
             },
         ),
+        (
+            "sliding-only w100 b32, shared prefixes",
+            synthetic(47, 80, True, 600, 300),
+            {
+                **base,
+                "block_size": 32,
+                "num_blocks": 150,
+                "groups": [{"kind": "sliding", "block_size": 32, "window": 100}],
+            },
+        ),
+        (
+            # Mistral 7B v0.1's window
+            "sliding-only w4096 b16, long prompts",
+            synthetic(49, 30, False, 6000, 300),
+            {
+                **base,
+                "groups": sliding(16, 4096)[1:],
+                "num_blocks": 1200,
+                "max_num_batched_tokens": 2048,
+            },
+        ),
     ]
     if shared is not None:
         trace = shared / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"

@@ -52,7 +52,7 @@ def test_every_scenario_matches_vllm_step_by_step() -> None:
         for key in families:
             families[key] += name.startswith(key)
     assert families["swa"] >= 8 and families["DeepSeek V4"] >= 4 and families["spec"] >= 9
-    assert len(results) >= 46
+    assert len(results) >= 53
     for name, w, s in cases:
         if name.startswith("spec"):
             assert sum(sum(r["drafts"].values()) for r in diff.run_sim(w, s)) > 0, name
