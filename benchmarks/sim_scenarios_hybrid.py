@@ -172,6 +172,70 @@ def scenarios(shared: Path | None) -> list[Scenario]:
             synthetic(24, 40, True, 1500, 60),
             {**v4, "num_blocks": 300, "enable_prefix_caching": False},
         ),
+        # every layer slides (Phi-3-mini-4k, Mistral 7B v0.1): one SlidingWindowSpec group,
+        # no full-history one (vLLM's UnitaryKVCacheCoordinator)
+        (
+            "sliding-only w64 b16",
+            synthetic(41, 80, False, 400, 200),
+            {**base, "groups": sliding(16, 64)[1:], "num_blocks": 200},
+        ),
+        (
+            "sliding-only w64 b16, no caching",
+            synthetic(42, 80, False, 400, 200),
+            {
+                **base,
+                "groups": sliding(16, 64)[1:],
+                "num_blocks": 200,
+                "enable_prefix_caching": False,
+            },
+        ),
+        (
+            "sliding-only w256 b16, shared prefixes",
+            synthetic(43, 80, True, 600, 400),
+            {**base, "groups": sliding(16, 256)[1:], "num_blocks": 400},
+        ),
+        (
+            "sliding-only w256 b16, prefix families",
+            families(44, 60, 30, 400, 300),
+            {**base, "groups": sliding(16, 256)[1:], "num_blocks": 300},
+        ),
+        (
+            "sliding-only w64 b16, tiny pool, preemption",
+            synthetic(45, 60, True, 300, 400),
+            {**base, "groups": sliding(16, 64)[1:], "num_blocks": 40, "max_num_seqs": 8},
+        ),
+        (
+            "sliding-only w256 b16, preemption, no caching",
+            synthetic(46, 60, False, 500, 600),
+            {
+                **base,
+                "groups": sliding(16, 256)[1:],
+                "num_blocks": 80,
+                "max_num_seqs": 8,
+                "enable_prefix_caching": False,
+            },
+        ),
+        (
+            "sliding-only w100 b32, shared prefixes",
+            synthetic(47, 80, True, 600, 300),
+            {
+                **base,
+                "block_size": 32,
+                "num_blocks": 150,
+                "groups": [{"kind": "sliding", "block_size": 32, "window": 100}],
+            },
+        ),
+        (
+            # Mistral 7B v0.1's window
+            "sliding-only w4096 b16, long prompts",
+            synthetic(49, 30, False, 6000, 300),
+            {
+                **base,
+                "groups": sliding(16, 4096)[1:],
+                "num_blocks": 1200,
+                "max_num_batched_tokens": 2048,
+            },
+        ),
     ]
     if shared is not None:
         trace = shared / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"

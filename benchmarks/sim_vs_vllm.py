@@ -57,12 +57,19 @@ def layout_of(s: dict[str, Any]) -> KVLayout:
     """The simulator's layout for a scenario's ``groups`` (one full group when absent).
 
     The first group keeps full history (``full`` or ``mla``); every ``sliding`` or
-    ``sliding_mla`` group becomes a :class:`WindowGroup` of its block size and window.
+    ``sliding_mla`` group becomes a :class:`WindowGroup` of its block size and window. When
+    the first group slides, every group does: a layout without full history.
     """
     groups = s.get("groups")
     if not groups:
         return KVLayout(s["block_size"])
     full, *rest = groups
+    if full["kind"].startswith("sliding"):  # window groups only (every layer slides)
+        windows = tuple(
+            WindowGroup(f"{g['kind']}{i}", g["block_size"], g["window"])
+            for i, g in enumerate(groups)
+        )
+        return KVLayout(windows[0].block_tokens, windows, "sliding-only", full_history=False)
     assert full["kind"] in ("full", "mla"), "the first group keeps full history"
     windows = tuple(
         WindowGroup(f"{g['kind']}{i}", g["block_size"], g["window"]) for i, g in enumerate(rest)

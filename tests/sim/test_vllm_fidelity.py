@@ -42,12 +42,17 @@ def test_every_scenario_matches_vllm_step_by_step() -> None:
     # Gemma 3 27B's six sliding groups of one window: preempted and hit
     assert by_name["swa1024 x6 b16 (Gemma 3 27B groups)"][2] > 0
     assert by_name["swa1024 x6 b16, shared, preemption"][3] > 0
+    # one SlidingWindowSpec group, no full-history one (Phi-3-mini-4k, Mistral 7B v0.1)
+    assert by_name["sliding-only w64 b16, tiny pool, preemption"][2] > 0
+    assert by_name["sliding-only w64 b16, tiny pool, preemption"][3] > 0
+    assert by_name["sliding-only w256 b16, preemption, no caching"][2] > 0
+    assert by_name["sliding-only w256 b16, prefix families"][3] > 0
     families = {"swa": 0, "DeepSeek V4": 0, "spec": 0}
     for name in by_name:
         for key in families:
             families[key] += name.startswith(key)
     assert families["swa"] >= 8 and families["DeepSeek V4"] >= 4 and families["spec"] >= 9
-    assert len(results) >= 46
+    assert len(results) >= 53
     for name, w, s in cases:
         if name.startswith("spec"):
             assert sum(sum(r["drafts"].values()) for r in diff.run_sim(w, s)) > 0, name

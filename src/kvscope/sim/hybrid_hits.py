@@ -27,7 +27,7 @@ def cdiv(a: int, b: int) -> int:
 class HybridHitSearch:
     """Hit search of the hybrid pool (mixed into :class:`~kvscope.sim.hybrid_pool.HybridPool`)."""
 
-    _bs: tuple[int, ...]  # block tokens per group (group 0: full history)
+    _bs: tuple[int, ...]  # block tokens per group (group 0: full history, maybe empty)
     _win: tuple[int, ...]  # window tokens per group (0: full history)
     _need: tuple[int, ...]  # contiguous blocks a window hit needs, cdiv(W - 1, b)
     align: int  # scheduler block size
@@ -60,7 +60,7 @@ class HybridHitSearch:
         blocks: list[list[Block | None]] = [[] for _ in range(ngroups)]
         lengths = [0] * ngroups
         full_done = False
-        simple = len(self._spec_groups) == 2
+        simple = len(self._spec_groups) <= 2  # one spec group: vLLM's unitary coordinator
         while True:
             curr = hit_length
             for gids in self._spec_groups:

@@ -8,6 +8,8 @@ DeepSeek V4's SWA and compressor-state groups), as vLLM 0.33.0 keeps them
 ``block_pool.py::BlockPool``). Units: blocks of each group's own ``block_tokens``, tokens.
 
 * Every group draws one-block units from one free queue; the null block is never free.
+* A layout without full history (every layer slides: Phi-3-mini-4k, Mistral 7B v0.1) keeps
+  group 0 empty: vLLM's one ``SlidingWindowSpec`` group under ``UnitaryKVCacheCoordinator``.
 * Out-of-window blocks are freed only at the request's next allocation, on the
   processed-token basis (``remove_skipped_blocks`` with the computed tokens before the
   step), and become null entries of the table; a window group's table keeps its length.
@@ -80,7 +82,9 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         self._held = 0
         self.held_full_total = 0
         self._version = 0
-        # group 0: full history; then one group per window group, in layout order
+        # group 0: full history (held empty with no full group, vLLM's single sliding
+        # group of a model whose layers all slide); then the window groups, in layout order
+        self._g0 = 0 if layout.full_history else 1  # the first group that holds blocks
         self._bs = (layout.block_size, *(w.block_tokens for w in layout.windows))
         self._win = (0, *(w.window_tokens for w in layout.windows))
         self._need = (
@@ -93,7 +97,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         specs: dict[tuple[int, int], list[int]] = {}
         for g in range(1, len(self._bs)):
             specs.setdefault((self._bs[g], self._win[g]), []).append(g)
-        self._spec_groups = [[0], *specs.values()]
+        self._spec_groups = [[0]][: 1 - self._g0] + list(specs.values())
         self._caps = (0,) * len(self._bs)
         self._ring = layout.ring_groups  # ring blocks of each running request
         self._steady = SteadyWindows(self._bs[1:], self._win[1:])
@@ -135,7 +139,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         """Blocks the full-sequence admission check asks for a fresh request of ``tokens``;
         with ``peak``, the most the request ever needs: that check at its prompt, or its
         blocks at ``peak`` tokens while decoding (windows at their steady bound)."""
-        n = _cdiv(tokens, self._bs[0]) + self._ring
+        n = self.layout.full_blocks(tokens) + self._ring
         for g in range(1, len(self._bs)):
             n += min(_cdiv(tokens, self._bs[g]), self._caps[g])
         return n if peak is None else max(n, self.layout.blocks(peak))
@@ -151,11 +155,11 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         bs = self._bs
         if tabs is not None:
             if seq.index in self._steady.members:  # window churn counted in window_step
-                return max(_cdiv(slots, bs[0]) - len(tabs[0]), 0)
-            return sum(max(_cdiv(slots, bs[g]) - len(tabs[g]), 0) for g in range(len(bs)))
+                return max(self.layout.full_blocks(slots) - len(tabs[0]), 0)
+            return sum(max(_cdiv(slots, bs[g]) - len(tabs[g]), 0) for g in range(self._g0, len(bs)))
         n = hit.evictable + self._ring
         groups = hit.groups
-        for g in range(len(bs)):
+        for g in range(self._g0, len(bs)):
             req = _cdiv(slots, bs[g])
             if cap and g:
                 req = min(req, self._caps[g])
@@ -180,7 +184,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
                 self._held += self._ring
                 seq.win += self._ring
         bs = self._bs
-        for g in range(len(bs)):
+        for g in range(self._g0, len(bs)):
             tab = tabs[g]
             new = _cdiv(slots, bs[g]) - len(tab)
             if new > 0:
@@ -201,16 +205,15 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         self._maybe_steady(seq, slots)
         self._note_hashed(seq)
         if seq.index in self._steady.members:
-            seq.room = _cdiv(seq.slots, bs[0]) * bs[0]
+            seq.room = self._steady_room(seq)
         else:
             seq.room = self._next_event(seq) - 1
         return True
 
     def _grow_steady(self, seq: Sequence, tab: Table, slots: int) -> bool:
         """A steady member's full-history group grows (its windows churn by phase)."""
-        b = self._bs[0]
         self._cache_upto(seq, min(seq.computed, seq.num_tokens))
-        new = _cdiv(slots, b) - len(tab)
+        new = self.layout.full_blocks(slots) - len(tab)
         if new > self._free:
             return False
         if new > 0:
@@ -222,7 +225,7 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
             seq.own += new
         if slots > seq.slots:
             seq.slots = slots
-        seq.room = _cdiv(seq.slots, b) * b
+        seq.room = self._steady_room(seq)
         return True
 
     def _adopt(self, seq: Sequence, hit: Hit) -> list[Table]:
@@ -288,7 +291,8 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         s = seq.slots
         heads = self._heads[seq.index]
         nxt = 1 << 62
-        for g, b in enumerate(self._bs):
+        for g in range(self._g0, len(self._bs)):
+            b = self._bs[g]
             grow = _cdiv(s, b) * b + 1
             if grow < nxt:
                 nxt = grow
@@ -369,7 +373,8 @@ class HybridPool(HybridHitSearch, SteadyChurn, PagedPool):
         num_tokens -= num_tokens % self.align
         ncached = self._ncached[seq.index]
         groups = self._bs[:1] if seq.index in self._steady.members else self._bs
-        for g, b in enumerate(groups):
+        for g in range(self._g0, len(groups)):
+            b = groups[g]
             full = num_tokens // b
             lo = ncached[g]
             if full <= lo:

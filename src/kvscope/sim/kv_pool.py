@@ -109,7 +109,14 @@ class PagedPool:
     def __new__(cls, num_blocks: int, layout: KVLayout, *args: Any, **kwargs: Any) -> PagedPool:
         # layouts with window groups get vLLM's hybrid manager (kvscope.sim.hybrid_pool) unless
         # window_model="bound" asks for the per-request bound model (fast; not step-exact)
-        if cls is PagedPool and layout.windows and kwargs.get("window_model", "exact") == "exact":
+        # (a layout without full history has no bound model of its own: the exact manager,
+        # unless offload tiers need the bound pool, which then keeps full history instead)
+        exact = kwargs.get("window_model", "exact") == "exact"
+        if (
+            cls is PagedPool
+            and layout.windows
+            and (exact or not (layout.full_history or kwargs.get("tiers")))
+        ):
             from kvscope.sim.hybrid_pool import HybridPool
 
             return super().__new__(HybridPool)
@@ -124,6 +131,8 @@ class PagedPool:
         window_model: str = "exact",
     ) -> None:
         check_num_blocks(num_blocks)
+        if not layout.full_history:  # bound model with tiers: every block kept (an upper bound)
+            layout = KVLayout(layout.block_size, name=layout.name)
         self.num_blocks = num_blocks
         self.capacity = num_blocks - 1  # the null block is never free
         self.layout = layout

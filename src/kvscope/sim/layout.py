@@ -71,30 +71,38 @@ class WindowGroup:
 
 @dataclass(frozen=True)
 class KVLayout:
-    """Block size of the full-history group plus the window groups beside it."""
+    """Block size of the full-history group plus the window groups beside it.
+
+    ``full_history=False``: no full-history group at all, only the window groups (a model
+    whose layers all slide, vLLM's single ``SlidingWindowSpec`` group); ``block_size`` is
+    then the window groups' block (the scheduler block).
+    """
 
     block_size: int = DEFAULT_BLOCK_SIZE
     windows: tuple[WindowGroup, ...] = ()
     name: str = "full"
     #: groups holding one block per request from its first allocation to its end
     ring_groups: int = 0
+    full_history: bool = True
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
             raise KvscopeError(f"--block-size must be >= 1, got {self.block_size}.")
         if self.ring_groups and not self.windows:
             raise KvscopeError("ring groups need the hybrid pool (a layout with window groups).")
+        if not self.full_history and not self.windows:
+            raise KvscopeError("a layout without full history needs window groups.")
         # (block tokens, cap) pairs, precomputed: these are on the simulator's hot path
         object.__setattr__(
             self, "_wins", tuple((w.block_tokens, w.cap_blocks) for w in self.windows)
         )
 
     def full_blocks(self, slots: int) -> int:
-        return -(-slots // self.block_size)
+        return -(-slots // self.block_size) if self.full_history else 0
 
     def blocks(self, slots: int) -> int:
         """All blocks (every group) a request with ``slots`` token slots holds."""
-        n = -(-slots // self.block_size)
+        n = -(-slots // self.block_size) if self.full_history else 0
         if slots > 0:
             n += self.ring_groups
         for b, cap in self._wins:  # type: ignore[attr-defined]
@@ -112,7 +120,7 @@ class KVLayout:
 
     def next_growth(self, slots: int) -> int:
         """Smallest slot count above ``slots`` at which :meth:`blocks` increases."""
-        nxt = -(-slots // self.block_size) * self.block_size + 1
+        nxt = -(-slots // self.block_size) * self.block_size + 1 if self.full_history else 1 << 62
         for b, cap in self._wins:  # type: ignore[attr-defined]
             held = -(-slots // b)
             if held < cap and held * b + 1 < nxt:
@@ -230,9 +238,17 @@ def layout_for(
     if tp is None:  # llama.cpp: one SWA cache per window, not per group of layers
         windows = list({(w.block_tokens, w.window_tokens): w for w in windows}.values())
     if windows and all(g.kind == "sliding" for g in groups):
-        # Every layer slides (Phi-3-mini-4k, Mistral 7B v0.1): vLLM keeps one sliding group
-        # and no full-history one. Simulated as full history: exact while a request fits its
-        # window; past it vLLM frees the out-of-window blocks, which this layout keeps.
-        return KVLayout(block_size=windows[0].block_tokens, name="sliding-only")
+        # Every layer slides (Phi-3-mini-4k, Mistral 7B v0.1): vLLM keeps sliding groups only
+        # (one SlidingWindowSpec group, UnitaryKVCacheCoordinator) and no full-history one;
+        # a request holds its window's blocks, the rest freed (SlidingWindowManager).
+        # llama.cpp (no tp) keeps the full-history view of the lead's first cut (8a8e45e)
+        if tp is None:
+            return KVLayout(block_size=windows[0].block_tokens, name="sliding-only")
+        return KVLayout(
+            block_size=windows[0].block_tokens,
+            windows=tuple(windows),
+            name="sliding-only",
+            full_history=False,
+        )
     name = "hybrid" if windows else "full"
     return KVLayout(block_size=full_bs, windows=tuple(windows), name=name)

@@ -135,6 +135,7 @@ class SteadyChurn:
     align: int
     counters: PoolCounters
     _bs: tuple[int, ...]
+    _g0: int  # first group holding blocks (1: no full-history group)
     _win: tuple[int, ...]
     _free: int
     _anon: int
@@ -270,6 +271,16 @@ class SteadyChurn:
         self._held += win
         seq.win = win + self._ring  # ring blocks stay held through the churn
         self._note_hashed(seq)
+
+    def _steady_room(self, seq: Sequence) -> int:
+        """A steady member's next full-group growth; without that group, none before its end
+        (bounded, so the cohort's event for it comes due and leaves its heap)."""
+        b = self._bs[0]
+        return (
+            _cdiv(seq.slots, b) * b
+            if self._g0 == 0
+            else max(seq.slots, seq.prompt + seq.max_tokens)
+        )
 
     def _note_hashed(self, seq: Sequence) -> None:
         """Track whether ``seq``'s live window entries include hashed blocks."""
