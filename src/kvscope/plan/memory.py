@@ -16,7 +16,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvscope.errors import KvscopeError
-from kvscope.plan import attention_backend, sglang_budget, sglang_mamba, shared_gpu, vllm_budget
+from kvscope.plan import (
+    attention_backend,
+    sglang_budget,
+    sglang_mamba,
+    sglang_swa,
+    shared_gpu,
+    vllm_budget,
+)
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
@@ -171,12 +178,8 @@ def plan_memory(
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
     kinds = attention_kinds(model)
     _check_inputs(model, gpu, par, eng, kv_dtype)
-    if eng.engine == "sglang" and model.model_type == "gemma4_text":
-        raise KvscopeError(
-            f"{model.name} is Gemma 4, whose SGLang memory pools (per-type head sizes, "
-            "KV-shared layers) kvscope does not model yet; plan it under vLLM.",
-            "Use --engine vllm.",
-        )
+    if eng.engine == "sglang" and sglang_swa.is_gemma4(model):
+        sglang_swa.check(model, eng, par)
     if model.is_deepseek_v4 or ("mla_sparse" in kinds and is_fp8(kv_dtype)):
         # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).
@@ -434,7 +437,7 @@ def _plan_sglang(
     )
     defaults = sglang_budget.engine_defaults(model, gpu, par, eng)
     mfs = defaults.mem_fraction_static
-    page = eng.block_size or sglang_budget.default_page_size(model)
+    page = eng.block_size or sglang_budget.default_page_size(model, gpu, eng.version)
     ranks = sglang_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, mfs, page)
     tokens = min(r.tokens for r in ranks)
     max_len = eng.max_model_len or model.max_position_embeddings

@@ -1,0 +1,131 @@
+"""SGLang's hybrid sliding-window KV pool for Gemma 4: full and SWA token counts, bytes.
+
+SGLang serves Gemma 4 (``Gemma4ForConditionalGeneration``, first in the 0.5.11 wheel: no
+``models/gemma4*.py`` at 0.5.10) as a hybrid-SWA model (``is_hybrid_swa_model``), with two
+token pools in one ``SWAKVPool``. Read in the 0.5.11, 0.5.13, 0.5.14 and 0.5.23 wheels:
+
+- The config parser swaps Gemma 4's names (``utils/hf_transformers/config.py``): the base
+  ``head_dim`` / ``num_key_value_heads`` become the full layers' (``global_head_dim``,
+  ``num_global_key_value_heads`` where the config has it) and ``swa_head_dim`` /
+  ``swa_num_key_value_heads`` the sliding layers'. K and V both get a slot of ``head_dim``
+  (``v_head_dim = head_dim``), also with ``attention_k_eq_v``.
+- ``get_hybrid_layer_ids`` splits layers by ``layer_types`` alone, so the last
+  ``num_kv_shared_layers`` layers (which read an earlier layer's cache:
+  ``RadixAttention(layer_id=kv_shared_layer_index)`` in ``models/gemma4_causal.py``) still
+  get a buffer of their own in each pool: SGLang allocates them, vLLM does not.
+- ``HybridSWAPoolConfigurator`` (``model_executor/pool_configurator.py``, the same class body
+  at 0.5.11-0.5.14; 0.5.23 adds draft, mxfp8 and unified-memory terms kvscope does not use):
+  ``F = max(1, kv // attn_tp) x 2 x head_dim x elt`` per full layer, ``S`` likewise per
+  sliding layer, ``cell = F x n_full + r x S x n_swa`` with ``r = --swa-full-tokens-ratio``
+  (0.8), ``max_total_num_tokens = full = floor(rest / cell)`` page-aligned and
+  ``swa = int(full x r)`` page-aligned.
+- Layer lists: every layer of the model on every PP stage up to 0.5.14 (``model_config``'s
+  lists); the stage's own layers at 0.5.23 (``layer_setup._resolve_local_hybrid_swa_layer_ids``).
+  0.5.15-0.5.22 are not read, so PP there is refused.
+- The default attention backend is ``triton`` at 0.5.11-0.5.12 and, from 0.5.13, ``trtllm_mha``
+  on SM100 (``triton`` elsewhere), whose page size is forced to 64 (``server_args.py``:
+  "TensorRT-LLM MHA only supports page_size of 16, 32 or 64").
+
+Not modelled (refused or left out): speculative decoding (the 0.5.23 configurator adds the
+draft's layers), ``--disable-hybrid-swa-memory``, and the request-cap SWA pool
+(``SWAChunkCapPoolConfigurator``, only with ``--max-running-requests`` and
+``--disable-radix-cache``). Units: bytes, tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvscope.errors import KvscopeError
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.specs.attention import AttentionLayer
+from kvscope.specs.dtypes import element_bytes
+from kvscope.specs.model import ModelSpec
+
+MODEL_TYPE = "gemma4_text"
+#: First SGLang release with Gemma 4 (``srt/models/gemma4_causal.py``): absent at 0.5.10.
+FIRST_GEMMA4 = (0, 5, 11)
+#: First release read whose SWA pools hold only the PP stage's layers.
+STAGE_LAYERS_SINCE = (0, 5, 23)
+#: Last release read whose SWA pools hold every layer on every stage.
+ALL_LAYERS_UNTIL = (0, 5, 14)
+#: ``--swa-full-tokens-ratio`` default (``ServerArgs``; the 0.5.23 fallback).
+SWA_FULL_TOKENS_RATIO = 0.8
+#: Page size SGLang forces for ``trtllm_mha``, Gemma 4's default backend on SM100 ...
+TRTLLM_MHA_PAGE = 64
+#: ... from this release (0.5.11 and 0.5.12 default to ``triton`` on every GPU).
+TRTLLM_MHA_SINCE = (0, 5, 13)
+
+
+@dataclass(frozen=True)
+class SwaCell:
+    """Per-token bytes of each pool on one GPU and the layers each holds."""
+
+    full_per_layer: float
+    swa_per_layer: float
+    full_layers: int
+    swa_layers: int
+    ratio: float = SWA_FULL_TOKENS_RATIO
+
+    @property
+    def cell_bytes(self) -> float:
+        """Bytes per token of ``max_total_num_tokens`` (full pool plus its SWA share)."""
+        return self.full_per_layer * self.full_layers + (
+            self.ratio * self.swa_per_layer * self.swa_layers
+        )
+
+    def split(self, rest: float, page_size: int) -> tuple[int, int]:
+        """(full, swa) pool tokens out of ``rest`` bytes, as ``_solve_pool_sizes`` aligns them."""
+        full = max(0, math.floor(rest / self.cell_bytes)) // page_size * page_size
+        return full, int(full * self.ratio) // page_size * page_size
+
+
+def is_gemma4(model: ModelSpec) -> bool:
+    """Whether ``model`` is planned with SGLang's Gemma 4 pool."""
+    return model.model_type == MODEL_TYPE
+
+
+def check(model: ModelSpec, eng: EngineConfig, par: Parallelism) -> None:
+    """Refuse in one line what this model does not cover (see the module text)."""
+    if eng.version < FIRST_GEMMA4:
+        raise KvscopeError(
+            f"SGLang {eng.version_text} has no Gemma 4 ({model.name}): its first release with "
+            "Gemma 4 is 0.5.11.",
+            "Plan it with --engine-version 0.5.11 or newer, or --engine vllm.",
+        )
+    if eng.speculative is not None or eng.speculative_layers:
+        raise KvscopeError(
+            f"SGLang's Gemma 4 pool with speculative decoding ({model.name}) is not modelled.",
+            "Plan it without speculative decoding, or with --engine vllm.",
+        )
+    if par.pp > 1 and ALL_LAYERS_UNTIL < eng.version < STAGE_LAYERS_SINCE:
+        raise KvscopeError(
+            f"SGLang {eng.version_text}'s Gemma 4 pools under pipeline parallelism are not "
+            "modelled (0.5.14 holds every layer per stage, 0.5.23 the stage's own).",
+            "Plan it with --engine-version 0.5.14 or 0.5.23, or without PP.",
+        )
+
+
+def swa_cell(
+    model: ModelSpec, layers: tuple[int, ...], kv_dtype: str, attn_tp: int, version: tuple[int, ...]
+) -> SwaCell:
+    """The pools' per-token bytes for a stage holding ``layers`` (KV-shared layers included)."""
+    held = layers if version >= STAGE_LAYERS_SINCE else tuple(range(model.num_layers))
+    elt = element_bytes(kv_dtype)
+    full = [model.layers[i].attention for i in held if model.layers[i].attention.kind == "full"]
+    swa = [a for a in (model.layers[i].attention for i in held) if a.kind == "sliding"]
+
+    def per_layer(att: list[AttentionLayer]) -> float:
+        if not att:
+            return 0.0
+        a = att[0]
+        return float(max(1, a.num_kv_heads // attn_tp) * 2 * a.head_dim * elt)
+
+    return SwaCell(per_layer(full), per_layer(swa), len(full), len(swa))
+
+
+def page_size(compute_capability: str, version: tuple[int, ...]) -> int:
+    """Gemma 4's SGLang page size: 64 under ``trtllm_mha`` (SM100, 0.5.13+), else 1."""
+    sm100 = compute_capability.split(".")[0] == "10"
+    return TRTLLM_MHA_PAGE if sm100 and version >= TRTLLM_MHA_SINCE else 1
