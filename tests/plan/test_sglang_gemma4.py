@@ -123,12 +123,18 @@ def test_b200_pages_are_64_tokens_from_0513() -> None:
 
 
 def test_pp_layers_per_stage_by_release() -> None:
+    # 31B layer types: five sliding then one full, ten times; layer 30 is sliding.
     m = _load("gemma-4-31b-it.json")
-    first = tuple(range(30))
-    assert swa_cell(m, first, "bfloat16", 1, V14).cell_bytes == 737_280  # every layer
+    first, second = tuple(range(30)), tuple(range(30, 60))
+    # to 0.5.14 a stage also holds the next stage's first layer (range(start, end + 1))
+    a = swa_cell(m, first, "bfloat16", 1, V14)
+    assert (a.full_layers, a.swa_layers) == (5, 26)
+    last = swa_cell(m, second, "bfloat16", 1, V14)
+    assert (last.full_layers, last.swa_layers) == (5, 25)
+    # at 0.5.23 the stages partition the layers
     half = swa_cell(m, first, "bfloat16", 1, V23)
-    rest = swa_cell(m, tuple(range(30, 60)), "bfloat16", 1, V23)
-    assert half.full_layers + rest.full_layers == 10
+    rest = swa_cell(m, second, "bfloat16", 1, V23)
+    assert (half.full_layers, half.swa_layers) == (5, 25)
     assert half.cell_bytes + rest.cell_bytes == pytest.approx(737_280)
     eng = EngineConfig(engine="sglang", engine_version="0.5.18")
     with pytest.raises(KvscopeError, match="pipeline parallelism"):

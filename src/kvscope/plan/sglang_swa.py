@@ -19,9 +19,11 @@ token pools in one ``SWAKVPool``. Read in the 0.5.11, 0.5.13, 0.5.14 and 0.5.23 
   sliding layer, ``cell = F x n_full + r x S x n_swa`` with ``r = --swa-full-tokens-ratio``
   (0.8), ``max_total_num_tokens = full = floor(rest / cell)`` page-aligned and
   ``swa = int(full x r)`` page-aligned.
-- Layer lists: every layer of the model on every PP stage up to 0.5.14 (``model_config``'s
-  lists); the stage's own layers at 0.5.23 (``layer_setup._resolve_local_hybrid_swa_layer_ids``).
-  0.5.15-0.5.22 are not read, so PP there is refused.
+- Layer lists under PP: up to 0.5.14 ``ModelRunner.adjust_hybrid_swa_layers_for_pp`` keeps
+  ``range(start_layer, end_layer + 1)``, the stage's layers plus the next stage's first (read
+  in the 0.5.11, 0.5.13 and 0.5.14 wheels); at 0.5.23 ``layer_setup.
+  _resolve_local_hybrid_swa_layer_ids`` keeps ``range(start_layer, end_layer)``. 0.5.15-0.5.22
+  are not read, so PP there is refused.
 - The default attention backend is ``triton`` at 0.5.11-0.5.12 and, from 0.5.13, ``trtllm_mha``
   on SM100 (``triton`` elsewhere), whose page size is forced to 64 (``server_args.py``:
   "TensorRT-LLM MHA only supports page_size of 16, 32 or 64").
@@ -46,10 +48,10 @@ from kvscope.specs.model import ModelSpec
 MODEL_TYPE = "gemma4_text"
 #: First SGLang release with Gemma 4 (``srt/models/gemma4_causal.py``): absent at 0.5.10.
 FIRST_GEMMA4 = (0, 5, 11)
-#: First release read whose SWA pools hold only the PP stage's layers.
+#: First release read whose SWA pools hold exactly the PP stage's layers.
 STAGE_LAYERS_SINCE = (0, 5, 23)
-#: Last release read whose SWA pools hold every layer on every stage.
-ALL_LAYERS_UNTIL = (0, 5, 14)
+#: Last release read whose SWA pools also hold the next stage's first layer.
+STAGE_PLUS_ONE_UNTIL = (0, 5, 14)
 #: ``--swa-full-tokens-ratio`` default (``ServerArgs``; the 0.5.23 fallback).
 SWA_FULL_TOKENS_RATIO = 0.8
 #: Page size SGLang forces for ``trtllm_mha``, Gemma 4's default backend on SM100 ...
@@ -99,10 +101,10 @@ def check(model: ModelSpec, eng: EngineConfig, par: Parallelism) -> None:
             f"SGLang's Gemma 4 pool with speculative decoding ({model.name}) is not modelled.",
             "Plan it without speculative decoding, or with --engine vllm.",
         )
-    if par.pp > 1 and ALL_LAYERS_UNTIL < eng.version < STAGE_LAYERS_SINCE:
+    if par.pp > 1 and STAGE_PLUS_ONE_UNTIL < eng.version < STAGE_LAYERS_SINCE:
         raise KvscopeError(
             f"SGLang {eng.version_text}'s Gemma 4 pools under pipeline parallelism are not "
-            "modelled (0.5.14 holds every layer per stage, 0.5.23 the stage's own).",
+            "modelled (read at 0.5.11-0.5.14 and 0.5.23 only).",
             "Plan it with --engine-version 0.5.14 or 0.5.23, or without PP.",
         )
 
@@ -110,8 +112,10 @@ def check(model: ModelSpec, eng: EngineConfig, par: Parallelism) -> None:
 def swa_cell(
     model: ModelSpec, layers: tuple[int, ...], kv_dtype: str, attn_tp: int, version: tuple[int, ...]
 ) -> SwaCell:
-    """The pools' per-token bytes for a stage holding ``layers`` (KV-shared layers included)."""
-    held = layers if version >= STAGE_LAYERS_SINCE else tuple(range(model.num_layers))
+    """The pools' per-token bytes for a PP stage owning ``layers`` (KV-shared layers included)."""
+    held = layers
+    if version <= STAGE_PLUS_ONE_UNTIL and layers and layers[-1] + 1 < model.num_layers:
+        held = (*layers, layers[-1] + 1)  # ``range(start_layer, end_layer + 1)``
     elt = element_bytes(kv_dtype)
     full = [model.layers[i].attention for i in held if model.layers[i].attention.kind == "full"]
     swa = [a for a in (model.layers[i].attention for i in held) if a.kind == "sliding"]
