@@ -16,14 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvscope.errors import KvscopeError
-from kvscope.plan import (
-    attention_backend,
-    sglang_budget,
-    sglang_mamba,
-    sglang_swa,
-    shared_gpu,
-    vllm_budget,
-)
+from kvscope.plan import attention_backend, sglang_budget, sglang_mamba, shared_gpu, vllm_budget
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
@@ -36,6 +29,7 @@ from kvscope.plan.pp_vocab import with_every_stage_tables
 from kvscope.plan.rocm_blas import check_hipblaslt
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
+from kvscope.plan.sglang_swa import check as sglang_gemma4_check
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
 from kvscope.plan.vllm_mxfp4 import float32_rope_bytes, vllm_expert_layout
 from kvscope.plan.weights import (
@@ -178,8 +172,8 @@ def plan_memory(
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
     kinds = attention_kinds(model)
     _check_inputs(model, gpu, par, eng, kv_dtype)
-    if eng.engine == "sglang" and sglang_swa.is_gemma4(model):
-        sglang_swa.check(model, eng, par)
+    if eng.engine == "sglang":
+        sglang_gemma4_check(model, eng, par)
     if model.is_deepseek_v4 or ("mla_sparse" in kinds and is_fp8(kv_dtype)):
         # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).

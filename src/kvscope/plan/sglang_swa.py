@@ -5,10 +5,13 @@ SGLang serves Gemma 4 (``Gemma4ForConditionalGeneration``, first in the 0.5.11 w
 token pools in one ``SWAKVPool``. Read in the 0.5.11, 0.5.13, 0.5.14 and 0.5.23 wheels:
 
 - The config parser swaps Gemma 4's names (``utils/hf_transformers/config.py``): the base
-  ``head_dim`` / ``num_key_value_heads`` become the full layers' (``global_head_dim``,
-  ``num_global_key_value_heads`` where the config has it) and ``swa_head_dim`` /
-  ``swa_num_key_value_heads`` the sliding layers'. K and V both get a slot of ``head_dim``
-  (``v_head_dim = head_dim``), also with ``attention_k_eq_v``.
+  ``head_dim`` / ``num_key_value_heads`` become the full layers' (``global_head_dim`` and
+  ``num_global_key_value_heads``) and ``swa_head_dim`` / ``swa_num_key_value_heads`` the
+  sliding layers'. K and V both get a slot of ``head_dim`` (``v_head_dim = head_dim``), also
+  with ``attention_k_eq_v``. At 0.5.11-0.5.14 the global KV heads apply wherever the key is
+  present; 0.5.23 takes transformers' ``per_layer_config``, which (like vLLM and
+  :mod:`kvscope.specs.config_gemma4`) applies them with ``attention_k_eq_v`` only. The public
+  checkpoints agree under both (31B and 26B-A4B set both keys; E2B and E4B neither).
 - ``get_hybrid_layer_ids`` splits layers by ``layer_types`` alone, so the last
   ``num_kv_shared_layers`` layers (which read an earlier layer's cache:
   ``RadixAttention(layer_id=kv_shared_layer_index)`` in ``models/gemma4_causal.py``) still
@@ -89,7 +92,10 @@ def is_gemma4(model: ModelSpec) -> bool:
 
 
 def check(model: ModelSpec, eng: EngineConfig, par: Parallelism) -> None:
-    """Refuse in one line what this model does not cover (see the module text)."""
+    """Refuse in one line the Gemma 4 launches this model does not cover (see the module text);
+    other models pass."""
+    if not is_gemma4(model):
+        return
     if eng.version < FIRST_GEMMA4:
         raise KvscopeError(
             f"SGLang {eng.version_text} has no Gemma 4 ({model.name}): its first release with "
