@@ -55,6 +55,9 @@ FIRST_GEMMA4 = (0, 5, 11)
 STAGE_LAYERS_SINCE = (0, 5, 23)
 #: Last release read whose SWA pools also hold the next stage's first layer.
 STAGE_PLUS_ONE_UNTIL = (0, 5, 14)
+#: First release read that refuses an SWA pool of at most ``sliding_window + page_size`` tokens
+#: (``HybridSWAPoolConfigurator.validate_swa_pool_size``: absent at 0.5.14, present at 0.5.23).
+SWA_FLOOR_SINCE = (0, 5, 23)
 #: ``--swa-full-tokens-ratio`` default (``ServerArgs``; the 0.5.23 fallback).
 SWA_FULL_TOKENS_RATIO = 0.8
 #: Page size SGLang forces for ``trtllm_mha``, Gemma 4's default backend on SM100 ...
@@ -91,7 +94,7 @@ def is_gemma4(model: ModelSpec) -> bool:
     return model.model_type == MODEL_TYPE
 
 
-def check(model: ModelSpec, eng: EngineConfig, par: Parallelism) -> None:
+def check_gemma4(model: ModelSpec, eng: EngineConfig, par: Parallelism) -> None:
     """Refuse in one line the Gemma 4 launches this model does not cover (see the module text);
     other models pass."""
     if not is_gemma4(model):
@@ -133,6 +136,22 @@ def swa_cell(
         return float(max(1, a.num_kv_heads // attn_tp) * 2 * a.head_dim * elt)
 
     return SwaCell(per_layer(full), per_layer(swa), len(full), len(swa))
+
+
+def swa_floor_problem(
+    model: ModelSpec, full_tokens: int, page: int, version: tuple[int, ...]
+) -> str | None:
+    """Why SGLang refuses to start when the SWA pool cannot admit one request, else None."""
+    if not is_gemma4(model) or version < SWA_FLOOR_SINCE or full_tokens <= 0:
+        return None
+    window = next(a.window for a in (x.attention for x in model.layers) if a.kind == "sliding")
+    swa = int(full_tokens * SWA_FULL_TOKENS_RATIO) // page * page
+    if window is None or window + page < swa:
+        return None
+    return (
+        f"the SWA pool ({swa:,} tokens) cannot hold one request: SGLang needs more than "
+        f"sliding_window + page_size ({window} + {page}) tokens."
+    )
 
 
 def page_size(compute_capability: str, version: tuple[int, ...]) -> int:
