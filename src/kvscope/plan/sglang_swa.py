@@ -55,8 +55,9 @@ FIRST_GEMMA4 = (0, 5, 11)
 STAGE_LAYERS_SINCE = (0, 5, 23)
 #: Last release read whose SWA pools also hold the next stage's first layer.
 STAGE_PLUS_ONE_UNTIL = (0, 5, 14)
-#: First release read that refuses an SWA pool of at most ``sliding_window + page_size`` tokens
-#: (``HybridSWAPoolConfigurator.validate_swa_pool_size``: absent at 0.5.14, present at 0.5.23).
+#: First release read that refuses an SWA pool of at most ``sliding_window_size + page_size``
+#: tokens (``HybridSWAPoolConfigurator.validate_swa_pool_size``: absent at 0.5.14, present at
+#: 0.5.23), ``sliding_window_size`` being the model's ``sliding_window - 1``.
 SWA_FLOOR_SINCE = (0, 5, 23)
 #: ``--swa-full-tokens-ratio`` default (``ServerArgs``; the 0.5.23 fallback).
 SWA_FULL_TOKENS_RATIO = 0.8
@@ -144,13 +145,16 @@ def swa_floor_problem(
     """Why SGLang refuses to start when the SWA pool cannot admit one request, else None."""
     if not is_gemma4(model) or version < SWA_FLOOR_SINCE or full_tokens <= 0:
         return None
-    window = next(a.window for a in (x.attention for x in model.layers) if a.kind == "sliding")
+    windows = [x.attention.window for x in model.layers if x.attention.kind == "sliding"]
+    if not windows or windows[0] is None:
+        return None
+    window = windows[0] - 1  # get_attention_sliding_window_size: HF's inclusive window - 1
     swa = int(full_tokens * SWA_FULL_TOKENS_RATIO) // page * page
-    if window is None or window + page < swa:
+    if window + page < swa:
         return None
     return (
         f"the SWA pool ({swa:,} tokens) cannot hold one request: SGLang needs more than "
-        f"sliding_window + page_size ({window} + {page}) tokens."
+        f"sliding_window_size + page_size ({window} + {page}) tokens."
     )
 
 
