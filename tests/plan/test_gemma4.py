@@ -126,8 +126,8 @@ def test_plan_logs_the_vllm_capacity_of_a_known_pool() -> None:
     assert plan.num_kv_groups == 6
 
 
-def test_sglang_is_refused_in_one_line() -> None:
-    eng = EngineConfig(engine="sglang")
+def test_sglang_before_its_first_gemma4_release_is_refused() -> None:
+    eng = EngineConfig(engine="sglang", engine_version="0.5.9")
     with pytest.raises(KvscopeError, match="Gemma 4"):
         plan_memory(_load("gemma-4-26b-a4b.json"), get_gpu("H100"), Parallelism(), eng)
 
@@ -151,9 +151,19 @@ def test_cli_names_the_missing_key_and_the_file(tmp_path: Path) -> None:
     assert len(lines) == 1 and "layer_types" in lines[0] and str(path) in lines[0]
 
 
-def test_cli_refuses_sglang_in_one_line() -> None:
+def test_cli_refuses_sglang_before_gemma4_in_one_line() -> None:
     path = CONFIGS / "gemma-4-26b-a4b.json"
-    out = run_kvscope("plan", "--model", str(path), "--gpu", "h100", "--engine", "sglang")
+    out = run_kvscope(
+        "plan",
+        "--model",
+        str(path),
+        "--gpu",
+        "h100",
+        "--engine",
+        "sglang",
+        "--engine-version",
+        "0.5.9",
+    )
     assert out.returncode == 2
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Gemma 4" in lines[0] and "--engine vllm" in lines[0]

@@ -30,6 +30,7 @@ from kvscope.plan.pp_vocab import with_every_stage_tables
 from kvscope.plan.rocm_blas import check_hipblaslt
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
+from kvscope.plan.sglang_swa import check_gemma4, swa_floor_problem
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
 from kvscope.plan.vllm_mxfp4 import float32_rope_bytes, vllm_expert_layout
 from kvscope.plan.weights import (
@@ -172,12 +173,8 @@ def plan_memory(
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
     kinds = attention_kinds(model)
     _check_inputs(model, gpu, par, eng, kv_dtype)
-    if eng.engine == "sglang" and model.model_type == "gemma4_text":
-        raise KvscopeError(
-            f"{model.name} is Gemma 4, whose SGLang memory pools (per-type head sizes, "
-            "KV-shared layers) kvscope does not model yet; plan it under vLLM.",
-            "Use --engine vllm.",
-        )
+    if eng.engine == "sglang":
+        check_gemma4(model, eng, par)
     if model.is_deepseek_v4 or ("mla_sparse" in kinds and is_fp8(kv_dtype)):
         # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).
@@ -435,7 +432,7 @@ def _plan_sglang(
     )
     defaults = sglang_budget.engine_defaults(model, gpu, par, eng)
     mfs = defaults.mem_fraction_static
-    page = eng.block_size or sglang_budget.default_page_size(model)
+    page = eng.block_size or sglang_budget.default_page_size(model, gpu, eng.version)
     ranks = sglang_budget.plan_ranks(model, gpu, par, eng, stages, kv_dtype, mfs, page)
     tokens = min(r.tokens for r in ranks)
     max_len = eng.max_model_len or model.max_position_embeddings
@@ -459,6 +456,8 @@ def _plan_sglang(
         problem = "no memory is left for the KV pool after the weights."
     elif mamba_cap == 0:
         problem = "the mamba state pool cannot hold one running request."
+    elif swa_floor_problem(model, tokens, page, eng.version):
+        problem = swa_floor_problem(model, tokens, page, eng.version)
     per_rank = tuple(
         RankMemory(
             r.pp_rank,

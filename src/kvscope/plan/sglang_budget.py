@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
-from kvscope.plan import sglang_mamba, sglang_mm_reserve
+from kvscope.plan import sglang_mamba, sglang_mm_reserve, sglang_swa
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.kv_layout import DSV4_BLOCK, sglang_cell_bytes
@@ -355,6 +355,8 @@ def plan_ranks(
             cell = dsv4_bytes_per_full_token(model, w.layers, False, spec, scaled)
             if not scaled:
                 rest -= dsv4_c128_reservation(model, w.layers, running, spec)
+        elif sglang_swa.is_gemma4(model):  # full pool + SWA share (kvscope.plan.sglang_swa)
+            cell = sglang_swa.swa_cell(model, w.layers, kv_dtype, attn_tp, eng.version).cell_bytes
         else:
             cell = sglang_cell_bytes(model, w.layers, kv_dtype, attn_tp)
         priced = dsa_profiled_cell(model, w.layers, kv_dtype, eng.version, cell)
@@ -377,11 +379,16 @@ def dsv4_warnings(model: ModelSpec, eng: EngineConfig) -> tuple[str, ...]:
     )
 
 
-def default_page_size(model: ModelSpec) -> int:
-    """SGLang page size: 1 by default, 64 for the V3.2 NSA backend, 256 for V4."""
+def default_page_size(
+    model: ModelSpec, gpu: GPUSpec | None = None, version: tuple[int, ...] = (0, 5, 23)
+) -> int:
+    """SGLang page size: 1 by default, 64 for the V3.2 NSA backend, 256 for V4, 64 for Gemma 4
+    on SM100 from 0.5.13 (``trtllm_mha``, :mod:`kvscope.plan.sglang_swa`)."""
     kinds = attention_kinds(model)
     if model.is_deepseek_v4:
         return DSV4_BLOCK
+    if sglang_swa.is_gemma4(model) and gpu is not None:
+        return sglang_swa.page_size(gpu.compute_capability, version)
     if "mla_sparse" in kinds:
         return 64
     return 1

@@ -1,0 +1,164 @@
+"""SGLang's hybrid sliding-window KV pool for Gemma 4: full and SWA token counts, bytes.
+
+SGLang serves Gemma 4 (``Gemma4ForConditionalGeneration``, first in the 0.5.11 wheel: no
+``models/gemma4*.py`` at 0.5.10) as a hybrid-SWA model (``is_hybrid_swa_model``), with two
+token pools in one ``SWAKVPool``. Read in the 0.5.11, 0.5.13, 0.5.14 and 0.5.23 wheels:
+
+- The config parser swaps Gemma 4's names (``utils/hf_transformers/config.py``): the base
+  ``head_dim`` / ``num_key_value_heads`` become the full layers' (``global_head_dim`` and
+  ``num_global_key_value_heads``) and ``swa_head_dim`` / ``swa_num_key_value_heads`` the
+  sliding layers'. K and V both get a slot of ``head_dim`` (``v_head_dim = head_dim``), also
+  with ``attention_k_eq_v``. At 0.5.11-0.5.14 the global KV heads apply wherever the key is
+  present; 0.5.23 takes transformers' ``per_layer_config``, which (like vLLM and
+  :mod:`kvscope.specs.config_gemma4`) applies them with ``attention_k_eq_v`` only. The public
+  checkpoints agree under both (31B and 26B-A4B set both keys; E2B and E4B neither).
+- ``get_hybrid_layer_ids`` splits layers by ``layer_types`` alone, so the last
+  ``num_kv_shared_layers`` layers (which read an earlier layer's cache:
+  ``RadixAttention(layer_id=kv_shared_layer_index)`` in ``models/gemma4_causal.py``) still
+  get a buffer of their own in each pool: SGLang allocates them, vLLM does not.
+- ``HybridSWAPoolConfigurator`` (``model_executor/pool_configurator.py``, the same class body
+  at 0.5.11-0.5.14; 0.5.23 adds draft, mxfp8 and unified-memory terms kvscope does not use):
+  ``F = max(1, kv // attn_tp) x 2 x head_dim x elt`` per full layer, ``S`` likewise per
+  sliding layer, ``cell = F x n_full + r x S x n_swa`` with ``r = --swa-full-tokens-ratio``
+  (0.8), ``max_total_num_tokens = full = floor(rest / cell)`` page-aligned and
+  ``swa = int(full x r)`` page-aligned.
+- Layer lists under PP: up to 0.5.14 ``ModelRunner.adjust_hybrid_swa_layers_for_pp`` keeps
+  ``range(start_layer, end_layer + 1)``, the stage's layers plus the next stage's first (read
+  in the 0.5.11, 0.5.13 and 0.5.14 wheels); at 0.5.23 ``layer_setup.
+  _resolve_local_hybrid_swa_layer_ids`` keeps ``range(start_layer, end_layer)``. 0.5.15-0.5.22
+  are not read, so PP there is refused.
+- The default attention backend is ``triton`` at 0.5.11-0.5.12 and, from 0.5.13, ``trtllm_mha``
+  on SM100 (``triton`` elsewhere), whose page size is forced to 64 (``server_args.py``:
+  "TensorRT-LLM MHA only supports page_size of 16, 32 or 64").
+
+Not modelled (refused or left out): speculative decoding (the 0.5.23 configurator adds the
+draft's layers), ``--disable-hybrid-swa-memory``, and the request-cap SWA pool
+(``SWAChunkCapPoolConfigurator``, only with ``--max-running-requests`` and
+``--disable-radix-cache``). Units: bytes, tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvscope.errors import KvscopeError
+from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.specs.attention import AttentionLayer
+from kvscope.specs.dtypes import element_bytes
+from kvscope.specs.model import ModelSpec
+
+MODEL_TYPE = "gemma4_text"
+#: First SGLang release with Gemma 4 (``srt/models/gemma4_causal.py``): absent at 0.5.10.
+FIRST_GEMMA4 = (0, 5, 11)
+#: First release read whose SWA pools hold exactly the PP stage's layers.
+STAGE_LAYERS_SINCE = (0, 5, 23)
+#: Last release read whose SWA pools also hold the next stage's first layer.
+STAGE_PLUS_ONE_UNTIL = (0, 5, 14)
+#: First release read that refuses an SWA pool of at most ``sliding_window_size + page_size``
+#: tokens (``HybridSWAPoolConfigurator.validate_swa_pool_size``: absent at 0.5.14, present at
+#: 0.5.23), ``sliding_window_size`` being the model's ``sliding_window - 1``.
+SWA_FLOOR_SINCE = (0, 5, 23)
+#: ``--swa-full-tokens-ratio`` default (``ServerArgs``; the 0.5.23 fallback).
+SWA_FULL_TOKENS_RATIO = 0.8
+#: Page size SGLang forces for ``trtllm_mha``, Gemma 4's default backend on SM100 ...
+TRTLLM_MHA_PAGE = 64
+#: ... from this release (0.5.11 and 0.5.12 default to ``triton`` on every GPU).
+TRTLLM_MHA_SINCE = (0, 5, 13)
+
+
+@dataclass(frozen=True)
+class SwaCell:
+    """Per-token bytes of each pool on one GPU and the layers each holds."""
+
+    full_per_layer: float
+    swa_per_layer: float
+    full_layers: int
+    swa_layers: int
+    ratio: float = SWA_FULL_TOKENS_RATIO
+
+    @property
+    def cell_bytes(self) -> float:
+        """Bytes per token of ``max_total_num_tokens`` (full pool plus its SWA share)."""
+        return self.full_per_layer * self.full_layers + (
+            self.ratio * self.swa_per_layer * self.swa_layers
+        )
+
+    def split(self, rest: float, page_size: int) -> tuple[int, int]:
+        """(full, swa) pool tokens out of ``rest`` bytes, as ``_solve_pool_sizes`` aligns them."""
+        full = max(0, math.floor(rest / self.cell_bytes)) // page_size * page_size
+        return full, int(full * self.ratio) // page_size * page_size
+
+
+def is_gemma4(model: ModelSpec) -> bool:
+    """Whether ``model`` is planned with SGLang's Gemma 4 pool."""
+    return model.model_type == MODEL_TYPE
+
+
+def check_gemma4(model: ModelSpec, eng: EngineConfig, par: Parallelism) -> None:
+    """Refuse in one line the Gemma 4 launches this model does not cover (see the module text);
+    other models pass."""
+    if not is_gemma4(model):
+        return
+    if eng.version < FIRST_GEMMA4:
+        raise KvscopeError(
+            f"SGLang {eng.version_text} has no Gemma 4 ({model.name}): its first release with "
+            "Gemma 4 is 0.5.11.",
+            "Plan it with --engine-version 0.5.11 or newer, or --engine vllm.",
+        )
+    if eng.speculative is not None or eng.speculative_layers:
+        raise KvscopeError(
+            f"SGLang's Gemma 4 pool with speculative decoding ({model.name}) is not modelled.",
+            "Plan it without speculative decoding, or with --engine vllm.",
+        )
+    if par.pp > 1 and STAGE_PLUS_ONE_UNTIL < eng.version < STAGE_LAYERS_SINCE:
+        raise KvscopeError(
+            f"SGLang {eng.version_text}'s Gemma 4 pools under pipeline parallelism are not "
+            "modelled (read at 0.5.11-0.5.14 and 0.5.23 only).",
+            "Plan it with --engine-version 0.5.14 or 0.5.23, or without PP.",
+        )
+
+
+def swa_cell(
+    model: ModelSpec, layers: tuple[int, ...], kv_dtype: str, attn_tp: int, version: tuple[int, ...]
+) -> SwaCell:
+    """The pools' per-token bytes for a PP stage owning ``layers`` (KV-shared layers included)."""
+    held = layers
+    if version <= STAGE_PLUS_ONE_UNTIL and layers and layers[-1] + 1 < model.num_layers:
+        held = (*layers, layers[-1] + 1)  # ``range(start_layer, end_layer + 1)``
+    elt = element_bytes(kv_dtype)
+    full = [model.layers[i].attention for i in held if model.layers[i].attention.kind == "full"]
+    swa = [a for a in (model.layers[i].attention for i in held) if a.kind == "sliding"]
+
+    def per_layer(att: list[AttentionLayer]) -> float:
+        if not att:
+            return 0.0
+        a = att[0]
+        return float(max(1, a.num_kv_heads // attn_tp) * 2 * a.head_dim * elt)
+
+    return SwaCell(per_layer(full), per_layer(swa), len(full), len(swa))
+
+
+def swa_floor_problem(
+    model: ModelSpec, full_tokens: int, page: int, version: tuple[int, ...]
+) -> str | None:
+    """Why SGLang refuses to start when the SWA pool cannot admit one request, else None."""
+    if not is_gemma4(model) or version < SWA_FLOOR_SINCE or full_tokens <= 0:
+        return None
+    windows = [x.attention.window for x in model.layers if x.attention.kind == "sliding"]
+    if not windows or windows[0] is None:
+        return None
+    window = windows[0] - 1  # get_attention_sliding_window_size: HF's inclusive window - 1
+    swa = int(full_tokens * SWA_FULL_TOKENS_RATIO) // page * page
+    if window + page < swa:
+        return None
+    return (
+        f"the SWA pool ({swa:,} tokens) cannot hold one request: SGLang needs more than "
+        f"sliding_window_size + page_size ({window} + {page}) tokens."
+    )
+
+
+def page_size(compute_capability: str, version: tuple[int, ...]) -> int:
+    """Gemma 4's SGLang page size: 64 under ``trtllm_mha`` (SM100, 0.5.13+), else 1."""
+    sm100 = compute_capability.split(".")[0] == "10"
+    return TRTLLM_MHA_PAGE if sm100 and version >= TRTLLM_MHA_SINCE else 1
