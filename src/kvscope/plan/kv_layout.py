@@ -358,7 +358,8 @@ def sglang_cell_bytes(
 
     Heads are split over the attention-TP size (``tp / dp`` with DP attention); MLA keeps one
     latent; V3.2 adds the 132-B indexer key (sglang PR #11309). Sliding layers are counted at
-    full length (SGLang's single token pool for non-hybrid-SWA builds).
+    full length: SGLang's single token pool (Gemma 2/3, gpt-oss where its hybrid pool is off);
+    the two-pool cell of Gemma 4 and gpt-oss is :func:`kvscope.plan.sglang_swa.swa_cell`.
     """
     total = 0.0
     for i in layers:

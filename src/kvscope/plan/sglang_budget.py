@@ -338,6 +338,7 @@ def plan_ranks(
     out = []
     # post-sizing multimodal caches, reserved out of rest (kvscope.plan.sglang_mm_reserve)
     mm = sglang_mm_reserve.reserved_bytes(eng.version, sglang_multimodal(model))
+    two_pools = sglang_swa.two_pools(model, eng, par, gpu.compute_capability)
     for w in stage_weights:
         rest = m0 * mfs - w.total_bytes - mm
         slots = 0
@@ -355,12 +356,16 @@ def plan_ranks(
             cell = dsv4_bytes_per_full_token(model, w.layers, False, spec, scaled)
             if not scaled:
                 rest -= dsv4_c128_reservation(model, w.layers, running, spec)
-        elif sglang_swa.is_gemma4(model):  # full pool + SWA share (kvscope.plan.sglang_swa)
-            cell = sglang_swa.swa_cell(model, w.layers, kv_dtype, attn_tp, eng.version).cell_bytes
+        elif two_pools:  # full pool + SWA share (kvscope.plan.sglang_swa)
+            swa = sglang_swa.swa_cell(model, w.layers, kv_dtype, attn_tp, eng.version)
+            cell = swa.cell_bytes
         else:
             cell = sglang_cell_bytes(model, w.layers, kv_dtype, attn_tp)
         priced = dsa_profiled_cell(model, w.layers, kv_dtype, eng.version, cell)
         tokens = max(0, math.floor(rest / priced)) if priced else 0
+        if two_pools and not sglang_swa.is_gemma4(model):
+            one_pool = sglang_cell_bytes(model, w.layers, kv_dtype, attn_tp)
+            tokens = sglang_swa.pool_tokens(rest, swa, one_pool, eng.version)
         tokens = tokens // page_size * page_size
         out.append(SglangRank(w.pp_rank, m0, w.total_bytes, rest, cell, tokens, slots))
     return tuple(out)
@@ -383,12 +388,14 @@ def default_page_size(
     model: ModelSpec, gpu: GPUSpec | None = None, version: tuple[int, ...] = (0, 5, 23)
 ) -> int:
     """SGLang page size: 1 by default, 64 for the V3.2 NSA backend, 256 for V4, 64 for Gemma 4
-    on SM100 from 0.5.13 (``trtllm_mha``, :mod:`kvscope.plan.sglang_swa`)."""
+    on SM100 from 0.5.13 and gpt-oss on SM100 (``trtllm_mha``, :mod:`kvscope.plan.sglang_swa`)."""
     kinds = attention_kinds(model)
     if model.is_deepseek_v4:
         return DSV4_BLOCK
     if sglang_swa.is_gemma4(model) and gpu is not None:
         return sglang_swa.page_size(gpu.compute_capability, version)
+    if model.model_type == sglang_swa.GPT_OSS and gpu is not None:
+        return sglang_swa.gpt_oss_page_size(gpu.compute_capability)
     if "mla_sparse" in kinds:
         return 64
     return 1

@@ -1,4 +1,4 @@
-"""SGLang's hybrid sliding-window KV pool for Gemma 4: full and SWA token counts, bytes.
+"""SGLang's hybrid sliding-window KV pool (Gemma 4, gpt-oss): full and SWA token counts, bytes.
 
 SGLang serves Gemma 4 (``Gemma4ForConditionalGeneration``, first in the 0.5.11 wheel: no
 ``models/gemma4*.py`` at 0.5.10) as a hybrid-SWA model (``is_hybrid_swa_model``), with two
@@ -31,6 +31,27 @@ token pools in one ``SWAKVPool``. Read in the 0.5.11, 0.5.13, 0.5.14 and 0.5.23 
   on SM100 (``triton`` elsewhere), whose page size is forced to 64 (``server_args.py``:
   "TensorRT-LLM MHA only supports page_size of 16, 32 or 64").
 
+gpt-oss (``GptOssForCausalLM``, layers split by ``layer_types``), read in the 0.5.3, 0.5.6,
+0.5.8.post1 and 0.5.9-0.5.23 wheels:
+
+- 0.5.3 and 0.5.6: the GPT-OSS branch of ``ServerArgs`` sets ``disable_hybrid_swa_memory``
+  unconditionally, so one token pool holds every layer at full length (0.5.7 is not read and is
+  planned the same way).
+- 0.5.8.post1 and 0.5.9: ``is_hybrid_swa_model`` lists ``GptOssForCausalLM``, but ``ServerArgs``
+  disables the hybrid pool when prefill or decode runs ``trtllm_mha`` (gpt-oss's default on
+  SM100: "TODO: support swa kv indices translation"), and at 0.5.8.post1 also with speculative
+  decoding. ``set_num_tokens_hybrid_swa`` first sizes ``max_total_num_tokens`` by the one-pool
+  cell, then rescales: ``full = int(tokens x (F nf + S ns) / (F nf + r S ns))``.
+- 0.5.10-0.5.23: no switch turns it off (``arg_groups/model_overrides/gpt_oss.py`` at 0.5.19+
+  sets only backends, dtype and MoE runner); from 0.5.11 the ``HybridSWAPoolConfigurator`` above
+  divides by the two-pool cell directly. ``trtllm_mha`` forces page 64 on SM100 at every release.
+- Gemma 2 / Gemma 3 / Gemma 3n keep one pool at every release read (``disable_hybrid_swa_memory``
+  in ``ServerArgs``, from 0.5.15 the ``_gemma2_gemma3_overrides`` registry); they stay at full
+  length, as does Llama 4 (hybrid in SGLang from 0.5.8, not modelled here).
+
+gpt-oss is kept on the one-pool count (today's plan) with speculative decoding and with pipeline
+parallelism (the draft's pools and the per-stage layer lists are not modelled for it).
+
 Not modelled (refused or left out): speculative decoding (the 0.5.23 configurator adds the
 draft's layers), ``--disable-hybrid-swa-memory``, and the request-cap SWA pool
 (``SWAChunkCapPoolConfigurator``, only with ``--max-running-requests`` and
@@ -49,6 +70,14 @@ from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.model import ModelSpec
 
 MODEL_TYPE = "gemma4_text"
+GPT_OSS = "gpt_oss"
+#: First release read that runs gpt-oss with two pools (0.5.6 disables them; 0.5.7 unread).
+GPT_OSS_TWO_POOLS_SINCE = (0, 5, 8)
+#: Last release that turns gpt-oss's two pools off under ``trtllm_mha`` (SM100's default).
+GPT_OSS_TRTLLM_ONE_POOL_UNTIL = (0, 5, 9)
+#: First release whose ``HybridSWAPoolConfigurator`` divides by the two-pool cell directly
+#: (before, ``set_num_tokens_hybrid_swa`` rescales the one-pool token count).
+CONFIGURATOR_SINCE = (0, 5, 11)
 #: First SGLang release with Gemma 4 (``srt/models/gemma4_causal.py``): absent at 0.5.10.
 FIRST_GEMMA4 = (0, 5, 11)
 #: First release read whose SWA pools hold exactly the PP stage's layers.
@@ -93,6 +122,36 @@ class SwaCell:
 def is_gemma4(model: ModelSpec) -> bool:
     """Whether ``model`` is planned with SGLang's Gemma 4 pool."""
     return model.model_type == MODEL_TYPE
+
+
+def _sm100(compute_capability: str) -> bool:
+    return compute_capability.split(".")[0] == "10"
+
+
+def two_pools(
+    model: ModelSpec, eng: EngineConfig, par: Parallelism, compute_capability: str
+) -> bool:
+    """Whether SGLang (as planned) keeps ``model``'s sliding layers in their own SWA pool."""
+    if is_gemma4(model):
+        return True
+    if model.model_type != GPT_OSS or eng.version < GPT_OSS_TWO_POOLS_SINCE:
+        return False
+    if eng.speculative is not None or eng.speculative_layers or par.pp > 1:
+        return False  # kept on the one-pool count (module text)
+    trtllm = _sm100(compute_capability)  # gpt-oss's default backend there
+    return not (trtllm and eng.version <= GPT_OSS_TRTLLM_ONE_POOL_UNTIL)
+
+
+def pool_tokens(rest: float, cell: SwaCell, one_pool_cell: float, version: tuple[int, ...]) -> int:
+    """``max_total_num_tokens`` before page alignment: before 0.5.11 the one-pool count rescaled
+    (``set_num_tokens_hybrid_swa``), from 0.5.11 ``rest`` over the two-pool cell."""
+    if version >= CONFIGURATOR_SINCE or not one_pool_cell:
+        return max(0, math.floor(rest / cell.cell_bytes))
+    profiled = max(0, math.floor(rest / one_pool_cell))
+    full = profiled * (
+        cell.full_per_layer * cell.full_layers + cell.swa_per_layer * cell.swa_layers
+    )
+    return int(full / cell.cell_bytes)
 
 
 def check_gemma4(model: ModelSpec, eng: EngineConfig, par: Parallelism) -> None:
@@ -160,5 +219,10 @@ def swa_floor_problem(
 
 def page_size(compute_capability: str, version: tuple[int, ...]) -> int:
     """Gemma 4's SGLang page size: 64 under ``trtllm_mha`` (SM100, 0.5.13+), else 1."""
-    sm100 = compute_capability.split(".")[0] == "10"
-    return TRTLLM_MHA_PAGE if sm100 and version >= TRTLLM_MHA_SINCE else 1
+    return TRTLLM_MHA_PAGE if _sm100(compute_capability) and version >= TRTLLM_MHA_SINCE else 1
+
+
+def gpt_oss_page_size(compute_capability: str) -> int:
+    """gpt-oss's SGLang page size: 64 on SM100 (``trtllm_mha`` by default at every release
+    read, 0.5.3-0.5.23), else 1."""
+    return TRTLLM_MHA_PAGE if _sm100(compute_capability) else 1
