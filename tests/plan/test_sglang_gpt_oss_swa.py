@@ -17,7 +17,7 @@ import pytest
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.kv_layout import sglang_cell_bytes
 from kvscope.plan.memory import plan_memory
-from kvscope.plan.sglang_swa import SwaCell, pool_tokens
+from kvscope.plan.sglang_swa import SwaCell, pool_tokens, swa_floor_problem
 from kvscope.plan.speculative import SpeculativeDecoding
 from kvscope.specs.config_parse import parse_config
 from kvscope.specs.hardware import get_gpu
@@ -100,3 +100,19 @@ def test_gemma2_gemma3_keep_one_pool(config: str) -> None:
     for v in ("0.5.9", "0.5.14", "0.5.23"):
         e = EngineConfig(engine="sglang", engine_version=v)
         assert plan_memory(m, get_gpu("H100"), Parallelism(), e).kv_bytes_per_token == full
+
+
+def test_0523_swa_floor_covers_gpt_oss_two_pools_only() -> None:
+    # validate_swa_pool_size: SWA pool must exceed sliding_window_size (128 - 1) + page (1);
+    # 160 full tokens -> int(0.8 x 160) = 128 SWA tokens is refused, 162 -> 129 is not
+    m, h100 = load_model("gpt-oss-20b"), get_gpu("H100").compute_capability
+
+    def floor(tokens: int, version: str, **eng: object) -> str | None:
+        e = EngineConfig(engine="sglang", engine_version=version, **eng)  # type: ignore[arg-type]
+        return swa_floor_problem(m, tokens, 1, e, Parallelism(), h100)
+
+    assert "SWA pool (128 tokens)" in (floor(160, "0.5.23") or "")
+    assert floor(162, "0.5.23") is None
+    assert floor(160, "0.5.14") is None  # no such check before 0.5.23
+    spec = SpeculativeDecoding(method="ngram", num_speculative_tokens=3, verify_tokens=4)
+    assert floor(160, "0.5.23", speculative=spec) is None  # planned on one pool

@@ -456,8 +456,8 @@ def _plan_sglang(
         problem = "no memory is left for the KV pool after the weights."
     elif mamba_cap == 0:
         problem = "the mamba state pool cannot hold one running request."
-    elif swa_floor_problem(model, tokens, page, eng.version):
-        problem = swa_floor_problem(model, tokens, page, eng.version)
+    elif floor := swa_floor_problem(model, tokens, page, eng, par, gpu.compute_capability):
+        problem = floor
     per_rank = tuple(
         RankMemory(
             r.pp_rank,

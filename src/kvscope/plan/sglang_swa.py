@@ -45,6 +45,8 @@ gpt-oss (``GptOssForCausalLM``, layers split by ``layer_types``), read in the 0.
 - 0.5.10-0.5.23: no switch turns it off (``arg_groups/model_overrides/gpt_oss.py`` at 0.5.19+
   sets only backends, dtype and MoE runner); from 0.5.11 the ``HybridSWAPoolConfigurator`` above
   divides by the two-pool cell directly. ``trtllm_mha`` forces page 64 on SM100 at every release.
+  0.5.23's ``validate_swa_pool_size`` floor applies as for Gemma 4 (``gpt_oss.py``:
+  ``sliding_window - 1`` = 127).
 - Gemma 2 / Gemma 3 / Gemma 3n keep one pool at every release read (``disable_hybrid_swa_memory``
   in ``ServerArgs``, from 0.5.15 the ``_gemma2_gemma3_overrides`` registry); they stay at full
   length, as does Llama 4 (hybrid in SGLang from 0.5.8, not modelled here).
@@ -199,15 +201,24 @@ def swa_cell(
 
 
 def swa_floor_problem(
-    model: ModelSpec, full_tokens: int, page: int, version: tuple[int, ...]
+    model: ModelSpec,
+    full_tokens: int,
+    page: int,
+    eng: EngineConfig,
+    par: Parallelism,
+    compute_capability: str,
 ) -> str | None:
-    """Why SGLang refuses to start when the SWA pool cannot admit one request, else None."""
-    if not is_gemma4(model) or version < SWA_FLOOR_SINCE or full_tokens <= 0:
+    """Why SGLang refuses to start when the SWA pool cannot admit one request, else None
+    (only where the sliding layers are planned in their own pool, :func:`two_pools`)."""
+    pooled = two_pools(model, eng, par, compute_capability)
+    if not pooled or eng.version < SWA_FLOOR_SINCE or full_tokens <= 0:
         return None
     windows = [x.attention.window for x in model.layers if x.attention.kind == "sliding"]
     if not windows or windows[0] is None:
         return None
-    window = windows[0] - 1  # get_attention_sliding_window_size: HF's inclusive window - 1
+    # get_attention_sliding_window_size: HF's inclusive window - 1 (gemma4_causal.py and
+    # gpt_oss.py at 0.5.23)
+    window = windows[0] - 1
     swa = int(full_tokens * SWA_FULL_TOKENS_RATIO) // page * page
     if window + page < swa:
         return None
