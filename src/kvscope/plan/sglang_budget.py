@@ -388,7 +388,8 @@ def default_page_size(
     model: ModelSpec, gpu: GPUSpec | None = None, version: tuple[int, ...] = (0, 5, 23)
 ) -> int:
     """SGLang page size: 1 by default, 64 for the V3.2 NSA backend, 256 for V4, 64 for Gemma 4
-    on SM100 from 0.5.13 and gpt-oss on SM100 (``trtllm_mha``, :mod:`kvscope.plan.sglang_swa`)."""
+    on SM100 from 0.5.13, gpt-oss on SM100 and Llama 4 on SM100 from 0.5.6 (``trtllm_mha``,
+    :mod:`kvscope.plan.sglang_swa`)."""
     kinds = attention_kinds(model)
     if model.is_deepseek_v4:
         return DSV4_BLOCK
@@ -396,6 +397,8 @@ def default_page_size(
         return sglang_swa.page_size(gpu.compute_capability, version)
     if model.model_type == sglang_swa.GPT_OSS and gpu is not None:
         return sglang_swa.gpt_oss_page_size(gpu.compute_capability)
+    if model.model_type == sglang_swa.LLAMA4 and gpu is not None:
+        return sglang_swa.llama4_page_size(gpu.compute_capability, version)
     if "mla_sparse" in kinds:
         return 64
     return 1

@@ -1,4 +1,4 @@
-"""SGLang's hybrid sliding-window KV pool (Gemma 4, gpt-oss): full and SWA token counts, bytes.
+"""SGLang's hybrid sliding-window KV pool (Gemma 4, gpt-oss, Llama 4): full and SWA tokens, bytes.
 
 SGLang serves Gemma 4 (``Gemma4ForConditionalGeneration``, first in the 0.5.11 wheel: no
 ``models/gemma4*.py`` at 0.5.10) as a hybrid-SWA model (``is_hybrid_swa_model``), with two
@@ -49,7 +49,23 @@ gpt-oss (``GptOssForCausalLM``, layers split by ``layer_types``), read in the 0.
   ``sliding_window - 1`` = 127).
 - Gemma 2 / Gemma 3 / Gemma 3n keep one pool at every release read (``disable_hybrid_swa_memory``
   in ``ServerArgs``, from 0.5.15 the ``_gemma2_gemma3_overrides`` registry); they stay at full
-  length, as does Llama 4 (hybrid in SGLang from 0.5.8, not modelled here).
+  length.
+
+Llama 4 (layers planned as full attention, as vLLM runs them), read in the 0.5.3, 0.5.6,
+0.5.8.post1 and 0.5.9-0.5.23 wheels:
+
+- 0.5.3 and 0.5.6: ``is_hybrid_model`` makes Llama 4 hybrid only with ``--hybrid-kvcache-ratio``
+  (default None): one pool (0.5.7 is not read and is planned the same way).
+- 0.5.8.post1-0.5.23: ``is_hybrid_swa_model`` lists ``Llama4ForConditionalGeneration`` (not
+  ``Llama4ForCausalLM``), and ``get_hybrid_layer_ids`` puts layer i in the SWA pool when
+  ``(i + 1) % 4 != 0`` (Scout and Maverick: 36 SWA, 12 full). No ``ServerArgs`` branch or (from
+  0.5.15) ``arg_groups/model_overrides/llama4.py`` sets ``disable_hybrid_swa_memory``; they pick
+  the backend only (``fa3`` SM90, ``trtllm_mha`` SM100, ``triton`` elsewhere). The SWA pool is
+  ``int(full x --swa-full-tokens-ratio)``, as for gpt-oss, not the chunk; ``sliding_window_size``
+  is ``attention_chunk_size`` (8192), which only 0.5.23's ``validate_swa_pool_size`` floor reads.
+  kvscope tells the wrapper from the text-only class by its vision tower.
+- Both Llama 4 classes default to ``trtllm_mha`` on SM100 from 0.5.6 (0.5.3 asserts ``fa3``,
+  ``aiter`` or ``triton``; 0.5.4-0.5.5 unread, planned as before), so the page is 64 there.
 
 gpt-oss is kept on the one-pool count (today's plan) with speculative decoding and with pipeline
 parallelism (the draft's pools and the per-stage layer lists are not modelled for it).
@@ -73,6 +89,11 @@ from kvscope.specs.model import ModelSpec
 
 MODEL_TYPE = "gemma4_text"
 GPT_OSS = "gpt_oss"
+LLAMA4 = "llama4_text"
+#: First release read that runs Llama 4 with two pools (0.5.6 only with --hybrid-kvcache-ratio).
+LLAMA4_TWO_POOLS_SINCE = (0, 5, 8)
+#: First release read whose Llama 4 branch picks ``trtllm_mha`` on SM100.
+LLAMA4_TRTLLM_SINCE = (0, 5, 6)
 #: First release read that runs gpt-oss with two pools (0.5.6 disables them; 0.5.7 unread).
 GPT_OSS_TWO_POOLS_SINCE = (0, 5, 8)
 #: Last release that turns gpt-oss's two pools off under ``trtllm_mha`` (SM100's default).
@@ -126,6 +147,18 @@ def is_gemma4(model: ModelSpec) -> bool:
     return model.model_type == MODEL_TYPE
 
 
+def is_llama4_hybrid(model: ModelSpec) -> bool:
+    """Whether ``model`` is a ``Llama4ForConditionalGeneration`` (the vision wrapper), whose
+    chunked-attention layers SGLang 0.5.8+ keeps in an SWA pool (``Llama4ForCausalLM`` is not)."""
+    return model.model_type == LLAMA4 and model.vision_params > 0
+
+
+def _swa_layer(model: ModelSpec, i: int) -> bool:
+    if is_llama4_hybrid(model):
+        return (i + 1) % 4 != 0  # get_hybrid_layer_ids
+    return model.layers[i].attention.kind == "sliding"
+
+
 def _sm100(compute_capability: str) -> bool:
     return compute_capability.split(".")[0] == "10"
 
@@ -136,10 +169,13 @@ def two_pools(
     """Whether SGLang (as planned) keeps ``model``'s sliding layers in their own SWA pool."""
     if is_gemma4(model):
         return True
-    if model.model_type != GPT_OSS or eng.version < GPT_OSS_TWO_POOLS_SINCE:
+    llama4 = is_llama4_hybrid(model) and eng.version >= LLAMA4_TWO_POOLS_SINCE
+    if not llama4 and (model.model_type != GPT_OSS or eng.version < GPT_OSS_TWO_POOLS_SINCE):
         return False
     if eng.speculative is not None or eng.speculative_layers or par.pp > 1:
         return False  # kept on the one-pool count (module text)
+    if llama4:
+        return True  # no release read turns it off
     trtllm = _sm100(compute_capability)  # gpt-oss's default backend there
     return not (trtllm and eng.version <= GPT_OSS_TRTLLM_ONE_POOL_UNTIL)
 
@@ -188,8 +224,8 @@ def swa_cell(
     if version <= STAGE_PLUS_ONE_UNTIL and layers and layers[-1] + 1 < model.num_layers:
         held = (*layers, layers[-1] + 1)  # ``range(start_layer, end_layer + 1)``
     elt = element_bytes(kv_dtype)
-    full = [model.layers[i].attention for i in held if model.layers[i].attention.kind == "full"]
-    swa = [a for a in (model.layers[i].attention for i in held) if a.kind == "sliding"]
+    full = [model.layers[i].attention for i in held if not _swa_layer(model, i)]
+    swa = [model.layers[i].attention for i in held if _swa_layer(model, i)]
 
     def per_layer(att: list[AttentionLayer]) -> float:
         if not att:
@@ -214,11 +250,14 @@ def swa_floor_problem(
     if not pooled or eng.version < SWA_FLOOR_SINCE or full_tokens <= 0:
         return None
     windows = [x.attention.window for x in model.layers if x.attention.kind == "sliding"]
-    if not windows or windows[0] is None:
+    if is_llama4_hybrid(model) and model.attention_chunk_size:
+        window = model.attention_chunk_size  # resolve_sliding_window_size's chunk fallback
+    elif not windows or windows[0] is None:
         return None
-    # get_attention_sliding_window_size: HF's inclusive window - 1 (gemma4_causal.py and
-    # gpt_oss.py at 0.5.23)
-    window = windows[0] - 1
+    else:
+        # get_attention_sliding_window_size: HF's inclusive window - 1 (gemma4_causal.py and
+        # gpt_oss.py at 0.5.23)
+        window = windows[0] - 1
     swa = int(full_tokens * SWA_FULL_TOKENS_RATIO) // page * page
     if window + page < swa:
         return None
@@ -237,3 +276,9 @@ def gpt_oss_page_size(compute_capability: str) -> int:
     """gpt-oss's SGLang page size: 64 on SM100 (``trtllm_mha`` by default at every release
     read, 0.5.3-0.5.23), else 1."""
     return TRTLLM_MHA_PAGE if _sm100(compute_capability) else 1
+
+
+def llama4_page_size(compute_capability: str, version: tuple[int, ...]) -> int:
+    """Llama 4's SGLang page size: 64 under ``trtllm_mha`` (SM100, 0.5.6+), else 1."""
+    trtllm = _sm100(compute_capability) and version >= LLAMA4_TRTLLM_SINCE
+    return TRTLLM_MHA_PAGE if trtllm else 1

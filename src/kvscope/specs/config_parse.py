@@ -276,6 +276,9 @@ def parse_config(
         ),
         draft_vocab_size=c.integer("draft_vocab_size", default=0, minimum=0),
         speculators_version=str(c.raw.get("speculators_version") or ""),
+        attention_chunk_size=c.integer("attention_chunk_size", 0, 0)
+        if "llama4" in model_type
+        else 0,
         source=source,
         published=published or Published(),
     )
