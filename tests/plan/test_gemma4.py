@@ -149,21 +149,3 @@ def test_cli_names_the_missing_key_and_the_file(tmp_path: Path) -> None:
     assert out.returncode == 2
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "layer_types" in lines[0] and str(path) in lines[0]
-
-
-def test_cli_refuses_sglang_before_gemma4_in_one_line() -> None:
-    path = CONFIGS / "gemma-4-26b-a4b.json"
-    out = run_kvscope(
-        "plan",
-        "--model",
-        str(path),
-        "--gpu",
-        "h100",
-        "--engine",
-        "sglang",
-        "--engine-version",
-        "0.5.9",
-    )
-    assert out.returncode == 2
-    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Gemma 4" in lines[0] and "--engine vllm" in lines[0]

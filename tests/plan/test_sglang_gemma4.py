@@ -161,19 +161,13 @@ def test_releases_before_gemma4_are_refused() -> None:
         plan_memory(_load("gemma-4-26b-a4b.json"), get_gpu("H100"), Parallelism(), eng)
 
 
-def test_cli_refuses_0510_in_one_line() -> None:
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.10"])
+def test_cli_refuses_releases_before_gemma4_in_one_line(version: str) -> None:
     path = CONFIGS / "gemma-4-26b-a4b.json"
     out = run_kvscope(
-        "plan",
-        "--model",
-        str(path),
-        "--gpu",
-        "h100",
-        "--engine",
-        "sglang",
-        "--engine-version",
-        "0.5.10",
-    )
+        "plan", "--model", str(path), "--gpu", "h100", "--engine", "sglang",
+        "--engine-version", version,
+    )  # fmt: skip
     assert out.returncode == 2
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "0.5.11" in lines[0] and "Gemma 4" in lines[0]
