@@ -163,9 +163,7 @@ def _encoder_notes(notes: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize(
     ("name", "kind", "read", "unread"),
     [
-        ("kimi-k2.5.json", "kimi_k25", "0.27.0", "0.28.0"),
         ("mistral-small-3.1-24b-instruct-2503.json", "mistral3", "0.28.0", "0.33.0"),
-        ("kimi-vl-a3b-instruct.json", "kimi_vl", "0.27.0", "0.28.0"),
     ],
 )
 def test_an_unread_tower_is_noted_not_silently_free(name, kind, read, unread) -> None:

@@ -42,12 +42,16 @@ Units: releases as ``(major, minor, patch)``; bytes a pixel value. Sources, PyPI
   256, and 144 a tile, as ``PlaceholderRange.get_num_embeds`` counts, itself unchanged);
   0.31.0 lets Llama 4 take the context's default for ``use_fast``. Gemma 3 normalizes on the
   device from 0.34.0 (``supports_mm_device_do_normalize``): ``uint8`` pixels.
+- Kimi-K2.5 / K2.6 and Kimi-VL (kimi_k25.py, kimi_k25_vit.py, kimi_vl.py, moonvit.py and
+  the Kimi-K2.5 processor), read at 0.28.0-0.34.0 against 0.27.0: the same dummy item, token
+  count and parked output; Kimi-K2.5's tower changes its q/k rotation at 0.29.0 and 0.31.0
+  (:mod:`kvscope.plan.moonvit_profile`) and normalizes ``uint8`` pixels on the device from
+  0.32.0 (``supports_mm_device_do_normalize``, ``build_mm_input_norm``: the Triton
+  ``FusedMMInputNorm`` in the patch embedding, as ``media_proc_cfg`` states a mean and std).
 - Not read beyond: Mistral 3 past 0.28.x (``get_vision_encoder_info`` changes at 0.29.0 and
   0.30.0, ``_process_image_input`` at 0.33.0, a packed projector path at 0.34.0, pixtral.py in
-  every release, device normalization from 0.32.0), the MoonViT towers past 0.27.x
-  (kimi_k25.py, kimi_k25_vit.py and moonvit.py change from 0.28.0; Kimi-K2.5 normalizes on
-  the device from 0.32.0), the Qwen2-VL tower at 0.11, releases 0.12-0.14 and before 0.11, and
-  towers of other ``model_type``\\ s.
+  every release, device normalization from 0.32.0), the Qwen2-VL tower at 0.11, releases
+  0.12-0.14 and before 0.11, and towers of other ``model_type``\\ s.
 """
 
 from __future__ import annotations
@@ -70,15 +74,17 @@ EXPANDS = ((0, 11, 0), (0, 12, 0))
 EXPANDS_KINDS = QWEN3_VL_KINDS | {"qwen2_5_vl"}
 #: first release that parks each dummy output as it is
 PARKS_SINCE = (0, 15, 0)
-#: the first release not read, by tower: the Qwen towers, Gemma 3 and Llama 4 are read
-#: through 0.34.x (the newest modelled), Mistral 3 through 0.28.x, the MoonViT towers 0.27.x
+#: the first release not read, by tower: the Qwen towers, Gemma 3, Llama 4 and the MoonViT
+#: towers are read through 0.34.x (the newest modelled), Mistral 3 through 0.28.x
 NEWEST_READ_UNTIL = (0, 35, 0)
-PARKS_UNTIL = {"mistral3": (0, 29, 0), "kimi_k25": (0, 28, 0), "kimi_vl": (0, 28, 0)}
+PARKS_UNTIL = {"mistral3": (0, 29, 0)}
+READ_THROUGH_NEWEST = QWEN3_VL_KINDS | QWEN2_VL_KINDS | FIXED_SQUARE_KINDS | MOONVIT_KINDS
 #: first release that hands the tower ``uint8`` pixels and normalizes them on the GPU
 DEVICE_NORMALIZE_SINCE = {
     "qwen2_vl": (0, 28, 0),
     "qwen2_5_vl": (0, 28, 0),
     "gemma3": (0, 34, 0),
+    "kimi_k25": (0, 32, 0),
 } | dict.fromkeys(QWEN3_VL_KINDS, (0, 32, 0))
 #: releases whose Qwen2-VL wrapper normalizes before the tower and keeps the copy through it
 WRAPPER_NORMALIZES = ((0, 28, 0), (0, 30, 0))
@@ -92,7 +98,7 @@ def parks_until(kind: str) -> tuple[int, int, int]:
     """The first release past the read window of a tower that parks its outputs."""
     if kind in PARKS_UNTIL:
         return PARKS_UNTIL[kind]
-    if kind in QWEN3_VL_KINDS or kind in QWEN2_VL_KINDS or kind in FIXED_SQUARE_KINDS:
+    if kind in READ_THROUGH_NEWEST:
         return NEWEST_READ_UNTIL
     return PARKS_SINCE  # an unmodelled tower: no window
 
