@@ -40,8 +40,9 @@ processor's cast to the model dtype, ``InputProcessingContext._postprocess_outpu
 0.31.0's but for the pixel values: from 0.32 (Qwen2-VL / Qwen2.5-VL from 0.28) they are
 ``uint8`` and normalized on the GPU (:mod:`kvscope.plan.encoder_releases`, which holds the
 windows and the files compared); 0.9.2 parks without expansion but counts video tokens its own
-way, and 0.12-0.14 are unread: not modelled there, nor from 0.29 for Mistral 3 (the MoonViT
-towers are read through 0.34.0, :mod:`kvscope.plan.moonvit_profile`; the fixed-square towers'
+way, and 0.12-0.14 are unread: not modelled there, nor from 0.29 for Mistral 3 in Mistral's
+format (the MoonViT towers are read through 0.34.0, :mod:`kvscope.plan.moonvit_profile`, and
+Mistral 3's Hugging Face format too; the fixed-square towers'
 0.28.0 processing classes, ``embed_multimodal`` and ``PlaceholderRange.get_num_embeds`` are
 0.27.0's; Gemma 3's and Llama 4's are read the same through 0.34.0,
 :mod:`kvscope.plan.encoder_releases`); where a tower's pass is not modelled the plan says so
@@ -69,7 +70,8 @@ Gemma 3 (gemma3_mm.py, read at 0.15.0, 0.20.0, 0.25.0, 0.27.0 and 0.28.0): an im
 square (896; no pan-and-scan by default); from 0.15 ``get_mm_max_toks_per_item`` counts embeddings
 (``PlaceholderRange.get_num_embeds``), so ``max_num_batched_tokens // 256`` images are profiled.
 0.11 counts the whole placeholder (newlines and BOI/EOI too) and is not modelled.
-Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint; 0.15, 0.20, 0.25, 0.27, 0.28):
+Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint; 0.15-0.28; the Hugging
+Face format to 0.34):
 the largest image is the ``image_size`` square (1540), one embedding a merged patch
 (``(1540 // (14 * 2))**2`` = 3,025; the [IMG_BREAK] / [IMG_END] tokens are not embeddings),
 so 8192 // 3025 = 2 images.
@@ -117,8 +119,8 @@ from kvscope.plan.encoder_releases import (
     MOONVIT_KINDS,
     QWEN2_VL_KINDS,
     QWEN3_VL_KINDS,
+    model_pass_read,
     normalize_bytes,
-    pass_read,
     pixel_value_bytes,
 )
 from kvscope.plan.mm_limits import Limits, limit
@@ -186,7 +188,7 @@ def encoder_profile(
             model, tower, version, max_model_len, max_num_batched_tokens, max_num_seqs, limits
         )
     expands = EXPANDS[0] <= version < EXPANDS[1]
-    if not pass_read(tower.kind, version):  # the plan notes it (encoder_releases)
+    if not model_pass_read(model, version):  # the plan notes it (encoder_releases)
         return None
     on_v2 = v2_by_default(model, version) if v2 is None else v2
     if on_v2 and version < V2_PROFILES_ENCODER_SINCE:  # the V2 runner profiles no encoder
