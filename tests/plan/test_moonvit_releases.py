@@ -263,3 +263,18 @@ def test_the_encoder_cuda_graph_stays_opt_in(v) -> None:
     # 0.28 adds SupportsEncoderCudaGraph to Kimi-K2.5; the runner uses it only when asked
     cfg = _src(v, "config/compilation.py", "CompilationConfig")
     assert "cudagraph_mm_encoder: bool = False" in cfg
+
+
+def test_034_still_builds_these_towers_from_model_executor() -> None:
+    # 0.34 moves some models to vllm/models/<name>/ packages; not these
+    root = WHEELS[(0, 34, 0)]
+    if not root.is_dir():
+        pytest.skip(f"vLLM 0.34.0 wheel not unpacked at {root}")
+    registry = (root / "model_executor/models/registry.py").read_text()
+    for arch, module in (
+        ("KimiK25ForConditionalGeneration", "kimi_k25"),
+        ("KimiVLForConditionalGeneration", "kimi_vl"),
+        ("Mistral3ForConditionalGeneration", "mistral3"),
+    ):
+        entry = registry[registry.index(f'"{arch}": (') :].split(")", 1)[0]
+        assert f'"{module}"' in entry

@@ -48,6 +48,7 @@ Units: releases as ``(major, minor, patch)``; bytes a pixel value. Sources, PyPI
   (:mod:`kvscope.plan.moonvit_profile`) and normalizes ``uint8`` pixels on the device from
   0.32.0 (``supports_mm_device_do_normalize``, ``build_mm_input_norm``: the Triton
   ``FusedMMInputNorm`` in the patch embedding, as ``media_proc_cfg`` states a mean and std).
+  0.34.0's registry still builds them (and Mistral 3) from vllm/model_executor/models/.
 - Mistral 3 in the Hugging Face format (mistral3.py; pixtral.py's ``PixtralHFEncoderInfo``),
   read at 0.29.0-0.34.0 against 0.28.0: ``get_num_image_tokens``,
   ``get_image_size_with_most_features``, ``_get_mm_fields_config``, ``embed_multimodal`` and
