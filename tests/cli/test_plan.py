@@ -195,14 +195,17 @@ def test_plan_json_loads_no_numpy() -> None:
 
 @pytest.mark.integration
 def test_an_unread_vision_tower_is_noted_in_the_table_and_the_json() -> None:
-    # Mistral 3's profiling pass is read through vLLM 0.28 only: at the default release the
-    # plan says it charges no encoder terms instead of leaving them out silently
+    # vLLM 0.12-0.14's profiling pass is not read: there the plan says it charges no encoder
+    # terms instead of leaving them out silently (at the default release Mistral 3 is read)
     config = Path(__file__).resolve().parents[1] / "plan" / "data" / "configs"
     args = ("--model", str(config / "mistral-small-3.1-24b-instruct-2503.json"), "--gpu", "H100")
-    table = run(*args, "--max-model-len", "32768")
+    old = ("--engine-version", "0.13.0", "--max-model-len", "32768")
+    table = run(*args, *old)
     assert table.returncode == 0, table.stderr
     assert "mistral3 vision tower is not modelled" in " ".join(table.stdout.split())
-    doc = json.loads(run(*args, "--max-model-len", "32768", "--json").stdout)
+    doc = json.loads(run(*args, *old, "--json").stdout)
     assert any("mistral3 vision tower" in n for n in doc["notes"])
+    now = json.loads(run(*args, "--max-model-len", "32768", "--json").stdout)
+    assert not any("profiling pass" in n for n in now["notes"])
     qwen = run("--model", str(config / "qwen3.5-9b.json"), "--gpu", "H100", "--json")
     assert not any("profiling pass" in n for n in json.loads(qwen.stdout)["notes"])

@@ -1,6 +1,7 @@
 """Kimi-K2.5 / K2.6's MoonViT tower in vLLM's multimodal profiling pass
 (kvscope.plan.moonvit_profile, through kvscope.plan.encoder_profile), against facts read in the
-engine's code (kimi_k25.py, kimi_k25_vit.py at v0.15.0-v0.27.0) and a published start log.
+engine's code (kimi_k25.py, kimi_k25_vit.py at v0.15.0-v0.27.0; later releases:
+test_moonvit_releases.py) and a published start log.
 
 Figures pinned, walked by hand:
 
@@ -128,7 +129,7 @@ def test_the_language_model_phase_binds_on_the_k26_rows(kimi) -> None:
         ("T4-16GB", V020),  # cc 7.5: no FlashAttention, the SDPA path is not modelled
         ("MI300X-192GB", V020),  # ROCm's ViT backends
         (RTX, (0, 14, 0)),  # before the read releases
-        (RTX, (0, 28, 0)),
+        (RTX, (0, 35, 0)),  # past the newest read
     ],
 )
 def test_unread_paths_add_no_transient(kimi, gpu: str, version: tuple[int, int, int]) -> None:
@@ -137,7 +138,7 @@ def test_unread_paths_add_no_transient(kimi, gpu: str, version: tuple[int, int, 
 
 def test_no_profile_where_the_pass_is_not_modelled(kimi) -> None:
     assert encoder_profile(kimi, (0, 11, 0), 262_144, 8192, 128) is None  # 0.11 expands
-    assert encoder_profile(kimi, (0, 28, 0), 262_144, 8192, 128) is None
+    assert encoder_profile(kimi, (0, 35, 0), 262_144, 8192, 128) is None
 
 
 @pytest.fixture(scope="module")

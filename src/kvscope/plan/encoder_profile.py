@@ -40,12 +40,14 @@ processor's cast to the model dtype, ``InputProcessingContext._postprocess_outpu
 0.31.0's but for the pixel values: from 0.32 (Qwen2-VL / Qwen2.5-VL from 0.28) they are
 ``uint8`` and normalized on the GPU (:mod:`kvscope.plan.encoder_releases`, which holds the
 windows and the files compared); 0.9.2 parks without expansion but counts video tokens its own
-way, and 0.12-0.14 are unread: not modelled there, nor from 0.28 for the MoonViT towers or
-from 0.29 for Mistral 3 (the fixed-square towers' 0.28.0 processing classes,
-``embed_multimodal`` and ``PlaceholderRange.get_num_embeds`` are 0.27.0's; Gemma 3's and
-Llama 4's are read the same through 0.34.0, :mod:`kvscope.plan.encoder_releases`); where a
-tower's pass is not modelled the plan says so in a note
-(:func:`kvscope.plan.encoder_releases.unmodelled_note`) rather than charge nothing silently
+way, and 0.12-0.14 are unread: not modelled there, nor from 0.29 for Mistral 3 in Mistral's
+format (the MoonViT towers are read through 0.34.0, :mod:`kvscope.plan.moonvit_profile`, and
+Mistral 3's Hugging Face format too; the fixed-square towers'
+0.28.0 processing classes, ``embed_multimodal`` and ``PlaceholderRange.get_num_embeds`` are
+0.27.0's; Gemma 3's and Llama 4's are read the same through 0.34.0,
+:mod:`kvscope.plan.encoder_releases`); where a tower's pass is not modelled the plan says so
+in a note (:func:`kvscope.plan.encoder_releases.unmodelled_note`) rather than charge nothing
+silently
 (the releases between those read are taken to match the identical code on either side).
 The V2 runner (vllm/v1/worker/gpu/model_runner.py ``profile_run``; from 0.25
 ``VllmConfig._is_default_v2_model_runner_model``, vllm/config/vllm.py, sends it every generate
@@ -68,7 +70,8 @@ Gemma 3 (gemma3_mm.py, read at 0.15.0, 0.20.0, 0.25.0, 0.27.0 and 0.28.0): an im
 square (896; no pan-and-scan by default); from 0.15 ``get_mm_max_toks_per_item`` counts embeddings
 (``PlaceholderRange.get_num_embeds``), so ``max_num_batched_tokens // 256`` images are profiled.
 0.11 counts the whole placeholder (newlines and BOI/EOI too) and is not modelled.
-Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint; 0.15, 0.20, 0.25, 0.27, 0.28):
+Mistral 3 (mistral3.py; pixtral.py for the Mistral-format checkpoint; 0.15-0.28; the Hugging
+Face format to 0.34):
 the largest image is the ``image_size`` square (1540), one embedding a merged patch
 (``(1540 // (14 * 2))**2`` = 3,025; the [IMG_BREAK] / [IMG_END] tokens are not embeddings),
 so 8192 // 3025 = 2 images.
@@ -89,11 +92,11 @@ A100); below 32,768 both have 16,384 rows and the tie goes to "image" before 0.1
 The encoder's own transient peak (its ViT activations) is :mod:`kvscope.plan.vit_peak`'s;
 :func:`encoder_phase_bytes` adds the pixel values to it (Qwen3-VL-style towers; the pass's
 peak is the larger of that phase and the parked outputs plus the language model's pass).
-Kimi-K2.5 / K2.6 (kimi_k25.py; 0.15-0.27): one dummy item of the one modality
+Kimi-K2.5 / K2.6 (kimi_k25.py; 0.15-0.34): one dummy item of the one modality
 ``vision_chunk``, the 3000 px image at the processor's 16,384-patch cap (4,225 rows of the text
 width, 16,900 patches: :mod:`kvscope.plan.moonvit_profile`), so 8192 // 4225 = 1 item; the
 tower's rotary ``freqs_cis`` buffer, registered by its first forward, is kept too. Kimi-VL
-(kimi_vl.py, moonvit.py; 0.15-0.27): the 1024 px image at Kimi-VL-A3B-Instruct's 4,096-patch
+(kimi_vl.py, moonvit.py; 0.15-0.34): the 1024 px image at Kimi-VL-A3B-Instruct's 4,096-patch
 ``in_token_limit`` (1,089 rows of the text width, 4,356 patches), so 8192 // 1089 = 7 images.
 ``--limit-mm-per-prompt`` (:mod:`kvscope.plan.mm_limits`) removes a modality limited to 0 from
 the choice (a zero image limit profiles the video) and caps the items a prompt; a zero limit for
@@ -116,8 +119,8 @@ from kvscope.plan.encoder_releases import (
     MOONVIT_KINDS,
     QWEN2_VL_KINDS,
     QWEN3_VL_KINDS,
+    model_pass_read,
     normalize_bytes,
-    pass_read,
     pixel_value_bytes,
 )
 from kvscope.plan.mm_limits import Limits, limit
@@ -185,7 +188,7 @@ def encoder_profile(
             model, tower, version, max_model_len, max_num_batched_tokens, max_num_seqs, limits
         )
     expands = EXPANDS[0] <= version < EXPANDS[1]
-    if not pass_read(tower.kind, version):  # the plan notes it (encoder_releases)
+    if not model_pass_read(model, version):  # the plan notes it (encoder_releases)
         return None
     on_v2 = v2_by_default(model, version) if v2 is None else v2
     if on_v2 and version < V2_PROFILES_ENCODER_SINCE:  # the V2 runner profiles no encoder

@@ -42,17 +42,35 @@ Units: releases as ``(major, minor, patch)``; bytes a pixel value. Sources, PyPI
   256, and 144 a tile, as ``PlaceholderRange.get_num_embeds`` counts, itself unchanged);
   0.31.0 lets Llama 4 take the context's default for ``use_fast``. Gemma 3 normalizes on the
   device from 0.34.0 (``supports_mm_device_do_normalize``): ``uint8`` pixels.
-- Not read beyond: Mistral 3 past 0.28.x (``get_vision_encoder_info`` changes at 0.29.0 and
-  0.30.0, ``_process_image_input`` at 0.33.0, a packed projector path at 0.34.0, pixtral.py in
-  every release, device normalization from 0.32.0), the MoonViT towers past 0.27.x
-  (kimi_k25.py, kimi_k25_vit.py and moonvit.py change from 0.28.0; Kimi-K2.5 normalizes on
-  the device from 0.32.0), the Qwen2-VL tower at 0.11, releases 0.12-0.14 and before 0.11, and
-  towers of other ``model_type``\\ s.
+- Kimi-K2.5 / K2.6 and Kimi-VL (kimi_k25.py, kimi_k25_vit.py, kimi_vl.py, moonvit.py and
+  the Kimi-K2.5 processor), read at 0.28.0-0.34.0 against 0.27.0: the same dummy item, token
+  count and parked output; Kimi-K2.5's tower changes its q/k rotation at 0.29.0 and 0.31.0
+  (:mod:`kvscope.plan.moonvit_profile`) and normalizes ``uint8`` pixels on the device from
+  0.32.0 (``supports_mm_device_do_normalize``, ``build_mm_input_norm``: the Triton
+  ``FusedMMInputNorm`` in the patch embedding, as ``media_proc_cfg`` states a mean and std).
+  0.34.0's registry still builds them (and Mistral 3) from vllm/model_executor/models/.
+- Mistral 3 in the Hugging Face format (mistral3.py; pixtral.py's ``PixtralHFEncoderInfo``),
+  read at 0.29.0-0.34.0 against 0.28.0: ``get_num_image_tokens``,
+  ``get_image_size_with_most_features``, ``_get_mm_fields_config``, ``embed_multimodal`` and
+  ``PixtralHFEncoderInfo`` are 0.28's, ``_process_image_input`` changes only its annotations
+  (0.33.0 adds an ``image_embeds`` input) and the projector's packed path (0.34.0) serves the
+  opt-in encoder CUDA graph. From 0.29.0 ``get_vision_encoder_info`` builds
+  ``Mistral3HFEncoderInfo`` on the processor's ``size["longest_edge"]`` (kvscope takes
+  ``vision_config.image_size``: both 1540 for Mistral-Small-3.1), whose patch grid rounds up to
+  the patch and then floors to the merge (0.29-0.30) or rounds up to the merged patch (0.31):
+  55 x 55 either way for a multiple of 28. Device normalization from 0.32.0
+  (``supports_mm_device_do_normalize``): ``uint8`` pixels. The tower's own transient is not
+  modelled at any release (a fixed-size tower).
+- Not read beyond: Mistral 3 in Mistral's format past 0.28.x (``PixtralForConditionalGeneration``
+  and its processing in pixtral.py change in every release; :func:`model_pass_read`), the
+  Qwen2-VL tower at 0.11, releases 0.12-0.14 and before 0.11, and towers of other
+  ``model_type``\\ s.
 """
 
 from __future__ import annotations
 
 from kvscope.plan.config import EngineConfig
+from kvscope.plan.config_format import vllm_config_format
 from kvscope.specs.model import ModelSpec
 from kvscope.specs.vision_output import VisionOutput
 
@@ -70,15 +88,18 @@ EXPANDS = ((0, 11, 0), (0, 12, 0))
 EXPANDS_KINDS = QWEN3_VL_KINDS | {"qwen2_5_vl"}
 #: first release that parks each dummy output as it is
 PARKS_SINCE = (0, 15, 0)
-#: the first release not read, by tower: the Qwen towers, Gemma 3 and Llama 4 are read
-#: through 0.34.x (the newest modelled), Mistral 3 through 0.28.x, the MoonViT towers 0.27.x
+#: the first release not read, by tower: every tower modelled is read through 0.34.x (the
+#: newest modelled); Mistral 3 in Mistral's format (pixtral.py) through 0.28.x
 NEWEST_READ_UNTIL = (0, 35, 0)
-PARKS_UNTIL = {"mistral3": (0, 29, 0), "kimi_k25": (0, 28, 0), "kimi_vl": (0, 28, 0)}
+MISTRAL_FORMAT_READ_UNTIL = (0, 29, 0)
+READ_THROUGH_NEWEST = QWEN3_VL_KINDS | QWEN2_VL_KINDS | FIXED_SQUARE_KINDS | MOONVIT_KINDS
 #: first release that hands the tower ``uint8`` pixels and normalizes them on the GPU
 DEVICE_NORMALIZE_SINCE = {
     "qwen2_vl": (0, 28, 0),
     "qwen2_5_vl": (0, 28, 0),
     "gemma3": (0, 34, 0),
+    "kimi_k25": (0, 32, 0),
+    "mistral3": (0, 32, 0),
 } | dict.fromkeys(QWEN3_VL_KINDS, (0, 32, 0))
 #: releases whose Qwen2-VL wrapper normalizes before the tower and keeps the copy through it
 WRAPPER_NORMALIZES = ((0, 28, 0), (0, 30, 0))
@@ -90,9 +111,7 @@ EAGER_NORMALIZE_BYTES = 12
 
 def parks_until(kind: str) -> tuple[int, int, int]:
     """The first release past the read window of a tower that parks its outputs."""
-    if kind in PARKS_UNTIL:
-        return PARKS_UNTIL[kind]
-    if kind in QWEN3_VL_KINDS or kind in QWEN2_VL_KINDS or kind in FIXED_SQUARE_KINDS:
+    if kind in READ_THROUGH_NEWEST:
         return NEWEST_READ_UNTIL
     return PARKS_SINCE  # an unmodelled tower: no window
 
@@ -102,6 +121,19 @@ def pass_read(kind: str, version: tuple[int, int, int]) -> bool:
     if EXPANDS[0] <= version < EXPANDS[1]:
         return kind in EXPANDS_KINDS
     return PARKS_SINCE <= version < parks_until(kind)
+
+
+def model_pass_read(model: ModelSpec, version: tuple[int, int, int]) -> bool:
+    """:func:`pass_read` for ``model``'s tower, where Mistral 3 loaded in Mistral's format
+    (``PixtralForConditionalGeneration``, :mod:`kvscope.plan.config_format`) is read to 0.28."""
+    tower = model.vision_output
+    if tower is None or not pass_read(tower.kind, version):
+        return False
+    return not (
+        tower.kind == "mistral3"
+        and version >= MISTRAL_FORMAT_READ_UNTIL
+        and vllm_config_format(model, version) == "mistral"
+    )
 
 
 def device_normalizes(kind: str, version: tuple[int, int, int]) -> bool:
@@ -133,7 +165,7 @@ def unmodelled_note(model: ModelSpec, eng: EngineConfig) -> tuple[str, ...]:
     """One line for the plan where ``model`` has a vision tower whose vLLM profiling pass is
     not modelled at ``eng``'s release: the plan charges no encoder terms for it."""
     tower: VisionOutput | None = model.vision_output
-    if eng.engine != "vllm" or tower is None or pass_read(tower.kind, eng.version):
+    if eng.engine != "vllm" or tower is None or model_pass_read(model, eng.version):
         return ()
     name = tower.kind or "this"
     return (

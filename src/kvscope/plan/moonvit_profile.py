@@ -7,7 +7,30 @@ Units: patches, tokens, bytes. Sources, read identical for these paths in the vL
 0.20.0, 0.22.0, 0.23.0, 0.25.0 and 0.27.0 wheels (0.16-0.19, 0.21, 0.24 and 0.26 taken to
 match): vllm/model_executor/models/kimi_k25.py and kimi_k25_vit.py, and the checkpoint's
 processor (``navit_resize_image`` / ``navit_resize_video``, ported as vllm/transformers_utils/
-processors/kimi_k25_vision_fused.py from 0.25).
+processors/kimi_k25_vision_fused.py from 0.25). Read on to 0.34.0 against 0.27.0 (the wheels
+of 0.28.0-0.34.0): the dummy builder, ``get_num_image_tokens`` / the resize, the one modality,
+``_process_media_input``, the blocks' MLP and norms, the merger and the projector are 0.27's
+(0.28 adds the opt-in encoder CUDA graph protocol, unused with ``cudagraph_mm_encoder`` off by
+default; 0.29 drops a ``_call_hf_processor`` override that only called ``super()``; 0.31
+projects the patches with ``Conv2dLayer.forward_native``, a GEMM on a view of the same bytes;
+0.34 runs ``get_rope_shape`` eagerly, whose interpolated and flattened copies stay under the
+patch embedding's 4 rows). What changes is Kimi-K2.5's rotation of q and k in
+``MoonViTEncoderLayer.attention_qkvpacked`` (kimi_k25_vit.py) and, from 0.32, its input:
+
+- 0.29.0-0.30.x: ``ApplyRotaryEmb(enable_fp32_compute=True).forward_cuda`` (vllm/model_executor/
+  layers/rotary_embedding/common.py, flash-attn's Triton ``apply_rotary`` out of place) on
+  ``rope_freqs_cis.real`` / ``.imag`` made contiguous (fp32, together one complex64 table, live
+  until ``self.wo`` returns): for k it holds q's bf16 result, k in fp32 (2), the fp32 output
+  (2) and its bf16 cast (1): ``2 + 9 / tp``;
+- from 0.31.0: ``packed_qk_rope_`` (vllm/model_executor/layers/rotary_embedding/
+  packed_qk_rope.py, Triton) rotates q and k inside ``xqkv``: ``2 + 3 / tp``, and ``self.wo``
+  holds no separate q/k: ``3 + 4 / tp (+ 1)``;
+- from 0.32.0: ``supports_mm_device_do_normalize`` (kimi_k25.py), the processor's identity
+  LUT (``uint8`` pixel values) and ``FusedMMInputNorm`` in ``MoonVision3dPatchEmbed.forward``
+  (:mod:`kvscope.plan.encoder_releases`).
+
+Kimi-VL's moonvit.py and kimi_vl.py change through 0.34.0 only in asserts, docstrings, a
+host-sync guard, the CUDA graph protocol and ``keep_on_cpu`` grid sizes: read as 0.27's.
 
 * The dummy item (``KimiK25DummyInputsBuilder.get_dummy_mm_items``): one 3000 x 3000 image
   (``MaxImageTokenMeta``) or one video chunk of ``temporal_merge_kernel_size`` (4) such frames,
@@ -45,9 +68,10 @@ processors/kimi_k25_vision_fused.py from 0.25).
     tensors and their concatenation in complex64) over the 1 live row; the concatenation stays
     as the module's ``freqs_cis`` buffer (512 x 512 x ``head_dim / 2`` complex64, 75.5 MB at
     head 72) for the rest of the process, so it is held through the language model's pass too;
-  - an encoder block, with the per-patch rotary table (``head_dim / 2`` complex64) live:
-    ``apply_rope`` holds x, ``norm0(x)``, qkv (3/tp), q and k in fp32 (2 + 2), their complex
-    products (2 + 2) and the bf16 results (1 + 1): ``2 + 13 / tp``; ``self.wo`` holds x,
+  - an encoder block, with the per-patch rotary table (``head_dim / 2`` complex64) live, to
+    0.28 (and Kimi-VL's throughout): ``apply_rope`` holds x, ``norm0(x)``, qkv (3/tp), q and
+    k in fp32 (2 + 2), their complex products (2 + 2) and the bf16 results (1 + 1):
+    ``2 + 13 / tp``; ``self.wo`` holds x,
     ``norm0(x)``, qkv, rotated q/k, the attention output (6/tp), its output and, at tp > 1,
     the all-reduce's: ``3 + 6 / tp (+ 1)``; the MLP holds x, ``norm1(x)`` and fc0's and the
     GELU's outputs (``2 + 2 r / tp``, r = intermediate / width), then the GELU's, fc1's and
@@ -57,7 +81,7 @@ processors/kimi_k25_vision_fused.py from 0.25).
     (``pre_norm`` and ``linear_1``, 1 each; then the GELU and ``linear_2``'s
     ``L / merge**2 x mm_hidden_size`` output, which is what vLLM parks).
 
-The bf16 pixel values are counted by :mod:`kvscope.plan.encoder_profile`. Not modelled:
+The pixel values are counted by :mod:`kvscope.plan.encoder_profile`. Not modelled:
 ``--mm-encoder-tp-mode data`` (the rank that receives the item runs the tower whole, and the
 outputs are all-gathered padded), non-NVIDIA GPUs, releases outside those read, and the few
 ``L x head_dim / 2`` complex64 copies ``get_freqs_cis`` makes before it keeps one.
@@ -84,7 +108,11 @@ FRAMES_PER_CHUNK = 4  # temporal_merge_kernel_size
 #: the rotary grid ``MoonViT3dEncoder`` builds (``Rope2DPosEmbRepeated(head_dim, 512, 512)``)
 ROPE_GRID = 512 * 512
 #: releases whose MoonViT and Kimi-K2.5 dummy-input code was read (module docstring)
-READ = ((0, 15, 0), (0, 28, 0))
+READ = ((0, 15, 0), (0, 35, 0))
+#: Kimi-K2.5's attention rotates q and k with ``ApplyRotaryEmb`` (fp32, out of place, with
+#: fp32 cos / sin copies of the table) from 0.29, and in place in ``xqkv`` from 0.31
+ROTARY_EMB_SINCE = (0, 29, 0)
+PACKED_ROPE_SINCE = (0, 31, 0)
 FLASH_ATTN_MIN_CC = (8, 0)
 COMPLEX64 = 8
 FP32 = 4
@@ -151,6 +179,19 @@ def _precompute_bytes(tower: VisionOutput) -> float:
     return float(ROPE_GRID * (3 * FP32 + 2 * quarter * FP32 + 4 * quarter * COMPLEX64))
 
 
+def _attention_rows(
+    kind: str, version: tuple[int, int, int], tp: int, ar: int
+) -> tuple[float, float, int]:
+    """An encoder block's attention: (the rotation's peak, ``self.wo``'s, in patch rows of the
+    tower width) and the per-patch rotary tables live through both (the complex64 table, plus
+    0.29-0.30's fp32 cos and sin, together as large)."""
+    if kind != "kimi_k25" or version < ROTARY_EMB_SINCE:  # apply_rope: fp32 and complex64
+        return 2 + 13 / tp, 3 + ar + 6 / tp, 1
+    if version < PACKED_ROPE_SINCE:  # x.float(), the fp32 output, its bf16 cast; q kept
+        return 2 + 9 / tp, 3 + ar + 6 / tp, 2
+    return 2 + 3 / tp, 3 + ar + 4 / tp, 1  # packed_qk_rope_ rotates xqkv in place
+
+
 def moonvit_transient_bytes(
     tower: VisionOutput,
     patches: int,
@@ -178,13 +219,15 @@ def moonvit_transient_bytes(
     r = tower.intermediate / tower.width
     unit = patches * tower.width * dtype_bytes  # one patch row of the tower width
     rope_rows = patches * head // 2 * COMPLEX64  # the per-patch rotary table
-    block = max(2 + 13 / tp, 3 + ar + 6 / tp, 2 + 2 * r / tp, 3 + ar + r / tp)
+    rope, wo, tables = _attention_rows(tower.kind, version, tp, ar)
+    attention = max(rope, wo) * unit + tables * rope_rows
+    block = max(attention, max(2 + 2 * r / tp, 3 + ar + r / tp) * unit + rope_rows)
     merged = tower.merge_size**2
     tail = max(4.0, 3 + tower.out_width / (merged * tower.width))
     buffer = freqs_buffer_bytes(tower)
     return max(
         4 * unit,  # patch embedding
         unit + _precompute_bytes(tower),  # the rotary grid, first call
-        block * unit + rope_rows + buffer,
+        block + buffer,
         tail * unit + buffer,
     )
