@@ -25,6 +25,7 @@ from kvscope.plan.dsv4_workspace import dsv4_profile_workspace
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, vllm_layout
 from kvscope.plan.memory import MemoryPlan, plan_memory
 from kvscope.plan.vllm_budget import REPORT_COUNTS_BLOCKS_SINCE
+from kvscope.plan.vllm_chunked import chunked_span
 from kvscope.plan.vllm_mamba_mode import effective_mamba_cache_mode
 from kvscope.plan.weights import pp_layer_split
 from kvscope.specs.dtypes import is_fp8
@@ -100,6 +101,7 @@ def largest_max_model_len(
             mla_as_heads=eng.version < MLA_CACHE_SINCE,
             draft_window_layers=drafter if i == len(stages) - 1 else 0,
             mamba_cache_mode=effective_mamba_cache_mode(eng),
+            chunk=chunked_span(model, eng),
         )
         for i, layers in enumerate(stages)
     ]

@@ -177,6 +177,10 @@ class EngineConfig:
         hipblaslt: ROCm only: PyTorch's GEMMs through hipBLASLt (the default), whose kernel
             libraries vLLM's pool pays for; ``False`` is ``TORCH_BLAS_PREFER_HIPBLASLT=0``
             (rocBLAS) (:mod:`kvscope.plan.rocm_blas`). Not an engine flag: PyTorch's setting.
+        chunked_local_hybrid: vLLM keeps Llama 4's chunked-attention layers as their own KV
+            groups (env ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE``); ``None`` =
+            the release's default, ``False`` also stands for ``--disable-hybrid-kv-cache-
+            manager`` or a KV connector (:mod:`kvscope.plan.vllm_chunked`).
     """
 
     engine: str = "vllm"
@@ -212,6 +216,7 @@ class EngineConfig:
     language_model_only: bool = False
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
     hipblaslt: bool = True
+    chunked_local_hybrid: bool | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:

@@ -42,6 +42,12 @@ vLLM v1 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``):
   (``MambaSpec.max_memory_usage_bytes``: ``page x (2 + spec blocks)`` in ``align``,
   ``cdiv(max_model_len, block_size)`` pages in ``all``; vllm/v1/kv_cache_interface.py at
   v0.24.0), which the admission check and the logged concurrency both count.
+- Llama 4's chunked local attention layers, when vLLM keeps them apart
+  (:mod:`kvscope.plan.vllm_chunked`), form ``chunked`` groups of ``layers_per_group`` layers
+  beside the full ones, pages equal; a request needs
+  ``cdiv(min(chunk + in-flight tokens, max_model_len), block_size)`` blocks of each
+  (``ChunkedLocalAttentionSpec.max_admission_blocks_per_request``). ``bytes_per_token`` keeps
+  counting them as history, the simulator's full-history view of Llama 4.
 
 Units: bytes, tokens.
 """
@@ -55,6 +61,7 @@ from dataclasses import dataclass
 
 from kvscope.plan import dsv4_pool, dsv41_pool
 from kvscope.plan._cache import per_model_cache
+from kvscope.plan.vllm_chunked import is_chunked_layer
 from kvscope.specs.attention import (
     DSV4_ENTRY,
     AttentionLayer,
@@ -96,7 +103,7 @@ MLA_CACHE_SINCE = (0, 7, 1)
 class KVGroupLayout:
     """One KV-cache group: its kind, layer count, block size and blocks a request needs."""
 
-    kind: str  # full | sliding | mla | dsv4_mla | dsv4_swa | dsv4_state | linear_state
+    kind: str  # full | sliding | chunked | mla | dsv4_mla | dsv4_swa | dsv4_state | linear_state
     num_layers: int
     block_size: int
     window: int | None = None
@@ -115,6 +122,8 @@ class KVGroupLayout:
             return 1  # one compressor ring per request
         if self.window is None:
             return math.ceil(max_model_len / self.block_size)
+        if self.kind == "chunked":  # ChunkedLocalAttentionSpec: the chunk, no extra block
+            return math.ceil(min(self.window + batched_tokens, max_model_len) / self.block_size)
         span = min(self.window - 1 + batched_tokens, max_model_len)
         return math.ceil(span / self.block_size) + 1
 
@@ -251,6 +260,7 @@ def vllm_layout(
     extra: tuple[AttentionLayer, ...] = (),
     draft_window_layers: int = 0,
     mamba_cache_mode: str = "none",
+    chunk: int = 0,
 ) -> KVLayout:
     """vLLM's KV layout for the ``layers`` of one GPU (TP rank ``tp`` of a PP stage).
 
@@ -260,6 +270,8 @@ def vllm_layout(
     layer's (``UniformTypeKVCacheSpecs``). ``draft_window_layers``: a DeepSeek V4 drafter's
     window-only layers (MTP layer, DSpark stages) on this stage. ``mamba_cache_mode``: the
     state blocks a linear-attention hybrid's request holds (see the module text).
+    ``chunk``: Llama 4's chunk when vLLM keeps its chunked layers as their own groups
+    (:func:`kvscope.plan.vllm_chunked.chunked_span`; 0: planned as full attention).
     ``mla_as_heads``: vLLM before 0.7.1 ran DeepSeek V2/V3 attention as plain multi-head
     attention over ``num_heads // tp`` local heads with K and V zero-padded to 256
     (``Attention(self.num_local_heads, 256, ...)`` in model_executor/models/deepseek_v2.py and
@@ -286,7 +298,10 @@ def vllm_layout(
             # vLLM V0 padded the MLA entry to a 256-byte multiple (VLLM_CUDA_MEM_ALIGN_KV_CACHE).
             entry = float(_align(int(entry), 256))
         kind = "sliding" if att.kind == "sliding" else ("mla" if att.is_mla_family else "full")
-        per_layer.append((kind, entry, att.window if kind == "sliding" else None))
+        window = att.window if kind == "sliding" else None
+        if chunk and kind == "full" and is_chunked_layer(model, i):
+            kind, window = "chunked", chunk
+        per_layer.append((kind, entry, window))
     if extra and all(k == "full" for k, _, _ in per_layer):
         for att in extra:
             entry = math.fsum(c.entry_bytes for c in att.kv_caches(kv_dtype, tp, indexer))

@@ -76,6 +76,7 @@ from kvscope.plan.v2_draft_graphs import drafting_graph_bytes
 from kvscope.plan.v2_sampler_buffers import v2_sampler_bytes
 from kvscope.plan.vllm_auto_backend import auto_attention_backend
 from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
+from kvscope.plan.vllm_chunked import chunked_span
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.vllm_extensible_kv import default_gpu_memory_utilization, extensible_on, size_rank
 from kvscope.plan.vllm_mamba_mode import effective_mamba_cache_mode
@@ -380,6 +381,7 @@ def plan_ranks(
             extra=draft_kv_attention if last else (),
             draft_window_layers=draft_kv_layers if last and dsv4 else 0,
             mamba_cache_mode=effective_mamba_cache_mode(eng),
+            chunk=chunked_span(model, eng),
         )
         first = dsv4_first_capture_bytes(model, w.layers, v, gpu)
         graphs = first + estimate_bytes(

@@ -126,6 +126,11 @@ def replica_pools(
         if cfg.num_gpu_blocks_override is None
         else (cfg.num_gpu_blocks_override)
     )
+    if cfg.engine == "vllm" and model.attention_chunk_size and plan.num_kv_groups > 1:
+        # Llama 4's chunked groups (kvscope.plan.vllm_chunked): the simulator keeps its
+        # full-history view (kvscope.sim.layout), one block of which spans the same tokens'
+        # block in every group
+        blocks //= plan.num_kv_groups
     if blocks < 2 and cfg.num_gpu_blocks_override is not None:
         raise KvscopeError(
             f"--num-gpu-blocks-override {blocks}: the KV pool needs at least 2 blocks "

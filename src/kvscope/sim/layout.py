@@ -19,6 +19,17 @@ DeepSeek V4.1 (:func:`deepseek_v41_layout`) adds *ring* groups (``ring_groups``)
 0.31.0's ``CircularBufferSpec`` compressor rings, one block per request for its whole life
 (``CircularBufferManager`` in ``vllm/v1/core/single_type_kv_cache_manager.py``), never cached.
 
+Llama 4's chunked local attention is simulated as full history. vLLM keeps its 36 chunked
+layers in three ``ChunkedLocalAttentionSpec`` groups beside one full group (from 0.14.0;
+:mod:`kvscope.plan.vllm_chunked`), and ``ChunkedLocalAttentionManager``
+(``vllm/v1/core/single_type_kv_cache_manager.py``) frees a chunked group's blocks before the
+start of the request's current chunk; that manager (its frees, cache-hit rule and admission
+cap) is not modelled here. The simulator draws one full-history block per ``block_size``
+tokens from ``num_gpu_blocks // groups`` (:mod:`kvscope.sim.deployment`): vLLM's count while a
+request stays within its first chunk (8,192 tokens for Scout and Maverick), conservative
+beyond it, where vLLM holds at most ``cdiv(min(chunk + in-flight, L), b)`` blocks per
+chunked group.
+
 The pool's size (blocks, block size, bytes per block) comes from the planner,
 :func:`kvscope.plan.memory.plan_memory`, exactly as ``kvscope plan`` reports it.
 """

@@ -21,7 +21,8 @@ Which keys mean what, by family (names as in the transformers configuration clas
 - Phi-3 (model-level ``sliding_window``), Gemma 2/3 (sliding/global patterns, four norms per
   layer, configuration-class defaults), GLM-4.5 (``use_qk_norm``, q/k/v-only biases, MTP
   layer left out), MiniMax-M2 (``qk_norm_type`` per_layer), Llama 4 (shared expert,
-  ``interleave_moe_layer_step``; chunked local attention is planned as full attention) and
+  ``interleave_moe_layer_step``; ``attention_chunk_size``, kept apart by vLLM's planner in
+  :mod:`kvscope.plan.vllm_chunked`) and
   vision towers of ``text_config`` + ``vision_config`` wrappers: :mod:`families`.
 - Kimi Linear / Kimi K3 (KDA + gated MLA hybrid): :mod:`config_kimi_linear`.
 FFN keys are read in :mod:`config_ffn`.

@@ -139,8 +139,8 @@ class ModelSpec:
     #: ``consolidated.safetensors`` for any ``consolidated*.safetensors``); vLLM's
     #: ``--config-format auto`` loads that format when they are there (kvscope.plan.config_format)
     mistral_files: tuple[str, ...] = ()
-    #: Llama 4's chunked local attention span (``attention_chunk_size``; 0 elsewhere), planned
-    #: as full attention; SGLang reads it as its SWA pools' window (kvscope.plan.sglang_swa)
+    #: Llama 4's chunked local attention span (``attention_chunk_size``; 0 elsewhere): vLLM's
+    #: chunked KV groups (kvscope.plan.vllm_chunked), SGLang's SWA window (plan.sglang_swa)
     attention_chunk_size: int = 0
     source: str = ""
     published: Published = field(default_factory=Published)

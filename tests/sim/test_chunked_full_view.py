@@ -1,0 +1,32 @@
+"""Llama 4's chunked groups in the simulator: kept as full history (kvscope.sim.layout).
+
+vLLM 0.19 keeps Scout's 36 chunked layers in three groups beside one full group, so its pool
+counts 12-layer blocks; the simulator's full-history view draws 48-layer blocks, a quarter as
+many, and their tokens are the "GPU KV cache size" 0.19 logs (``num_blocks // groups x
+block_size``, vllm/v1/core/kv_cache_utils.py ``_report_kv_cache_config``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvscope.sim.deployment import build_pool
+from kvscope.sim.run import SimConfig
+
+SCOUT = (
+    Path(__file__).parents[1]
+    / "specs"
+    / "data"
+    / "configs"
+    / "meta-llama--Llama-4-Scout-17B-16E-Instruct.json"
+)
+
+
+def test_full_history_view_of_the_chunked_pool() -> None:
+    cfg = SimConfig(model=str(SCOUT), tp=4, engine_version="0.19.0", max_model_len=131072)
+    pool, layout, _terms, info = build_pool(cfg)
+    assert layout.name == "full" and not layout.windows
+    # 70,553 blocks of 12 layers in four groups (tests/plan/test_vllm_chunked.py)
+    assert info["num_gpu_blocks"] == 70_553 // 4
+    assert info["num_gpu_blocks"] * 16 == info["kv_tokens"] == 282_208
+    assert pool.capacity == info["num_gpu_blocks"] - 1  # vLLM's null block
