@@ -6,7 +6,8 @@ Runs inside a separate venv holding vllm==0.33.0 (CPU torch), never the project'
 
 For each model kind it builds the per-layer KV-cache specs vLLM's attention layers declare
 (FullAttentionSpec for GQA, MLAAttentionSpec for MLA, SlidingWindowSpec for gpt-oss's
-windowed layers; Gemma 4's from transformers' own per-layer config), lets vLLM group them
+windowed layers; Gemma 4's from transformers' own per-layer config; ChunkedLocalAttentionSpec
+for Llama 4's RoPE layers from transformers' ``no_rope_layers``), lets vLLM group them
 and size the pool from an available-memory figure (``get_kv_cache_groups``,
 ``get_kv_cache_configs``, ``get_kv_cache_capacity``), and compares page sizes, group
 counts, num_blocks and the logged token capacity with kvscope's. It needs no network: the
@@ -34,6 +35,7 @@ from vllm.v1.core.kv_cache_planning import (  # noqa: E402
 )
 from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity  # noqa: E402
 from vllm.v1.kv_cache_interface import (  # noqa: E402
+    ChunkedLocalAttentionSpec,
     FullAttentionSpec,
     MLAAttentionSpec,
     SlidingWindowSpec,
@@ -46,6 +48,7 @@ from kvscope.specs.hardware import get_gpu  # noqa: E402
 from kvscope.specs.registry import load_model  # noqa: E402
 
 GIB = 1 << 30
+SCOUT = str(ROOT / "tests/specs/data/configs/meta-llama--Llama-4-Scout-17B-16E-Instruct.json")
 TINY_LLAMA = {
     "architectures": ["LlamaForCausalLM"],
     "model_type": "llama",
@@ -111,10 +114,38 @@ def gemma4_specs(path: str, tp: int, dtype: torch.dtype, block: int) -> dict[str
     return out
 
 
+def llama4_specs(path: str, tp: int, dtype: torch.dtype, block: int) -> dict[str, object]:
+    """Llama 4's specs as vLLM 0.33's ``Llama4Attention`` declares them: a RoPE layer
+    (transformers' ``no_rope_layers[i]`` of 1) with ``attention_chunk_size`` is a
+    ``ChunkedLocalAttention`` (``ChunkedLocalAttentionSpec``), a NoPE layer full attention."""
+    from transformers import Llama4TextConfig
+
+    raw = json.loads(Path(path).read_text())["text_config"]
+    cfg = Llama4TextConfig(**{k: v for k, v in raw.items() if k != "model_type"})
+    kw = {
+        "block_size": block,
+        "num_kv_heads": max(1, cfg.num_key_value_heads // tp),
+        "head_size": cfg.head_dim,
+        "dtype": dtype,
+    }
+    out: dict[str, object] = {}
+    for i in range(cfg.num_hidden_layers):
+        name = f"language_model.model.layers.{i}.self_attn.attn"
+        if cfg.no_rope_layers[i] and cfg.attention_chunk_size:
+            out[name] = ChunkedLocalAttentionSpec(
+                **kw, attention_chunk_size=cfg.attention_chunk_size
+            )
+        else:
+            out[name] = FullAttentionSpec(**kw)
+    return out
+
+
 def specs_for(model_name: str, tp: int, kv: str, block: int) -> dict[str, object]:
     dtype = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
     if "gemma-4" in model_name:
         return gemma4_specs(model_name, tp, dtype, block)
+    if "Llama-4" in model_name:
+        return llama4_specs(model_name, tp, dtype, block)
     model = load_model(model_name)
     out: dict[str, object] = {}
     for i, layer in enumerate(model.layers):
@@ -161,6 +192,11 @@ CASES = [  # model, tp, kv dtype, block, max_model_len, batched tokens, availabl
     (str(ROOT / "tests/plan/data/configs/gemma-4-26b-a4b.json"), 1, "auto", 16, 131072, 8192, 30.0),
     (str(ROOT / "tests/plan/data/configs/gemma-4-e2b-it.json"), 1, "auto", 16, 131072, 8192, 60.0),
     (str(ROOT / "tests/plan/data/configs/gemma-4-e4b-it.json"), 2, "fp8", 32, 32768, 2048, 12.0),
+    # Llama 4 Scout: 36 chunked-local layers (8,192-token chunks) in three groups beside one
+    # full group (hybrid KV cache manager on, the default from 0.14.0)
+    (SCOUT, 4, "auto", 16, 8192, 8192, 40.0),
+    (SCOUT, 4, "auto", 16, 131072, 8192, 40.0),
+    (SCOUT, 8, "fp8", 16, 1048576, 4096, 40.0),
 ]
 
 
