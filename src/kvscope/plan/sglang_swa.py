@@ -83,6 +83,7 @@ from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.vllm_chunked import is_rope_layer
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.model import ModelSpec
@@ -155,7 +156,7 @@ def is_llama4_hybrid(model: ModelSpec) -> bool:
 
 def _swa_layer(model: ModelSpec, i: int) -> bool:
     if is_llama4_hybrid(model):
-        return (i + 1) % 4 != 0  # get_hybrid_layer_ids
+        return is_rope_layer(i)  # get_hybrid_layer_ids
     return model.layers[i].attention.kind == "sliding"
 
 

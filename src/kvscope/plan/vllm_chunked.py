@@ -43,9 +43,15 @@ EAGLE_TYPE_METHODS = frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})
 NOPE_INTERVAL = 4
 
 
+def is_rope_layer(i: int) -> bool:
+    """Whether Llama 4's layer ``i`` is a RoPE (chunked-attention) layer, not a NoPE one; the
+    same split decides SGLang's SWA layers (``get_hybrid_layer_ids``, kvscope.plan.sglang_swa)."""
+    return (i + 1) % NOPE_INTERVAL != 0
+
+
 def is_chunked_layer(model: ModelSpec, i: int) -> bool:
     """Whether layer ``i`` of ``model`` is a chunked-local (RoPE) layer of Llama 4."""
-    return model.attention_chunk_size > 0 and (i + 1) % NOPE_INTERVAL != 0
+    return model.attention_chunk_size > 0 and is_rope_layer(i)
 
 
 def chunked_span(model: ModelSpec, eng: EngineConfig) -> int:
