@@ -252,7 +252,7 @@ def layout_for(
         # Every layer slides (Phi-3-mini-4k, Mistral 7B v0.1): vLLM keeps sliding groups only
         # (one SlidingWindowSpec group, UnitaryKVCacheCoordinator) and no full-history one;
         # a request holds its window's blocks, the rest freed (SlidingWindowManager).
-        # llama.cpp (no tp) keeps the full-history view of the lead's first cut (8a8e45e)
+        # llama.cpp (no tp) keeps a full-history view: its slots hold whole sequences
         if tp is None:
             return KVLayout(block_size=windows[0].block_tokens, name="sliding-only")
         return KVLayout(
