@@ -252,7 +252,7 @@ def layout_for(
         # Every layer slides (Phi-3-mini-4k, Mistral 7B v0.1): vLLM keeps sliding groups only
         # (one SlidingWindowSpec group, UnitaryKVCacheCoordinator) and no full-history one;
         # a request holds its window's blocks, the rest freed (SlidingWindowManager).
-        # llama.cpp (no tp) keeps a full-history view: its slots hold whole sequences
+        # llama.cpp (no tp) is simulated with a full-history view here (its SWA cache unmodelled)
         if tp is None:
             return KVLayout(block_size=windows[0].block_tokens, name="sliding-only")
         return KVLayout(
