@@ -238,8 +238,9 @@ def with_connector(
     else:
         notes.append(
             f"vLLM {eng.version_text} charges the buffer to no term (built after its memory "
-            "snapshot, outside the weights and the profiled peak): the KV pool is unchanged "
-            "and the buffer sits in the headroom gpu_memory_utilization leaves."
+            "snapshot, outside the weights and the profiled peak, or after the KV size is "
+            "fixed): the KV pool is unchanged and the buffer sits in the headroom "
+            "gpu_memory_utilization leaves."
         )
     if eng.version >= UNREAD_FROM:
         warnings.append(
