@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.kv_connector import KvTransfer
 from kvscope.plan.memory import MemoryPlan, plan_memory
 from kvscope.plan.speculative import SpeculativeDecoding, from_sglang, parse_vllm
 from kvscope.specs.hardware import GIB, get_gpu
@@ -132,6 +133,7 @@ class Case:
         self,
         kv_cache_memory_bytes: int | None = None,
         max_cudagraph_capture_size: int | None = None,
+        kv_transfer: KvTransfer | None = None,
     ) -> MemoryPlan:
         r = self.row
         if kv_cache_memory_bytes is None:
@@ -179,6 +181,7 @@ class Case:
             attention_backend=r.get("attention_backend", "") or None,
             indexer_dtype=r.get("indexer_dtype", "") or "fp8",
             hipblaslt=_opt_bool(r.get("hipblaslt", "")) is not False,
+            kv_transfer=kv_transfer,
         )
         gpu = get_gpu(r["gpu"])
         # The CUDA total the log itself prints ("Free memory on device (free/total GiB)"),

@@ -46,6 +46,14 @@ FlashinferSampler = Annotated[
         help="vLLM samples with FlashInfer (VLLM_USE_FLASHINFER_SAMPLER; default by release).",
     ),
 ]
+KvTransferConfig = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-transfer-config",
+        help='vLLM\'s JSON, e.g. \'{"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}\' '
+        "(LMCacheConnectorV1 only; LMCache's sizes from the LMCACHE_* variables) [default: off].",
+    ),
+]
 DecodeContextParallelSize = Annotated[
     int,
     typer.Option(

@@ -25,6 +25,7 @@ from kvscope.cli.engine_options import (
     GpuMemoryInUse,
     HbmEfficiency,
     KvCacheDtype,
+    KvTransferConfig,
     LanguageModelOnly,
     LimitMmPerPrompt,
     MambaCacheMode,
@@ -155,6 +156,7 @@ def plan(
     enable_extensible_kv_cache: ExtensibleKvCache = None,
     max_cudagraph_capture_size: MaxCudagraphCaptureSize = None,
     flashinfer_sampler: FlashinferSampler = None,
+    kv_transfer_config: KvTransferConfig = None,
     decode_context_parallel_size: DecodeContextParallelSize = 1,
     mm_encoder_tp_mode: MmEncoderTpMode = "weights",
     disable_custom_all_reduce: DisableCustomAllReduce = False,
@@ -290,6 +292,7 @@ def plan(
         enable_extensible_kv_cache=enable_extensible_kv_cache,
         max_cudagraph_capture_size=max_cudagraph_capture_size,
         flashinfer_sampler=flashinfer_sampler,
+        kv_transfer=_kv_transfer(kv_transfer_config),
         kv_cache_memory_bytes=kv_cache_memory_bytes,
         speculative=speculative,
         decode_context_parallel_size=decode_context_parallel_size,
@@ -458,3 +461,14 @@ def _check_out(out_dir: str, force: bool) -> None:
         writable_dir(out_dir, "run directory")
     else:
         fresh_run_dir(out_dir, force=False)
+
+
+def _kv_transfer(text: str | None) -> Any:
+    """``--kv-transfer-config`` parsed, with LMCache's ``LMCACHE_*`` variables (it reads them)."""
+    if text is None:
+        return None
+    import os
+
+    from kvscope.plan.kv_connector import parse_kv_transfer
+
+    return parse_kv_transfer(text, os.environ)

@@ -206,6 +206,8 @@ def command_line(
         parts.append("--disable-custom-all-reduce")
     if eng.attention_backend is not None:
         parts.append(f"--attention-backend {eng.attention_backend}")
+    if eng.kv_transfer is not None:
+        parts.append(eng.kv_transfer.serve_flag())
     return " ".join(parts)
 
 

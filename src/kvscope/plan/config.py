@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from kvscope.errors import KvscopeError
 
@@ -21,6 +22,9 @@ from kvscope.plan.parallelism import check_layout as check_layout
 from kvscope.plan.parallelism import resolve_parallel as resolve_parallel
 from kvscope.plan.speculative import SpeculativeDecoding
 from kvscope.validate import count, finite
+
+if TYPE_CHECKING:
+    from kvscope.plan.kv_connector import KvTransfer
 
 #: Engines the planner models.
 ENGINES = ("vllm", "sglang")
@@ -181,6 +185,8 @@ class EngineConfig:
             groups (env ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE``); ``None`` =
             the release's default, ``False`` also stands for ``--disable-hybrid-kv-cache-
             manager`` or a KV connector (:mod:`kvscope.plan.vllm_chunked`).
+        kv_transfer: vLLM ``--kv-transfer-config`` with LMCache's settings
+            (:mod:`kvscope.plan.kv_connector`); ``None`` = no connector.
     """
 
     engine: str = "vllm"
@@ -217,6 +223,7 @@ class EngineConfig:
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
     hipblaslt: bool = True
     chunked_local_hybrid: bool | None = None
+    kv_transfer: KvTransfer | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -297,6 +304,7 @@ class EngineConfig:
                 "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
                 "flashinfer_sampler": "--flashinfer-sampler/--no-flashinfer-sampler",
                 "enable_extensible_kv_cache": "--[no-]enable-extensible-kv-cache",
+                "kv_transfer": "--kv-transfer-config",
             }
             if self.decode_context_parallel_size > 1:
                 raise KvscopeError(

@@ -24,6 +24,7 @@ from kvscope.plan.config_format import whole_tower_on_every_rank
 from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
 from kvscope.plan.encoder_releases import unmodelled_note
+from kvscope.plan.kv_connector import with_connector
 from kvscope.plan.language_model_only import text_only
 from kvscope.plan.mm_limits import tower_dropped
 from kvscope.plan.pp_vocab import with_every_stage_tables
@@ -221,9 +222,9 @@ def plan_memory(
         plan = _plan_sglang(model, gpu, par, eng, stages, kv_dtype)
     else:
         plan = _plan_vllm(model, gpu, par, eng, stages, kv_dtype, drafter)
-    if drafter is None:
-        return plan
-    return replace(plan, speculative=_speculative_record(drafter, eng.engine))
+    if drafter is not None:
+        plan = replace(plan, speculative=_speculative_record(drafter, eng.engine))
+    return with_connector(plan, model, par, eng)  # --kv-transfer-config's notes
 
 
 def _speculative_record(d: Drafter, engine: str) -> dict[str, Any]:
