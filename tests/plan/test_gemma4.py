@@ -50,6 +50,21 @@ def test_26b_a4b_counts_match_the_model_card() -> None:
     assert m.params["shared_experts"] == 30 * 3 * 2816 * 2112  # the dense MLP beside experts
 
 
+def test_e4b_counts_its_audio_tower() -> None:
+    # USM conformer of 12 layers of 1024 (24 h^2 + 14 h + head_dim a layer), its subsampler
+    # (1,086,752), output_proj 1024 -> 1536 with bias (1,574,400) and embed_audio 1536 -> 2560
+    # (3,932,160), worked by hand from Google's PyTorch reference Gemma4AudioModel; vLLM and
+    # SGLang build it whenever the config has an audio_config.
+    m = _load("gemma-4-e4b-it.json")
+    audio = 12 * (24 * 1024 * 1024 + 14 * 1024 + 128) + 1_086_752 + 1_574_400 + 3_932_160
+    assert audio == 308_756_768
+    assert m.params["vision_tower"] == 169_330_688 + audio
+    # the planned weights now land on the checkpoint vLLM 0.22.1 reports reading (14.89 GiB,
+    # "Checkpoint size" of the RTX 3090 Ti start, row rtx3090ti-vm-gemma4-e4b-0.22.1)
+    plan = plan_memory(m, get_gpu("RTX-3090-24GB"), Parallelism(), EngineConfig(engine="vllm"))
+    assert plan.weights_gib == pytest.approx(14.89, abs=0.01)
+
+
 def test_e2b_per_layer_inputs_dominate_its_weights() -> None:
     # E2B: 35 layers x 256 per-layer-input width over a 262,144 vocabulary is a 2.35B table;
     # without it (and the towers) the text model is the card's "2.3B effective".

@@ -26,7 +26,20 @@ gemma4.py`` and ``vllm/transformers_utils/configs/gemma4.py`` in the 0.25.0-0.31
   ``standardize``; then ``embed_vision`` (width -> text hidden, weightless norm).
   google/gemma-4-31B-it's safetensors (huggingface.co/google/gemma-4-31B-it, two shards) hold
   31,273,088,876 parameters; vLLM allocates 10 x 5,376 x 2,048 more for the V slots.
-  The audio tower of E2B/E4B is not counted.
+- Audio tower (``audio_config``, E2B/E4B): vLLM builds it with ``AutoModel.from_config`` beside
+  ``embed_audio`` whenever the audio modality is not limited to 0 (``Gemma4ForConditional
+  Generation.__init__``, vllm/model_executor/models/gemma4_mm.py of the 0.34.0 wheel). The
+  USM conformer as Google's PyTorch reference builds it (``Gemma4AudioModel``, width h,
+  FFN 4h): a subsampler of two bias-free 3x3 convolutions (1 -> c0 -> c1 channels, each with
+  a scale-only LayerNorm) and a bias-free ``(c0 / 4) c1 -> h`` projection; per layer two
+  feed-forward blocks (h -> 4h -> h, two RMSNorms each), bias-free q/k/v/post and relative-key
+  projections with a ``per_dim_scale`` of head_dim, a light convolution (h -> 2h GLU, a
+  depthwise kernel of ``conv_kernel_size``, h -> h, two RMSNorms) and three RMSNorms; then
+  ``output_proj`` (h -> ``output_proj_dims`` with bias) and ``embed_audio`` (that width ->
+  text hidden). For E4B this is 308.8 M parameters, 0.58 GiB in bf16: with it the planned
+  weights equal the 14.89 GiB checkpoint vLLM reports loading. It is counted with the vision
+  tower (dropped together when images and videos are limited to 0, which vLLM does only when
+  audio is limited to 0 as well).
 
 Units: parameter counts.
 """
@@ -160,4 +173,21 @@ def gemma4_vision_params(
     n += layers * (4 * d * d + 2 * head + 4 * d + 3 * d * i)
     if vision.get("standardize") is True:
         n += 2 * d
+    audio = vision.get("_audio_config")
+    if isinstance(audio, Mapping):
+        n += gemma4_audio_params(audio, text_hidden)
     return n + d * text_hidden
+
+
+def gemma4_audio_params(audio: Mapping[str, Any], text_hidden: int) -> int:
+    """Audio tower and ``embed_audio`` projector weights (see the module text)."""
+    h = int(audio.get("hidden_size") or 0)
+    layers = int(audio.get("num_hidden_layers") or 0)
+    heads = int(audio.get("num_attention_heads") or 1)
+    kernel = int(audio.get("conv_kernel_size") or 0)
+    out = int(audio.get("output_proj_dims") or h)
+    channels = audio.get("subsampling_conv_channels") or [0, 0]
+    c0, c1 = int(channels[0]), int(channels[-1])
+    sub = 9 * c0 + c0 + 9 * c0 * c1 + c1 + (c0 // 4) * c1 * h
+    per_layer = 24 * h * h + (9 + kernel) * h + h // heads
+    return sub + layers * per_layer + h * out + out + out * text_hidden

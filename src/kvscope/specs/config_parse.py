@@ -164,6 +164,8 @@ def _vision_params(raw: Mapping[str, Any], source: str, text_hidden: int) -> int
             "_spatial_merge_size": raw.get("spatial_merge_size", 2),
             "_projector_bias": raw.get("multimodal_projector_bias", False),
         }
+    if raw.get("model_type") == "gemma4" and isinstance(raw.get("audio_config"), Mapping):
+        vision = {**vision, "_audio_config": raw["audio_config"]}  # E2B/E4B: config_gemma4
     v = _Cfg(vision, source, "vision_config.")
     return families.vision_params(
         str(raw.get("model_type") or ""), vision, text_hidden, lambda k, d: v.integer(k, d)
