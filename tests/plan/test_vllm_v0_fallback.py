@@ -70,3 +70,30 @@ def test_the_colab_t4_start_of_0_8_2() -> None:
     plan = case.plan()
     assert abs(plan.kv_tokens - 58_192) / 58_192 <= 0.05
     assert plan.activation_peak_gib == pytest.approx(0.90, rel=0.15)
+
+
+@pytest.mark.parametrize(
+    ("version", "gpu", "tp", "gib"),
+    # V0 from 0.6.5 charges only the growth since its baseline snapshot (vllm PR #10511):
+    # the TP1 logs print 0.01-0.13 GiB; 0.6.4 charged it all (0.35 GiB, vllm#10517)
+    [
+        ("0.7.2", "T4", 1, 0.08),
+        ("0.9.2", "V100-SXM2-32GB", 1, 0.08),
+        ("0.6.4", "RTX-3090", 1, 0.25),
+        ("0.7.2", "A100-80GB", 2, 0.25),
+        ("0.9.2", "A100-80GB", 1, 0.25),
+    ],
+)
+def test_v0_non_torch_since_the_baseline(version: str, gpu: str, tp: int, gib: float) -> None:
+    eng = EngineConfig(engine="vllm", engine_version=version, max_model_len=2048)
+    plan = plan_memory(LLAMA, get_gpu(gpu), Parallelism(tp=tp), eng)
+    assert plan.non_torch_gib == pytest.approx(gib)
+
+
+def test_the_colab_t4_grpo_start_of_0_7_2() -> None:
+    """Qwen2.5-1.5B-Instruct in float16 on a Colab T4 (14.56 GiB) under 0.7.2 at 0.5 of the
+    GPU: 0.01 GiB of non-torch memory, 2.02 GiB of activation, 5,519 blocks (88,304 tokens)."""
+    (case,) = [c for c in load_cases() if c.id == "vold-t4-qwen25-15b-grpo-0.7.2"]
+    plan = case.plan()
+    assert plan.activation_peak_gib == pytest.approx(2.02, rel=0.05)
+    assert abs(plan.kv_tokens - 88_304) / 88_304 <= 0.05

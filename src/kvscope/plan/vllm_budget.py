@@ -363,7 +363,7 @@ def plan_ranks(
         if compiles_cold(model, eng, w.pp_rank):
             peak = cold_compile_peak_bytes(model, par, defaults.max_num_batched_tokens)
             act = replace(act, compile_peak=peak)
-        non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
+        non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce, defaults.v0)
         non_torch += vllm_charged_bytes(eng) + hipblaslt_bytes(gpu, eng.engine, eng.hipblaslt)
         if last:  # V2 sampler tables, in 0.27's "consumed memory (weights + non-torch)"
             non_torch += v2_sampler_bytes(model, eng, gpu, defaults.max_num_seqs)
