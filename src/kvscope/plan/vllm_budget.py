@@ -10,7 +10,8 @@ Paraphrase of ``vllm/v1/worker/gpu_worker.py::Worker.determine_available_memory`
 
 Version eras, following ``--engine-version``:
 
-- V0 (< 0.8): "# GPU blocks: N"; tokens = N x block_size; MLA entries padded to 256 B.
+- V0 (< 0.8, and 0.8 - 0.10.1 below compute capability 8.0: :mod:`kvscope.plan.vllm_v0_fallback`):
+  "# GPU blocks: N"; tokens = N x block_size; MLA entries padded to 256 B.
 - V1 0.8 - 0.20: "GPU KV cache size: N tokens" with N = num_blocks // groups x block_size;
   the CUDA-graph estimate (PR #30515, present from ~0.14) is logged, not subtracted, until
   0.20.0 subtracts it by default (its log says "default since v0.21.0"; the 0.20.0 wheel's
@@ -87,6 +88,7 @@ from kvscope.plan.vllm_runner import (
     runs_v2,
 )
 from kvscope.plan.vllm_scheduling import async_scheduling, in_flight_tokens
+from kvscope.plan.vllm_v0_fallback import runs_v0
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
 from kvscope.specs.hardware import GPUSpec
@@ -129,6 +131,8 @@ class VllmDefaults:
     cudagraph_subtracted: bool
     #: tokens a sliding-window group reserves beyond its window (see the module text)
     in_flight_tokens: int = 0
+    #: the start runs the V0 engine (:mod:`kvscope.plan.vllm_v0_fallback`)
+    v0: bool = False
 
 
 @dataclass(frozen=True)
@@ -153,10 +157,13 @@ def resolve_defaults(
     v = eng.version
     max_len = eng.max_model_len or model.max_position_embeddings
     # vLLM tiers its defaults by device memory (:mod:`kvscope.plan.vllm_batch_defaults`)
+    v0 = runs_v0(v, gpu)
     serve_tokens, serve_seqs = serve_batch_defaults(gpu, v)
+    if v0:
+        serve_seqs = 256
     if eng.max_num_batched_tokens is not None:
         tokens = eng.max_num_batched_tokens
-    elif v < (0, 8, 0):
+    elif v0:
         # V0 without chunked prefill profiles one full-length prompt (at least 2048);
         # chunked prefill (on by default above 32K context) used 512-token chunks until
         # 0.6 and 2048 for the API server afterwards (vllm/engine/arg_utils.py).
@@ -173,10 +180,10 @@ def resolve_defaults(
     pp = (par or Parallelism()).pp
     v2 = runs_v2(model, eng, gpu)
     in_flight = in_flight_tokens(tokens, pp, v, async_scheduling(eng), v2)
-    return VllmDefaults(gmu, max_len, tokens, seqs, block, subtract, in_flight)
+    return VllmDefaults(gmu, max_len, tokens, seqs, block, subtract, in_flight, v0)
 
 
-def sampler_fp32_copies(eng: EngineConfig) -> int:
+def sampler_fp32_copies(eng: EngineConfig, v0: bool | None = None) -> int:
     """fp32 vocab-wide tensors the profiling sampler pass holds at its peak, per release.
 
     The dummy sampler run asks for top-k = vocab - 1 and top-p = 0.9 (``_dummy_sampler_run``).
@@ -195,9 +202,11 @@ def sampler_fp32_copies(eng: EngineConfig) -> int:
     ``_apply_top_k_top_p`` (``logits.sort``) unless ``VLLM_USE_FLASHINFER_SAMPLER`` is set (unset
     by default: vllm/envs.py, vllm/model_executor/layers/sampler.py of the 0.7.1 and 0.7.2
     wheels); with FlashInfer it holds the fp32 logits, probabilities and log-probabilities (3).
-    Only the driver (TP rank 0) samples in V0 (``ModelRunner.execute_model`` returns before
-    ``sample`` on other ranks), so its peak is the highest and its blocks the ones the
-    executor keeps (the minimum over workers). FlashInfer is the V1
+    ``v0`` says the start runs V0 (:func:`kvscope.plan.vllm_v0_fallback.runs_v0`; by default
+    releases before 0.8). Only the driver (TP rank 0) samples in V0
+    (``ModelRunner.execute_model`` returns before ``sample`` on other ranks), so its peak is
+    the highest and its blocks the ones the executor keeps (the minimum over workers).
+    FlashInfer is the V1
     default when installed up to 0.11.0 ("None means True" in ``TopKTopPSampler.__init__``)
     and opt-in from 0.11.1 (vllm PR #26859, merged 2025-10-15: "Users must opt in explicitly
     via VLLM_USE_FLASHINFER_SAMPLER=1" in vllm/v1/sample/ops/topk_topp_sampler.py of the
@@ -205,7 +214,7 @@ def sampler_fp32_copies(eng: EngineConfig) -> int:
     read in the 0.10.2, 0.11.0, 0.11.1, 0.12.0, 0.15.0, 0.19.0 and 0.20.0 wheels).
     """
     v = eng.version
-    if v < (0, 8, 0):
+    if v < (0, 8, 0) if v0 is None else v0:  # V0: vllm_v0_fallback
         return 3 if eng.flashinfer_sampler else 9
     flashinfer = eng.flashinfer_sampler
     if flashinfer is None:
@@ -311,7 +320,7 @@ def plan_ranks(
             last,
             sampler_fp32_copies=0
             if greedy_dummy_sampler(model, eng, gpu)
-            else sampler_fp32_copies(eng),
+            else sampler_fp32_copies(eng, defaults.v0),
             moe_persistent=moe_scratch_persists(model, eng, gpu),
         )
         if last:  # the speculative branch's rejection-sampler pass (kvscope.plan.rejection_profile)
@@ -354,7 +363,7 @@ def plan_ranks(
         if compiles_cold(model, eng, w.pp_rank):
             peak = cold_compile_peak_bytes(model, par, defaults.max_num_batched_tokens)
             act = replace(act, compile_peak=peak)
-        non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce)
+        non_torch = non_torch_bytes(gpu, par, v, eng.disable_custom_all_reduce, defaults.v0)
         non_torch += vllm_charged_bytes(eng) + hipblaslt_bytes(gpu, eng.engine, eng.hipblaslt)
         if last:  # V2 sampler tables, in 0.27's "consumed memory (weights + non-torch)"
             non_torch += v2_sampler_bytes(model, eng, gpu, defaults.max_num_seqs)
@@ -376,7 +385,7 @@ def plan_ranks(
             defaults.block_size,
             eng.indexer_dtype,
             release=v,
-            v0_mla_padding=v < (0, 8, 0),
+            v0_mla_padding=defaults.v0,
             mla_as_heads=v < MLA_CACHE_SINCE,
             extra=draft_kv_attention if last else (),
             draft_window_layers=draft_kv_layers if last and dsv4 else 0,
@@ -444,7 +453,7 @@ def logged_capacity(
     dcp_world_size") and the concurrency with it.
     """
     length = defaults.max_model_len
-    if v < (0, 8, 0):
+    if v < (0, 8, 0) or defaults.v0:
         tokens = num_blocks * layout.block_size
         return tokens, tokens / length
     by_bytes = v < REPORT_COUNTS_BLOCKS_SINCE

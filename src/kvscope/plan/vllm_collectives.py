@@ -40,6 +40,13 @@ their median, the "tp1_consumed" figure (512 sequences on the L40S leave 0.19). 
 figure was read on PCIe and across nodes; over NVSwitch NCCL may keep more (its NVLS buffers),
 which no log here measures.
 
+The V0 engine from 0.6.5 on (vllm PR #10511's baseline snapshot) charges, on one GPU, only
+what non-torch memory grew by since the worker's snapshot: the V0 start-up logs at TP1 print
+"non_torch_memory takes" 0.01-0.13 GiB (T4 0.13 and 0.11 at 0.6.6.post1, 0.01 at 0.7.2 and
+0.05 at 0.8.2; V100 0.09 at 0.7.1 and 0.8.5; L40 0.08 and A10 0.05 at 0.7.2; A100 40GB 0.01
+at 0.7.3), median 0.08 GiB, the "tp1_v0_baseline" figure. 0.6.4 logged the whole non-torch
+footprint (0.35 GiB on an RTX 3090, vllm-project/vllm#10517), which the 0.25 figure keeps.
+
 Two GPUs without NVLink (PCIe P2P) do run custom all-reduce, but what it allocates is
 megabytes: its metadata plus ``max_size`` (8 MiB) signal buffer, one IPC buffer of the larger of
 its all-reduce / all-gather / reduce-scatter limits and an 8 MiB ``rank_data`` table
@@ -63,6 +70,7 @@ NON_TORCH_GIB = {
     "tp_old": 0.25,
     "tp_pcie": 0.25,
     "pp_only": 0.07,
+    "tp1_v0_baseline": 0.08,
 }
 
 #: First release whose profiler subtracts the free-memory drop since the worker's snapshot
@@ -72,6 +80,10 @@ CONSUMED_SINCE = (0, 27, 0)
 SUPPORTED_WORLD_SIZES = (2, 4, 6, 8)
 SUPPORTED_WORLD_SIZES_027 = (2, 4, 6, 8, 16)
 WORLD_SIZE_16_SINCE = (0, 27, 0)
+#: First release whose V0 worker charges non-torch memory as the growth since its baseline
+#: snapshot (vllm PR #10511, 0.6.5; ``memory_profiling(baseline_snapshot=...)`` in
+#: vllm/worker/worker.py of the 0.6.5-0.9.2 wheels); 0.6.4 charged all non-torch memory.
+V0_BASELINE_SINCE = (0, 6, 5)
 #: Releases before this one log NCCL-sized non-torch growth at every TP (see the module text).
 CUSTOM_AR_GROWTH_SINCE = (0, 11, 0)
 #: ROCm architectures whose platform keeps custom all-reduce (gfx94x, gfx95x).
@@ -98,9 +110,16 @@ def custom_all_reduce_runs(
 
 
 def non_torch_bytes(
-    gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int], disable_custom_all_reduce: bool = False
+    gpu: GPUSpec,
+    par: Parallelism,
+    v: tuple[int, int, int],
+    disable_custom_all_reduce: bool = False,
+    v0: bool = False,
 ) -> float:
-    """Estimated non-torch memory growth on one GPU (see :data:`NON_TORCH_GIB`)."""
+    """Estimated non-torch memory growth on one GPU (see :data:`NON_TORCH_GIB`); ``v0``: the
+    start runs the V0 engine (:mod:`kvscope.plan.vllm_v0_fallback`)."""
+    if v0 and par.tp == 1 and par.pp == 1 and v >= V0_BASELINE_SINCE:
+        return NON_TORCH_GIB["tp1_v0_baseline"] * GIB
     if par.tp > 1 and v < CUSTOM_AR_GROWTH_SINCE:
         gib = NON_TORCH_GIB["tp_old"]
     elif custom_all_reduce_runs(gpu, par, v, disable_custom_all_reduce):
