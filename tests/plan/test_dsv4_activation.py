@@ -123,10 +123,11 @@ def test_gh51041_starts_move_toward_their_logs_with_the_drafter_peak() -> None:
 def test_gh51041_checkpoints_share_a_budget_and_differ_by_length_only() -> None:
     # vllm#51041's two starts (0.26.0, 2x H20 TP2, MTP): under method=mtp the 0731
     # checkpoint's DSpark keys build nothing, so at the same inputs both checkpoints plan the
-    # same pool. This is why the 0731 start the reporter first ran at a long length (its pool
-    # 7.0096-7.0106 GiB, the only one for which 0.26.0's start-up check estimates the
-    # 121,344 then used) and the preview start at 912,128 (7.0065-7.0075 GiB) read as one
-    # budget, i.e. one max_num_seqs (the summary's 32).
+    # same pool. The thread's pools at one length differ by 0.23 GiB at most (the 0731 start
+    # first run at a longer length: 7.0096-7.0106 GiB, the pool for which 0.26.0's start-up
+    # check estimates the 121,344 then used; the preview's first start: 6.7755-6.7765 GiB,
+    # the pool for which it estimates 912,128 at 8,192 in flight), against 2.7 GiB had the
+    # preview run 1,024 requests and the 0731 the stated 32: one max_num_seqs (the 32).
     cases = {c.id: c for c in load_cases()}
     preview = cases["gh51041-2xh20-v4flash-mtp-0.26"]
     v0731 = cases["gh51041-2xh20-v4flash0731-mtp-0.26"]
