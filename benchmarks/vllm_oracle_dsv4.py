@@ -170,6 +170,9 @@ CASES: list[tuple[int, int, int, int] | tuple[int, int, int, int, str]] = [
     (1, int(10.29 * GIB), 1 << 20, 4096),
     (3, int(47.43 * GIB), 262_144, 16_384),
     (1, int(7.71 * GIB), 121_344, 16_384),
+    # vllm#51041's preview start: 7,236 blocks (7.0065 GiB, the logged 7.01) at 912,128 with
+    # one batch of 8,192 in flight; logged 1,009,661 tokens
+    (1, 7236 * 1_039_680, 912_128, 8192),
     (1, int(18.65 * GIB), 200_000, 8192),
     # one B300, DSpark k=7, MXFP4 indexer cache, 0.26.0: "Available KV cache memory: 86.74
     # GiB", "GPU KV cache size: 913,657 tokens" (blog "Getting stable with DeepSeek-V4-Flash-
