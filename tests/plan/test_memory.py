@@ -74,6 +74,15 @@ KNOWN_OFF = {
     # above the tensors planned. (The serve start of the same report left this list with the
     # vision tower's profiling phase at 0.28, kvscope.plan.vit_peak.)
     "w1report-a100pcie-qwen35-08b-offline-0.28": "weights",
+    # kv_tokens, -6.3 %: DeepSeek-V4-Flash at TP2 on GPUs 1 and 7 of an 8x H200 NVL host
+    # (vLLM 0.23.0, --enforce-eager, 4,096 tokens). The log leaves 2.88 GiB of non-KV memory
+    # beside the 74.08 GiB of weights; planned 4.97: 2.87 of profiling peak and the 2.1 GiB
+    # non-torch figure read on NVLink parts (kvscope.plan.vllm_collectives). H200 NVL cards
+    # are NVLink-bridged in pairs or fours only; GPUs 1 and 7 of an eight-card host are
+    # likely in different bridge groups, where the 0.25 GiB PCIe figure would plan 3.12
+    # (KV within 1 %), but the write-up does not give the topology, so the row keeps the
+    # catalogue's bridged card.
+    "ghlog-2xh200nvl-v4flash-tp2-eager-0.23": "kv_tokens",
 }
 
 
