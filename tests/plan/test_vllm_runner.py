@@ -16,7 +16,8 @@ import pytest
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.speculative import SpeculativeDecoding, parse_vllm
-from kvscope.plan.vllm_runner import graphs_profiled, greedy_dummy_sampler, runs_v2
+from kvscope.plan.vllm_budget import sampler_fp32_copies
+from kvscope.plan.vllm_runner import graphs_profiled, greedy_dummy_sampler, runs_v0, runs_v2
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
@@ -106,3 +107,34 @@ def test_034_has_only_the_v2_runner() -> None:
     assert runs_v2(LLAMA, vllm("0.34.0", speculative=ngram), H100)
     assert not runs_v2(LLAMA, vllm("0.33.0"), get_gpu("MI300X"))
     assert runs_v2(LLAMA, vllm("0.34.0"), get_gpu("MI300X"))
+
+
+@pytest.mark.parametrize(
+    ("version", "gpu", "v0"),
+    [
+        ("0.7.2", "H100", True),  # every start before 0.8 is V0
+        ("0.8.2", "T4", True),  # "Compute Capability < 8.0 ... Falling back to V0" (0.8.2)
+        ("0.9.2", "V100", True),  # the same oracle in the 0.9.2 wheel
+        ("0.8.2", "A100", False),  # Ampere runs V1
+        ("0.9.2", "RTX-4090", False),
+        ("0.10.2", "T4", False),
+        ("0.20.0", "T4", False),
+    ],
+)
+def test_pre_ampere_starts_of_08_and_09_fall_back_to_v0(version: str, gpu: str, v0: bool) -> None:
+    assert runs_v0(vllm(version), get_gpu(gpu)) is v0
+    # the V0 fallback profiles with V0's sorting sampler (9 fp32 widths); V1 before 0.11.1
+    # samples through FlashInfer by default (1), 0.20 through the Triton kernel (3)
+    copies = sampler_fp32_copies(vllm(version), get_gpu(gpu))
+    assert copies == (9 if v0 else 3 if version == "0.20.0" else 1)
+
+
+def test_v0_fallback_on_a_colab_t4_sizes_the_logged_pool() -> None:
+    # The Hugging Face cookbook's unsloth start of Llama-3.2-3B on a T4 (vLLM 0.8.2, V0 by the
+    # compute-capability oracle) logs 1.09 GiB of non-KV memory beside the 6.02 GiB of weights
+    # (0.90 activation peak, 0.05 non-torch) and 3,637 blocks; the V1 sampler width (FlashInfer,
+    # one fp32 copy) plans 0.52 GiB and 6.9 % too many tokens, V0's sort within 5 %.
+    case = {c.id: c for c in load_cases()}["hfcookbook-t4-unsloth-llama32-3b-v0-0.8.2"]
+    plan = case.plan()
+    assert plan.activation_peak_gib == pytest.approx(1.0, abs=0.05)
+    assert rel_err(plan.kv_tokens, 3637 * 16) <= 0.05

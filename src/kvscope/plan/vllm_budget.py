@@ -84,6 +84,7 @@ from kvscope.plan.vllm_runner import (
     graphs_by_capture_list,
     graphs_profiled,
     greedy_dummy_sampler,
+    runs_v0,
     runs_v2,
 )
 from kvscope.plan.vllm_scheduling import async_scheduling, in_flight_tokens
@@ -176,7 +177,7 @@ def resolve_defaults(
     return VllmDefaults(gmu, max_len, tokens, seqs, block, subtract, in_flight)
 
 
-def sampler_fp32_copies(eng: EngineConfig) -> int:
+def sampler_fp32_copies(eng: EngineConfig, gpu: GPUSpec | None = None) -> int:
     """fp32 vocab-wide tensors the profiling sampler pass holds at its peak, per release.
 
     The dummy sampler run asks for top-k = vocab - 1 and top-p = 0.9 (``_dummy_sampler_run``).
@@ -205,7 +206,7 @@ def sampler_fp32_copies(eng: EngineConfig) -> int:
     read in the 0.10.2, 0.11.0, 0.11.1, 0.12.0, 0.15.0, 0.19.0 and 0.20.0 wheels).
     """
     v = eng.version
-    if v < (0, 8, 0):
+    if runs_v0(eng, gpu):
         return 3 if eng.flashinfer_sampler else 9
     flashinfer = eng.flashinfer_sampler
     if flashinfer is None:
@@ -311,7 +312,7 @@ def plan_ranks(
             last,
             sampler_fp32_copies=0
             if greedy_dummy_sampler(model, eng, gpu)
-            else sampler_fp32_copies(eng),
+            else sampler_fp32_copies(eng, gpu),
             moe_persistent=moe_scratch_persists(model, eng, gpu),
         )
         if last:  # the speculative branch's rejection-sampler pass (kvscope.plan.rejection_profile)

@@ -1,5 +1,14 @@
 """Which model runner vLLM starts a model on (V1 ``GPUModelRunner`` or the V2 runner), by
-release, and the two profiling terms the V2 runner leaves out (CUDA; sizes in fp32 widths).
+release, and the two profiling terms the V2 runner leaves out (CUDA; sizes in fp32 widths);
+also whether a start of the V1 era falls back to the V0 engine.
+
+V0 fallback: 0.8 and 0.9 still ship the V0 engine and ``EngineArgs._is_v1_supported_oracle``
+sends a CUDA device of compute capability below 8.0 (T4, V100, RTX 20xx) back to it ("Compute
+Capability < 8.0 is not supported by the V1 Engine. Falling back to V0", vllm/engine/arg_utils.py
+of the 0.8.2 and 0.9.2 wheels); such a start profiles as V0 does, its dummy batch sampling with
+top-p 0.99 and top-k = vocab - 1 through the sorting sampler (``ModelRunner.profile_run``,
+vllm/worker/model_runner.py, and ``_apply_top_k_top_p``, vllm/model_executor/layers/sampler.py
+of 0.8.2), and reports its pool as "# cuda blocks". Before 0.8 every start is V0.
 
 ``VllmConfig.use_v2_model_runner`` (vllm/config/vllm.py; read in the PyPI wheels 0.22.0, 0.23.0,
 0.24.0, 0.25.0, 0.26.0, 0.27.0, 0.28.0, 0.29.0, 0.31.0 and 0.33.0), when
@@ -44,6 +53,8 @@ from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
 V2_DEFAULT_SINCE = (0, 22, 0)
+#: Releases from 0.8 below this one fall back to V0 on compute capability < 8.0 (module text).
+V0_FALLBACK_BEFORE = (0, 10, 0)
 #: From this release every model defaults to the V2 runner on CUDA (no architecture list).
 V2_FOR_ALL_SINCE = (0, 29, 0)
 #: First release that ships no V1 model runner (the 0.34.0 wheel has no
@@ -82,6 +93,16 @@ def _at(table: tuple[tuple[tuple[int, int, int], frozenset[str]], ...], v: tuple
 
 def _hybrid(model: ModelSpec) -> bool:
     return "gdn" in model.attention_kinds
+
+
+def runs_v0(eng: EngineConfig, gpu: GPUSpec | None = None) -> bool:
+    """Whether the start runs vLLM's V0 engine: every release before 0.8, and 0.8-0.9 on a
+    CUDA device of compute capability below 8.0 (module text)."""
+    if eng.version < (0, 8, 0):
+        return True
+    if gpu is None or gpu.vendor != "nvidia" or eng.version >= V0_FALLBACK_BEFORE:
+        return False
+    return int(gpu.compute_capability.split(".")[0]) < 8
 
 
 def runs_v2(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
