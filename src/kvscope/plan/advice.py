@@ -102,6 +102,7 @@ def largest_max_model_len(
             draft_window_layers=drafter if i == len(stages) - 1 else 0,
             mamba_cache_mode=effective_mamba_cache_mode(eng),
             chunk=chunked_span(model, eng),
+            num_spec=eng.speculative.num_speculative_tokens if eng.speculative else 0,
         )
         for i, layers in enumerate(stages)
     ]

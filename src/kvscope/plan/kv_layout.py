@@ -41,7 +41,14 @@ vLLM v1 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_utils.py``):
   started with ``--enable-prefix-caching`` runs ``--mamba-cache-mode align`` and holds two
   (``MambaSpec.max_memory_usage_bytes``: ``page x (2 + spec blocks)`` in ``align``,
   ``cdiv(max_model_len, block_size)`` pages in ``all``; vllm/v1/kv_cache_interface.py at
-  v0.24.0), which the admission check and the logged concurrency both count.
+  v0.24.0), which the admission check and the logged concurrency both count. With
+  speculative decoding each linear group's request holds ``num_speculative_tokens`` more
+  state blocks (``MambaSpec.num_speculative_blocks``, set in ``MambaBase.get_kv_cache_spec``,
+  vllm/model_executor/layers/mamba/abstract.py of the 0.28.0 and 0.30.0 wheels) and each
+  state's conv window as many more rows (``conv_kernel_size - 1 + num_spec``), which can
+  raise the attention block size too; Qwen3.5-0.8B's MTP starts on vLLM 0.29.0 log it
+  (2,313,885 / 2,273,296 tokens at N = 1 / 2: 1,072- and 1,088-token blocks, 3 and 4 state
+  blocks a request in each of three linear groups).
 - Llama 4's chunked local attention layers, when vLLM keeps them apart
   (:mod:`kvscope.plan.vllm_chunked`), form ``chunked`` groups of ``layers_per_group`` layers
   beside the full ones, pages equal; a request needs
@@ -111,13 +118,16 @@ class KVGroupLayout:
     page_bytes: int = 0
     #: vLLM ``--mamba-cache-mode`` of a ``linear_state`` group (``none``, ``align``, ``all``)
     mamba_cache_mode: str = "none"
+    #: state blocks a ``linear_state`` group's request holds for speculative tokens
+    #: (``MambaSpec.num_speculative_blocks``: ``num_speculative_tokens``)
+    spec_blocks: int = 0
 
     def blocks_for(self, max_model_len: int, batched_tokens: int) -> int:
         """Blocks one request of ``max_model_len`` needs (vLLM ``max_memory_usage_bytes``)."""
         if self.kind == "linear_state":
             if self.mamba_cache_mode == "all":
-                return math.ceil(max_model_len / self.block_size)
-            return 2 if self.mamba_cache_mode == "align" else 1
+                return math.ceil(max_model_len / self.block_size) + self.spec_blocks
+            return (2 if self.mamba_cache_mode == "align" else 1) + self.spec_blocks
         if self.kind == "dsv41_ring":
             return 1  # one compressor ring per request
         if self.window is None:
@@ -222,14 +232,17 @@ def _linear_hybrid_layout(
     block_size: int,
     mamba_cache_mode: str = "none",
     release: tuple[int, int, int] = DSV4_LATEST_RULES,
+    num_spec: int = 0,
 ) -> KVLayout:
     """Attention + Gated DeltaNet / KDA layers in one pool of equal pages (see the module
     text); beside MLA the block is a multiple of 128 tokens from 0.27, of 64 before
-    (:data:`MLA_HYBRID_ALIGN`)."""
+    (:data:`MLA_HYBRID_ALIGN`). ``num_spec`` speculative tokens widen each linear layer's
+    conv state by as many rows and add as many state blocks to its request (see the module
+    text)."""
     attn = [model.layers[i].attention for i in layers if model.layers[i].attention.kind != "gdn"]
     linear = [model.layers[i].attention for i in layers if model.layers[i].attention.kind == "gdn"]
     per_token = max(math.fsum(c.entry_bytes for c in a.kv_caches(kv_dtype, tp)) for a in attn)
-    state = max(a.gdn_state_bytes(tp) for a in linear)
+    state = max(a.gdn_state_bytes(tp, num_spec) for a in linear)
     align = HYBRID_BLOCK_ALIGN
     if all(a.is_mla_family for a in attn):
         new = release >= MLA_HYBRID_ALIGN_SINCE
@@ -241,8 +254,11 @@ def _linear_hybrid_layout(
     for kind, n in (("full", len(attn)), ("linear_state", len(linear))):
         for g in range(math.ceil(n / group_size)):
             mode = mamba_cache_mode if kind == "linear_state" else "none"
+            spec = num_spec if kind == "linear_state" else 0
             layers_in = min(group_size, n - g * group_size)
-            groups.append(KVGroupLayout(kind, layers_in, block, mamba_cache_mode=mode))
+            groups.append(
+                KVGroupLayout(kind, layers_in, block, mamba_cache_mode=mode, spec_blocks=spec)
+            )
     return KVLayout(tuple(groups), block, int(page * group_size), per_token * len(attn))
 
 
@@ -261,6 +277,7 @@ def vllm_layout(
     draft_window_layers: int = 0,
     mamba_cache_mode: str = "none",
     chunk: int = 0,
+    num_spec: int = 0,
 ) -> KVLayout:
     """vLLM's KV layout for the ``layers`` of one GPU (TP rank ``tp`` of a PP stage).
 
@@ -272,6 +289,8 @@ def vllm_layout(
     state blocks a linear-attention hybrid's request holds (see the module text).
     ``chunk``: Llama 4's chunk when vLLM keeps its chunked layers as their own groups
     (:func:`kvscope.plan.vllm_chunked.chunked_span`; 0: planned as full attention).
+    ``num_spec``: the start's ``num_speculative_tokens`` (a linear-attention hybrid's state
+    and state blocks grow with it).
     ``mla_as_heads``: vLLM before 0.7.1 ran DeepSeek V2/V3 attention as plain multi-head
     attention over ``num_heads // tp`` local heads with K and V zero-padded to 256
     (``Attention(self.num_local_heads, 256, ...)`` in model_executor/models/deepseek_v2.py and
@@ -283,7 +302,7 @@ def vllm_layout(
         return _dsv4_layout(model, layers, indexer, release, draft_window_layers)
     if any(model.layers[i].attention.kind == "gdn" for i in layers):
         return _linear_hybrid_layout(
-            model, layers, kv_dtype, tp, block_size, mamba_cache_mode, release
+            model, layers, kv_dtype, tp, block_size, mamba_cache_mode, release, num_spec
         )
     per_layer: list[tuple[str, float, int | None]] = []
     for i in layers:

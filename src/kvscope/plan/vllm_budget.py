@@ -391,6 +391,7 @@ def plan_ranks(
             draft_window_layers=draft_kv_layers if last and dsv4 else 0,
             mamba_cache_mode=effective_mamba_cache_mode(eng),
             chunk=chunked_span(model, eng),
+            num_spec=k,
         )
         first = dsv4_first_capture_bytes(model, w.layers, v, gpu)
         graphs = first + estimate_bytes(

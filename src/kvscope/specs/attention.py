@@ -189,13 +189,18 @@ class AttentionLayer:
         h, d = self.hidden_size, self.lin_v_dim
         return h * d + d + (0 if self.kda_full_gate else h * d)
 
-    def gdn_state_bytes(self, tp: int = 1) -> int:
+    def gdn_state_bytes(self, tp: int = 1, num_spec: int = 0) -> int:
         """Per-request state of one Gated DeltaNet layer on one TP rank: the conv window
-        (``(kernel - 1) x (2 key + value)`` channels) and the recurrent matrix of every value
-        head (``key_dim x value_dim``), as vLLM's ``MambaStateShapeCalculator.
-        gated_delta_net_state_shape`` sizes them (heads split over TP)."""
+        (``(kernel - 1 + num_spec) x (2 key + value)`` channels) and the recurrent matrix of
+        every value head (``key_dim x value_dim``), as vLLM's ``MambaStateShapeCalculator.
+        gated_delta_net_state_shape`` sizes them (heads split over TP). ``num_spec``: the
+        speculative tokens a start drafts, which widen the conv window by as many rows
+        (``conv_kernel_size - 1 + num_spec``, vllm/model_executor/layers/mamba/mamba_utils.py
+        of the 0.28.0 and 0.30.0 wheels; ``num_spec`` is ``num_speculative_tokens`` in
+        qwen3_5.py / qwen3_next.py)."""
         kh, vh = self.lin_k_heads // tp, self.lin_v_heads // tp
-        conv = (2 * kh * self.lin_k_dim + vh * self.lin_v_dim) * (self.conv_kernel - 1)
+        rows = self.conv_kernel - 1 + num_spec
+        conv = (2 * kh * self.lin_k_dim + vh * self.lin_v_dim) * rows
         ssm = vh * self.lin_k_dim * self.lin_v_dim
         return int(conv * self.conv_state_bytes + ssm * self.ssm_state_bytes)
 

@@ -256,7 +256,7 @@ def parse_config(
         dtype=resolved_dtype,
         quantization=q,
         final_params=final,
-        num_mtp_layers=c.integer("num_nextn_predict_layers", default=0, minimum=0),
+        num_mtp_layers=_mtp_layers(c),
         vision_params=vision,
         embedding_extra_params=gemma4_embedding_extra(c, h, n_layers) if gemma4 else 0,
         vision_layers=vision_layers,
@@ -285,6 +285,16 @@ def parse_config(
         source=source,
         published=published or Published(),
     )
+
+
+def _mtp_layers(c: _Cfg) -> int:
+    """The checkpoint's multi-token-prediction layers: DeepSeek's ``num_nextn_predict_layers``,
+    else Qwen3-Next / Qwen3.5's ``mtp_num_hidden_layers`` (vLLM ``qwen3_5_mtp.py`` /
+    ``qwen3_next_mtp.py`` build that many full-attention decoder layers of the target's
+    shape after its last layer, with ``fc`` 2h -> h and two input norms; v0.27-0.31 wheels)."""
+    if c.raw.get("num_nextn_predict_layers") is not None:
+        return c.integer("num_nextn_predict_layers", default=0, minimum=0)
+    return c.integer("mtp_num_hidden_layers", default=0, minimum=0)
 
 
 def _rotary_fraction(c: _Cfg) -> float:
