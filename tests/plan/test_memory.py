@@ -82,15 +82,6 @@ KNOWN_OFF = {
     # MLP input (T x I bytes) is not it (vLLM frees the gate/up output before it is made,
     # LlamaMLP.forward), and no other rule was found (benchmarks/RESULTS.md, h22-vnew).
     "llmd-llama70b-w8a8-tp1": "kv_tokens",
-    # kv_tokens, -6.3 %: DeepSeek-V4-Flash at TP2 on GPUs 1 and 7 of an 8x H200 NVL host
-    # (vLLM 0.23.0, --enforce-eager, 4,096 tokens). The log leaves 2.88 GiB of non-KV memory
-    # beside the 74.08 GiB of weights; planned 4.97: 2.87 of profiling peak and the 2.1 GiB
-    # non-torch figure read on NVLink parts (kvscope.plan.vllm_collectives). H200 NVL cards
-    # are NVLink-bridged in pairs or fours only; GPUs 1 and 7 of an eight-card host are
-    # likely in different bridge groups, where the 0.25 GiB PCIe figure would plan 3.12
-    # (KV within 1 %), but the write-up does not give the topology, so the row keeps the
-    # catalogue's bridged card.
-    "ghlog-2xh200nvl-v4flash-tp2-eager-0.23": "kv_tokens",
     # kv_tokens, -5.0 % (5.005): Qwen3-8B-AWQ on a Kaggle T4 (vLLM 0.20.0, fp16, awq_marlin,
     # eager, 8,192-token pass, 8 sequences). The log leaves 0.86 GiB of non-KV memory beside
     # the 5.71 GiB of weights; planned 1.12 (0.87 profiling peak, 0.25 non-torch). The 0.25

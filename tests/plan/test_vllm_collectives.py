@@ -14,8 +14,8 @@ import pytest
 from kvscope.plan.advice import command_line
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import plan_memory
-from kvscope.plan.vllm_collectives import custom_all_reduce_runs
-from kvscope.specs.hardware import get_gpu
+from kvscope.plan.vllm_collectives import custom_all_reduce_runs, non_torch_bytes
+from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
 from .log_cases import Case, load_cases
@@ -96,3 +96,25 @@ def test_the_rtx_pro_start_with_the_flag_keeps_nccl_sized_non_kv_memory() -> Non
     assert abs(plan.activation_peak_gib + plan.non_torch_gib - logged) < 0.6
     custom_ar = Case({**case.row, "disable_custom_all_reduce": ""}).plan()
     assert custom_ar.non_torch_gib == pytest.approx(plan.non_torch_gib)
+
+
+def test_bridged_nvlink_cards_keep_nccl_sized_non_torch_memory() -> None:
+    # 2.1 GiB over NVSwitch (NCCL's NVLS buffers); an NVLink bridge has no switch, so no NVLS.
+    v = (0, 23, 0)
+    switched = non_torch_bytes(get_gpu("H200"), Parallelism(tp=2), v)
+    bridged = non_torch_bytes(get_gpu("H200-NVL"), Parallelism(tp=2), v)
+    pcie = non_torch_bytes(get_gpu("L40S"), Parallelism(tp=2), v)
+    assert switched / GIB == pytest.approx(2.1)
+    assert bridged == pcie and bridged / GIB == pytest.approx(0.25)
+    assert custom_all_reduce_runs(get_gpu("H200-NVL"), Parallelism(tp=2), v)
+    for name in ("H100-NVL", "H100-PCIe", "A100-PCIe-80GB", "A100-PCIe-40GB", "H200-NVL"):
+        assert get_gpu(name).nvlink_bridge and get_gpu(name).nvlink_bandwidth > 0
+    for name in ("H100", "H200", "B200", "H20", "GB200"):
+        assert not get_gpu(name).nvlink_bridge
+
+
+def test_the_h200_nvl_pair_plans_its_logged_pool() -> None:
+    # DeepSeek-V4-Flash at TP2 on two H200 NVL (vLLM 0.23.0): 90,841 tokens logged; with the
+    # switch's 2.1 GiB the plan read 6.3 % low.
+    case = {c.id: c for c in load_cases()}["ghlog-2xh200nvl-v4flash-tp2-eager-0.23"]
+    assert abs(case.plan().kv_tokens / 90841 - 1) < 0.02

@@ -72,6 +72,7 @@ def test_adds_a_gpu_and_overrides_one_field_of_another(tmp_path: Path) -> None:
         ("  - name: H100\n    hbm_bandwith_gbps: 3\n", "unknown field 'hbm_bandwith_gbps'"),
         ("  - name: H100\n    bf16_dense_tflops: yes\n", "must be a number"),
         ("  - name: H100\n    aliases: h1\n", "aliases must be a list"),
+        ("  - name: H100\n    nvlink_bridge: 1\n", "nvlink_bridge must be true or false"),
         ("  - memory_total_bytes: 1e10\n", "needs a name"),
         ("  - name: NEW\n    memory_total_bytes: 1e10\n", "needs hbm_bandwidth_gbps"),
         ("  - name: H100\n  - name: h100-sxm\n", "H100-SXM-80GB is given twice"),

@@ -56,6 +56,15 @@ communicator it pairs with on NVLink parts exists only for compute capabilities 
 NVLink H100s is not custom all-reduce's, and a PCIe pair keeps the NCCL-only 0.25: two RTX PRO
 6000 (SM 12.0) at TP2 on vLLM 0.27.1 log 1.66 GiB of non-KV memory beside the weights in all,
 for 1.02 GiB of V2-runner profiling peak (kvscope.plan.vllm_runner).
+
+What the 2.1 GiB matches is NCCL's NVLink SHARP (NVLS) buffers, which NCCL sets up by default
+where the GPUs meet in an NVSwitch (``NCCL_NVLS_ENABLE``, NCCL user guide, environment
+variables, since 2.17: NVLS needs NVLink4 NVSwitch systems, Hopper and later): on 8x H200 SXM
+NCCL logs "NVLS comm ... nvlsTotalSize 2415919104" (2.25 GiB) and ``NCCL_NVLS_ENABLE=0`` buys
+back the same order of KV blocks (vllm-project/vllm#9699). Cards joined only by an NVLink bridge
+of two or four (H100 NVL, H200 NVL, the PCIe A100 / H100; ``GPUSpec.nvlink_bridge``) have no
+NVSwitch, so NCCL builds no NVLS there and such a group keeps the NCCL-only 0.25 GiB beside
+custom all-reduce's megabytes.
 """
 
 from __future__ import annotations
@@ -123,8 +132,10 @@ def non_torch_bytes(
     if par.tp > 1 and v < CUSTOM_AR_GROWTH_SINCE:
         gib = NON_TORCH_GIB["tp_old"]
     elif custom_all_reduce_runs(gpu, par, v, disable_custom_all_reduce):
-        # the 2.1 GiB was read over NVLink; a PCIe pair keeps NCCL's figure (module text)
-        gib = NON_TORCH_GIB["tp_custom_ar" if gpu.nvlink_bandwidth > 0 else "tp_pcie"]
+        # the 2.1 GiB was read over NVSwitch (NCCL's NVLS); a PCIe or bridged group keeps
+        # NCCL's own figure (module text)
+        switched = gpu.nvlink_bandwidth > 0 and not gpu.nvlink_bridge
+        gib = NON_TORCH_GIB["tp_custom_ar" if switched else "tp_pcie"]
     elif par.tp > 1:
         gib = NON_TORCH_GIB["tp_pcie"]  # custom all-reduce off: NCCL's buffers only
     else:

@@ -71,6 +71,9 @@ class GPUSpec:
     #: GPUs one system holds where the product is one whole machine (DGX Spark: one GB10),
     #: so any larger tensor/pipeline group spans nodes; None where systems vary.
     gpus_per_node: int | None = None
+    #: NVLink only through a bridge between two or four cards (H100 NVL, H200 NVL, the PCIe
+    #: A100 / H100): no NVSwitch, so no NVLink SHARP (NCCL's NVLS) on any group of them.
+    nvlink_bridge: bool = False
 
     def spans_nodes(self, gpus: int) -> bool:
         """Whether ``gpus`` GPUs of this kind need more than one node (False if unknown)."""
@@ -133,6 +136,7 @@ def _from_entry(e: dict[str, Any], origin: str = "") -> GPUSpec:
         origin=origin,
         gpu_hour_usd=None if usd is None else float(usd),
         gpus_per_node=None if e.get("gpus_per_node") is None else int(e["gpus_per_node"]),
+        nvlink_bridge=bool(e.get("nvlink_bridge", False)),
     )
 
 

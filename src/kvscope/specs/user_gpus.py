@@ -73,7 +73,9 @@ _TEXTS = (
     "confidence",
     "notes",
 )
-FIELDS = (*_TEXTS, "aliases", "sources", *_NUMBERS)
+#: Yes/no fields.
+_FLAGS = ("nvlink_bridge",)
+FIELDS = (*_TEXTS, "aliases", "sources", *_FLAGS, *_NUMBERS)
 #: What a new GPU (one that names no shipped GPU) must give.
 REQUIRED = (
     "name",
@@ -106,6 +108,10 @@ def _check_value(key: str, value: Any, where: str) -> Any:
     if key == "aliases":
         if not isinstance(value, list) or not all(isinstance(a, str) and a for a in value):
             raise KvscopeError(f"{where}: aliases must be a list of names.")
+        return value
+    if key in _FLAGS:
+        if not isinstance(value, bool):
+            raise KvscopeError(f"{where}: {key} must be true or false, not {value!r}.")
         return value
     if key == "sources":
         if not isinstance(value, dict) or not all(
