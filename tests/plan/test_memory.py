@@ -44,13 +44,13 @@ KNOWN_OFF = {
     # (sglang_budget.LOAD_OVERHEAD_GIB, measured +0.06-0.15 at TP1), which here is 0.07. No
     # engine rule sizes that remainder, and at 1 GiB of weights its spread alone exceeds 2 %.
     "sglang-h100-qwen3-reranker-06b-mfs0.3": "weights",
-    # kv_tokens, +15 %: ROCm memory outside torch with hipBLASLt off (TORCH_BLAS_PREFER_HIPBLASLT=0,
-    # so kvscope.plan.rocm_blas charges nothing): 7.4 GiB a GPU, 5.0 GiB as on the
-    # hipBLASLt-off Llama 2 TP8 start of the same build and environment (RCCL's two
-    # communicators, whose size is RCCL's, not vLLM's), the rest growing with
-    # the 131,072-token profile pass; the 0.6.3 formula, peak_memory = init_gpu_memory -
-    # free_gpu_memory with no empty_cache after the pass, also counts the allocator's cached
-    # segments) against a KV pool of only ~55 GiB a GPU beside 94.5 GiB of weights.
+    # kv_tokens, +10.4 %: ROCm memory outside torch with hipBLASLt off
+    # (TORCH_BLAS_PREFER_HIPBLASLT=0, so kvscope.plan.rocm_blas charges nothing): 5.1 GiB a
+    # GPU, as the hipBLASLt-off Llama 2
+    # TP8 start of the same build and environment leaves (RCCL's two communicators, whose size
+    # is RCCL's, not vLLM's), against a KV pool of only ~50 GiB a GPU beside 94.5 GiB of
+    # weights. The 0.6.3 formula's cached segments of the 131,072-token pass (2.3 GiB) are
+    # charged (kvscope.plan.v0_cached_segments).
     "vllm-mi300x-llama31-405b-tp8": "kv_tokens",
     # kv_tokens, +7.3 %: Qwen3-32B on two RTX PRO 6000 at 0.426, PP2 (vLLM 0.27.1, V2 model
     # runner). The first stage logs 3.02 GiB of non-KV memory beside the weights (planned 1.88:

@@ -76,6 +76,9 @@ class ActivationPeak:
     #: the multimodal encoder's phase of the pass (:mod:`kvscope.plan.vit_peak`), before the
     #: language model's; torch's peak is the larger of the phases
     encoder_peak: float = 0.0
+    #: V0 up to 0.6.3 charges the allocator's reserved segments of the layer phase
+    #: (:mod:`kvscope.plan.v0_cached_segments`); the shape-independent buffers come on top
+    cached_segments: float = 0.0
 
     @property
     def layer_peak(self) -> float:
@@ -88,7 +91,8 @@ class ActivationPeak:
         else:
             moe_layer = self.residual + self.moe_workspace if self.moe_workspace else 0.0
             forward = max(self.layer_peak, moe_layer, self.sampler) + self.runtime
-        return max(forward, self.compile_peak, self.encoder_peak)
+        cached = self.cached_segments + self.runtime if self.cached_segments else 0.0
+        return max(forward, self.compile_peak, self.encoder_peak, cached)
 
 
 def moe_scratch_width(inter: float, hidden: int, modular: bool) -> float:

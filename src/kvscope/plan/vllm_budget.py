@@ -73,6 +73,7 @@ from kvscope.plan.rejection_profile import rejection_pass_bytes
 from kvscope.plan.rocm_blas import hipblaslt_bytes
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
+from kvscope.plan.v0_cached_segments import charged_reserved_bytes
 from kvscope.plan.v2_draft_graphs import drafting_graph_bytes
 from kvscope.plan.v2_sampler_buffers import v2_sampler_bytes
 from kvscope.plan.vllm_auto_backend import auto_attention_backend
@@ -360,6 +361,8 @@ def plan_ranks(
         if last:  # the V2 runner's DSpark speculator buffers (kvscope.plan.spec_buffers)
             held += dspark_speculator_bytes(model, eng, defaults.max_num_seqs, t)
         act = replace(act, runtime=act.runtime + held)  # + parked encoder outputs (encoder_profile)
+        # V0 to 0.6.3 charges the free-memory drop: torch's cached segments, not its peak
+        act = replace(act, cached_segments=charged_reserved_bytes(model, par, t, v))
         if compiles_cold(model, eng, w.pp_rank):
             peak = cold_compile_peak_bytes(model, par, defaults.max_num_batched_tokens)
             act = replace(act, compile_peak=peak)
