@@ -26,7 +26,9 @@ def vllm(version: str, **kw):  # type: ignore[no-untyped-def]
     ("gpu", "version", "tokens", "seqs"),
     # Each case is one branch of get_batch_defaults in the wheel of that release
     # (vllm/engine/arg_utils.py): the >= 160 GiB branch is absent from 0.27.0 and present in
-    # 0.28.0; `is_gb10` is absent from 0.32.0 and present in 0.33.0.
+    # 0.28.0. The GB10 is small in every release: to 0.32 NVML's memory query raises on it and
+    # the branch's `except` reads 0 bytes (NvmlCudaPlatform.get_device_total_memory,
+    # vllm/platforms/cuda.py of 0.27.1; vllm#57378 logs "API=2048" on a GB10), from 0.33 `is_gb10`.
     [
         ("B200", "0.27.1", 8192, 1024),
         ("B200", "0.28.0", 16384, 1024),
@@ -38,7 +40,8 @@ def vllm(version: str, **kw):  # type: ignore[no-untyped-def]
         ("A100-80GB", "0.33.0", 2048, 256),
         ("RTX-PRO-6000", "0.33.0", 8192, 1024),
         ("L40S", "0.28.0", 2048, 256),
-        ("GB10", "0.32.0", 8192, 1024),
+        ("GB10", "0.21.1", 2048, 256),
+        ("GB10", "0.32.0", 2048, 256),
         ("GB10", "0.33.0", 2048, 256),
         ("GB10", "0.34.0", 2048, 256),
     ],
