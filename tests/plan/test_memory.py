@@ -84,13 +84,6 @@ KNOWN_OFF = {
     # Qwen2.5-7B-Instruct-AWQ start (kashif-rtxpro4000-qwen25-7b-awq-0.28) is off the same way
     # while the Qwen3 AWQ starts of 0.27-0.29 pass.
     "intl-zh-4080-wsl-qwen25-7b-awq-0.26": "kv_tokens",
-    # kv_tokens, -9.1 %: MiniMax-M2.7 (FP8 checkpoint, weight-only on A100) at TP4 on four
-    # A100-SXM4-80GB, vLLM 0.22.1rc1, started with --compilation-config
-    # '{"cudagraph_mode":"PIECEWISE"}'. kvscope has no input for the graph mode: its 1.42 GiB
-    # estimate counts the FULL decode graphs of the default FULL_AND_PIECEWISE list (about
-    # 0.6 GiB of the 1.31 GiB gap a GPU); the rest is not accounted (the Italian guide quotes
-    # only the token and concurrency lines, no memory breakdown).
-    "intl-it-4xa100-minimax-m27-tp4-0.22.1rc1": "kv_tokens",
 }
 
 
