@@ -209,3 +209,16 @@ def test_minimax_weights_and_kv_match_its_deployment_guide() -> None:
     gib = 2**30
     assert m.total_weight_bytes / gib == pytest.approx(220, rel=0.03)
     assert m.kv_bytes_per_token("bfloat16") * 1e6 / gib == pytest.approx(240, rel=0.03)
+
+
+def test_seed_oss_output_bias_follows_attention_out_bias() -> None:
+    # ByteDance-Seed/Seed-OSS-36B-Instruct: q/k/v biases, no o_proj bias (vLLM seed_oss.py
+    # builds o_proj with bias=config.attention_out_bias)
+    path = Path(__file__).parents[1] / "plan" / "data" / "configs" / "seed-oss-36b-instruct.json"
+    raw = json.loads(path.read_text())
+    att = parse_config(raw, path.name).first_attention
+    assert att.qkv_bias and not att.o_bias
+    raw["attention_out_bias"] = True
+    assert parse_config(raw, path.name).first_attention.o_bias
+    del raw["attention_out_bias"]  # absent: attention_bias covers o_proj, as for Llama
+    assert parse_config(raw, path.name).first_attention.o_bias

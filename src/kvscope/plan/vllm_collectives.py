@@ -65,6 +65,17 @@ back the same order of KV blocks (vllm-project/vllm#9699). Cards joined only by 
 of two or four (H100 NVL, H200 NVL, the PCIe A100 / H100; ``GPUSpec.nvlink_bridge``) have no
 NVSwitch, so NCCL builds no NVLS there and such a group keeps the NCCL-only 0.25 GiB beside
 custom all-reduce's megabytes.
+
+The 2.1 GiB belongs to NVLink parts of compute capability 9.0 and above (H100/H200/B200
+class); NVLink Ampere parts (A100/A800 SXM, SM 8.0) keep the NCCL-only 0.25 in every release.
+Neither communicator that could hold gigabytes exists there: the symmetric-memory all-reduce
+lists 9.0 and 10.x only (see above), and NCCL's NVLink SHARP (NVLS) buffers need Hopper-era
+NVSwitch. Logged: Seed-OSS-36B at TP2 on two A100-SXM4-80GB, vLLM 0.11.2, 71.33 - 33.79
+weights - 35.99 KV = 1.55 GiB of activation and non-torch memory in all, for 1.07 planned of
+profiling peak (0.48 left for non-torch); MiniMax-M2.7 at TP4 on four A100-SXM4-80GB, vLLM
+0.22.1rc1, 14.46 GiB of KV a GPU against 13.15 planned with 2.1 (rows ``intl-zh-2xa100-*``
+and ``intl-it-4xa100-*`` of tests/plan/data/engine_logs_h22intl.csv, public Chinese and
+Italian write-ups).
 """
 
 from __future__ import annotations
@@ -95,6 +106,8 @@ WORLD_SIZE_16_SINCE = (0, 27, 0)
 V0_BASELINE_SINCE = (0, 6, 5)
 #: Releases before this one log NCCL-sized non-torch growth at every TP (see the module text).
 CUSTOM_AR_GROWTH_SINCE = (0, 11, 0)
+#: First NVIDIA compute capability whose NVLink start-ups grow the 2.1 GiB (module text).
+NVLINK_GIGABYTES_SINCE_CC = (9, 0)
 #: ROCm architectures whose platform keeps custom all-reduce (gfx94x, gfx95x).
 ROCM_CUSTOM_AR_ARCHS = ("CDNA 3", "CDNA 4")
 
@@ -132,13 +145,24 @@ def non_torch_bytes(
     if par.tp > 1 and v < CUSTOM_AR_GROWTH_SINCE:
         gib = NON_TORCH_GIB["tp_old"]
     elif custom_all_reduce_runs(gpu, par, v, disable_custom_all_reduce):
-        # the 2.1 GiB was read over NVSwitch (NCCL's NVLS); a PCIe or bridged group keeps
-        # NCCL's own figure (module text)
-        switched = gpu.nvlink_bandwidth > 0 and not gpu.nvlink_bridge
-        gib = NON_TORCH_GIB["tp_custom_ar" if switched else "tp_pcie"]
+        # the 2.1 GiB was read over NVSwitch on SM 9.0+; a PCIe pair, a bridged group and
+        # NVLink Ampere keep NCCL's figure (module text)
+        gib = NON_TORCH_GIB["tp_custom_ar" if _nvlink_gigabytes(gpu) else "tp_pcie"]
     elif par.tp > 1:
         gib = NON_TORCH_GIB["tp_pcie"]  # custom all-reduce off: NCCL's buffers only
     else:
         tp1 = NON_TORCH_GIB["tp1_consumed" if v >= CONSUMED_SINCE else "tp1"]
         gib = tp1 + (NON_TORCH_GIB["pp_only"] if par.pp > 1 else 0.0)
     return gib * GIB
+
+
+def _nvlink_gigabytes(gpu: GPUSpec) -> bool:
+    """Whether a TP group with custom all-reduce on ``gpu`` grows the 2.1 GiB (module text):
+    an NVLink (or XGMI) part, other than an NVIDIA one below compute capability 9.0 or one joined
+    only by an NVLink bridge (no NVSwitch, so no NVLS)."""
+    if gpu.nvlink_bandwidth <= 0 or gpu.nvlink_bridge:
+        return False
+    if gpu.vendor != "nvidia" or not gpu.compute_capability:
+        return True
+    major, _, minor = gpu.compute_capability.partition(".")
+    return (int(major), int(minor or 0)) >= NVLINK_GIGABYTES_SINCE_CC

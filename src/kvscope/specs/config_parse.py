@@ -449,7 +449,8 @@ def _gqa_layers(c: _Cfg, model_type: str, h: int, nh: int, n_layers: int) -> lis
         "head_dim": head_dim,
         "v_head_dim": head_dim,
         "qkv_bias": bias or model_type in _QKV_BIAS,
-        "o_bias": bias and model_type not in families.QKV_BIAS_ONLY,
+        "o_bias": c.boolean("attention_out_bias", bias)
+        and model_type not in families.QKV_BIAS_ONLY,
         "qk_norm": qk_norm,
         "sinks": model_type == "gpt_oss",
     }

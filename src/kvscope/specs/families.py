@@ -21,7 +21,10 @@ What this module owns, by family (``model_type`` of the language model):
   MiniMax-M2's ``qk_norm_type`` ``per_layer`` normalises all heads at once, so its weights
   are ``heads x head_dim`` (transformers ``MiniMaxM2Attention``).
 - GLM-4.5's ``attention_bias`` puts biases on q/k/v only (vLLM ``glm4_moe.py``:
-  ``o_proj`` has ``bias=False``).
+  ``o_proj`` has ``bias=False``). Seed-OSS (``seed_oss``) is a Llama-style dense decoder
+  whose output projection takes its own key, ``attention_out_bias`` (vLLM ``seed_oss.py``:
+  ``o_proj`` built with ``bias=config.attention_out_bias``; ByteDance-Seed/Seed-OSS-36B's
+  config sets q/k/v biases and no output bias).
 - Vision towers of vision-language wrappers: SigLIP (Gemma 3: ~417M, Gemma 3 report,
   arXiv 2503.19786 Table 1) with Gemma 3's projector (``mm_input_projection_weight``
   vision x text hidden, plus ``mm_soft_emb_norm``); Llama 4's tower and adapter; Pixtral
@@ -65,7 +68,7 @@ KNOWN_MODEL_TYPES = (
     "llama", "mistral", "mixtral", "granite", "phi3",
     "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
     "gemma", "gemma2", "gemma3_text", "gemma4_text", "llama4_text",
-    "glm4_moe", "glm_moe_dsa", "minimax_m2", "gpt_oss",
+    "glm4_moe", "glm_moe_dsa", "minimax_m2", "gpt_oss", "seed_oss",
     "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2", "kimi_linear",
 )  # fmt: skip
 
