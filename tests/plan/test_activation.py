@@ -54,3 +54,45 @@ def test_v0_profile_grows_with_max_model_len(tokens: int, logged: float) -> None
     # at 20,000 / 29,000 tokens (vllm issue #10517).
     peak = activation_peak(LLAMA, Parallelism(), tokens, 256, sampler_fp32_copies=1)
     assert peak.total_bytes / GIB == pytest.approx(logged, abs=0.15)
+
+
+def test_w8a8_profile_holds_the_quantized_copy_of_the_activated_half() -> None:
+    # vLLM 0.19 on one H100 logs 2.18 GiB of torch peak for RedHatAI's W8A8 (int8)
+    # Mistral-Small-3.1-24B and 2.03 GiB for the bf16 checkpoint (llm-d-planner
+    # results_raw.csv): the down projection quantizes its input to a one-byte copy
+    # (scaled_int8_quant) while the gate+up and activated half are still live, which lifts
+    # the MLP above the sampler's peak. The bf16 pass stays sampler-bound.
+    from .log_cases import offline_hub
+
+    with offline_hub():
+        w8a8 = load_model("RedHatAI/Mistral-Small-3.1-24B-Instruct-2503-quantized.w8a8")
+        bf16 = load_model("mistralai/Mistral-Small-3.1-24B-Instruct-2503")
+    assert w8a8.quantization.dense_activation_bytes == 1.0
+    assert bf16.quantization.dense_activation_bytes == 0.0
+    q = activation_peak(w8a8, Parallelism(), 8192, 1024).total_bytes / GIB
+    b = activation_peak(bf16, Parallelism(), 8192, 1024).total_bytes / GIB
+    assert q == pytest.approx(2.18, abs=0.1)
+    assert b == pytest.approx(2.03, abs=0.1)
+    assert q - b > 0.05
+
+
+def test_weight_only_schemes_keep_activations_in_the_model_dtype() -> None:
+    from kvscope.specs.quant import from_config, from_flag
+
+    w8a16 = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"g": {"weights": {"num_bits": 8, "type": "int"}}},
+    }
+    w8a8 = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {
+            "g": {
+                "weights": {"num_bits": 8, "type": "int"},
+                "input_activations": {"num_bits": 8, "type": "int", "dynamic": True},
+            }
+        },
+    }
+    assert from_config(w8a16).dense_activation_bytes == 0.0
+    assert from_config(w8a8).dense_activation_bytes == 1.0
+    assert from_config({"quant_method": "awq", "bits": 4}).dense_activation_bytes == 0.0
+    assert from_flag("fp8", 2.0).dense_activation_bytes == 1.0

@@ -16,7 +16,10 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
 - ``mlp``: gate+up output (``2 T I/tp b``) live together with the activated half
   (``T I/tp b``) and the down projection's output (``T h b``; under TP the all-reduce
   returns a second ``T h b`` buffer): the layer keeps its gate+up tensor referenced until
-  it returns (``LlamaMLP.forward``), so all of them are live at once.
+  it returns (``LlamaMLP.forward``), so all of them are live at once. Under an 8-bit
+  weight-and-activation scheme (W8A8 int8, fp8) the down projection first quantizes the
+  activated half to a one-byte copy (``T I/tp``; vLLM ``scaled_int8_quant`` /
+  ``scaled_fp8_quant``), live with the rest (``Quantization.dense_activation_bytes``).
 - ``moe_workspace``: fused-MoE scratch for every routed copy of a token, ``C k w b`` with
   C = min(T, 32768) = ``VLLM_FUSED_MOE_CHUNK_SIZE`` and the row width ``w`` of
   :func:`moe_scratch_width` (the engine's buffer shapes, I_e divided by tp without EP).
@@ -130,6 +133,7 @@ def activation_peak(
     tp = par.tp
     h = model.hidden_size
     t = tokens
+    act_q = model.quantization.dense_activation_bytes
     residual = 2.0 * t * h * b
     attention = 0.0
     mlp = 0.0
@@ -163,7 +167,9 @@ def activation_peak(
             mlp = max(mlp, shared + t * ffn.num_experts * 4.0)
         else:
             down = t * h * b * (2 if tp > 1 else 1)
-            mlp = max(mlp, 3.0 * t * ffn.intermediate_size / tp * b + down)
+            # W8A8 / fp8: the down projection's one-byte quantized copy of the activated half
+            quant = t * ffn.intermediate_size / tp * act_q
+            mlp = max(mlp, 3.0 * t * ffn.intermediate_size / tp * b + down + quant)
     if last_stage:
         rows = min(max_num_seqs, t)
         sampler = rows * model.vocab_size * (b + 4.0 * sampler_fp32_copies) + t * h * b

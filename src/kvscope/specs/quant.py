@@ -61,6 +61,21 @@ class Quantization:
     def is_quantized(self) -> bool:
         return self.method != "none"
 
+    @property
+    def dense_activation_bytes(self) -> float:
+        """Bytes of the per-token quantized copy a dense projection makes of its input, 0 when
+        activations stay in the model dtype: 8-bit weight-and-activation schemes (fp8, the
+        compressed-tensors W8A8 int8/fp8 and ModelOpt fp8 checkpoints) quantize each Linear's
+        input to one byte a value before the GEMM (vLLM ``scaled_int8_quant`` /
+        ``scaled_fp8_quant``); weight-only and 4-bit schemes do not. Dense FFNs a checkpoint
+        leaves unconverted keep theirs in the model dtype."""
+        if self.weight_only_int or "dense_ffn" in self.unconverted:
+            return 0.0
+        eight_bit = self.method in ("fp8", "compressed-tensors", "modelopt")
+        return (
+            1.0 if eight_bit and self.linear_bytes is not None and self.linear_bytes < 1.01 else 0.0
+        )
+
     def component_bytes(self, native: float) -> dict[str, float]:
         """Bytes per parameter of each weight component, ``native`` being the model dtype's."""
         linear = self.linear_bytes if self.linear_bytes is not None else native
