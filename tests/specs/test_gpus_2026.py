@@ -245,9 +245,13 @@ def test_sm_counts_match_the_published_core_counts() -> None:
         "RTX-4080-16GB": (9_728, 128),
         "RTX-6000-Ada-48GB": (18_176, 128),
         "A40-48GB": (10_752, 128),
+        "RTX-A4000-16GB": (6_144, 128),
+        "RTX-3050-6GB": (2_304, 128),
+        "RTX-5090-Laptop-24GB": (10_496, 128),
     }
     for name, (n, per_sm) in cores.items():
-        assert get_gpu(name).sm_count * per_sm == n, name
+        sm = get_gpu(name).sm_count
+        assert sm is not None and sm * per_sm == n, name
     assert get_gpu("H100-SXM-80GB").sm_count == 132 and get_gpu("H100-PCIe-80GB").sm_count == 114
     assert get_gpu("MI300X-192GB").sm_count == 304  # compute units
     assert all(g.sm_count for g in list_gpus())
