@@ -61,6 +61,12 @@ DATASHEET = {
     "RTX-6000-Ada-48GB": (48, 960, 364.25, 728.5, None, 49140),
     # A40 datasheet: BF16 149.7 | 299.4*, 696 GB/s; nvidia-smi 46068 MiB (ECC on).
     "A40-48GB": (48, 696, 149.7, None, None, 46068),
+    # RTX A4000 datasheet: tensor 153.4* (sparse), 448 GB/s, 140 W; nvidia-smi 16376 MiB.
+    "RTX-A4000-16GB": (16, 448, 76.7, None, None, 16376),
+    # RTX 3050 6 GB: 96-bit 14 Gbps = 168 GB/s; 18 SMs x 1.47 GHz x 256 FLOP; smi 6144 MiB.
+    "RTX-3050-6GB": (6, 168, 6.77, None, None, 6144),
+    # RTX 5090 Laptop GPU: 896 GB/s, 1,824 AI TOPS (FP4 sparse, 8:2:1 ratios); smi 24463.
+    "RTX-5090-Laptop-24GB": (24, 896, 114, 228, 912, 24463),
 }
 
 # CUDA/HIP total in MiB: measured prints, or the entry's stated estimate rule.
@@ -91,6 +97,9 @@ CUDA_MIB: dict[str, float] = {
     "RTX-4080-16GB": 15944,  # estimated: as RTX 4080 SUPER
     "RTX-6000-Ada-48GB": 48520,  # torch 2.7 print 'NVIDIA RTX 6000 Ada Generation, 48520MiB'
     "A40-48GB": 46068 - 463,  # estimated: ECC-on smi - RTX A6000 gap
+    "RTX-A4000-16GB": 16117,  # torch 1.12 print 'NVIDIA RTX A4000, 16117MiB'
+    "RTX-3050-6GB": 5804,  # torch 2.11 print 'RTX 3050 6GB Laptop GPU, 5804MiB'
+    "RTX-5090-Laptop-24GB": 23962,  # Ollama CUDA discovery '23.4 GiB total'
 }
 
 
@@ -115,6 +124,7 @@ def test_estimates_are_labelled_and_sources_cited(name: str) -> None:
     measured |= {"RTX-PRO-6000-Blackwell-Server-96GB", "RTX-A6000-48GB", "RTX-2080-Ti-11GB"}
     measured |= {"T4-16GB", "V100-SXM2-16GB", "V100-SXM2-32GB"}
     measured |= {"RTX-5080-16GB", "RTX-4080-SUPER-16GB", "RTX-6000-Ada-48GB"}
+    measured |= {"RTX-A4000-16GB", "RTX-5090-Laptop-24GB"}
     assert g.memory_source.startswith("estimated:") == (name not in measured)
     assert "http" in dict(g.sources)["datasheet"] or "No public" in dict(g.sources)["datasheet"]
     assert g.notes
@@ -130,6 +140,9 @@ def test_estimates_are_labelled_and_sources_cited(name: str) -> None:
         ("NVIDIA H20-3e", "H20-141GB"),
         ("H20", "H20-96GB"),  # a bare H20 stays the 96 GB part
         ("L20", "L20-48GB"),
+        ("NVIDIA RTX A4000", "RTX-A4000-16GB"),
+        ("NVIDIA GeForce RTX 3050 6GB Laptop GPU", "RTX-3050-6GB"),
+        ("NVIDIA GeForce RTX 5090 Laptop GPU", "RTX-5090-Laptop-24GB"),
         ("B300", "B300-SXM-288GB"),
         ("NVIDIA B300 SXM6 AC", "B300-SXM-288GB"),
         ("GB200", "GB200-186GB"),
@@ -232,9 +245,13 @@ def test_sm_counts_match_the_published_core_counts() -> None:
         "RTX-4080-16GB": (9_728, 128),
         "RTX-6000-Ada-48GB": (18_176, 128),
         "A40-48GB": (10_752, 128),
+        "RTX-A4000-16GB": (6_144, 128),
+        "RTX-3050-6GB": (2_304, 128),
+        "RTX-5090-Laptop-24GB": (10_496, 128),
     }
     for name, (n, per_sm) in cores.items():
-        assert get_gpu(name).sm_count * per_sm == n, name
+        sm = get_gpu(name).sm_count
+        assert sm is not None and sm * per_sm == n, name
     assert get_gpu("H100-SXM-80GB").sm_count == 132 and get_gpu("H100-PCIe-80GB").sm_count == 114
     assert get_gpu("MI300X-192GB").sm_count == 304  # compute units
     assert all(g.sm_count for g in list_gpus())
