@@ -29,11 +29,13 @@ intermediate_size``) and ``H`` the hidden size:
   one-byte scales are held twice.
 - The biases become float32 (``w13_bias.to(torch.float32)``).
 
-Hopper before the bundle (read in the 0.11.2 wheel): ``get_mxfp4_backend`` takes Marlin when
-``has_triton_kernels()`` is false, as in a plain ``pip install vllm`` ("Using Marlin backend"),
-so the experts take Marlin's pads of :func:`kvscope.plan.weights.expert_layout` (width to 128,
-hidden size to 256). gpt-oss-120b on one 80 GB H100 at 0.11.2 logs 65.97 GiB loaded (Kaggle
-start of blog.huikang.dev, 2025-12-28): 65.87 with Marlin's pads, 64.53 with a 256 width pad.
+Hopper before the bundle (read in the 0.10.2, 0.11.0 and 0.11.2 wheels): ``get_mxfp4_backend``
+takes Marlin when ``has_triton_kernels()`` is false, as in a plain ``pip install vllm`` ("Using
+Marlin backend"), so the experts take Marlin's pads of :func:`kvscope.plan.weights.expert_layout`
+(width to 128, hidden size to 256). gpt-oss-120b on one 80 GB H100 at 0.11.2 logs 65.97 GiB loaded
+(Kaggle start of blog.huikang.dev, 2025-12-28): 65.87 with Marlin's pads, 64.53 with a 256 width
+pad; vllm-project/vllm#27508 (0.11.0, one H100) logs 1.71 GiB of KV: 1.69 planned with the pads,
+3.04 without.
 
 gpt-oss (``vllm/model_executor/models/gpt_oss.py``, 0.10.1.1 to 0.34.0): ``OAIAttention``
 calls ``get_rope(..., dtype=torch.float32)``, so its one YaRN ``cos_sin_cache``
@@ -49,8 +51,8 @@ from kvscope.specs.model import ModelSpec
 
 #: First wheel that bundles ``triton_kernels`` (vllm/third_party/triton_kernels).
 TRITON_KERNELS_BUNDLED_SINCE = (0, 12, 0)
-#: Releases read whose Hopper default is Marlin for want of ``triton_kernels`` (0.11.2 wheel).
-HOPPER_MARLIN = ((0, 11, 2), (0, 12, 0))
+#: Releases whose Hopper default is Marlin for want of ``triton_kernels`` (0.10.2-0.11.2 wheels).
+HOPPER_MARLIN = ((0, 10, 2), (0, 12, 0))
 #: Last release read whose Triton path keeps the checkpoint-shaped scales beside the swizzled
 #: ones; 0.34.0 stores the swizzled tensors in the parameters' storage
 #: (``store_params_in_triton``), a layout not modelled here.
