@@ -82,6 +82,15 @@ KNOWN_OFF = {
     # MLP input (T x I bytes) is not it (vLLM frees the gate/up output before it is made,
     # LlamaMLP.forward), and no other rule was found (benchmarks/RESULTS.md, h22-vnew).
     "llmd-llama70b-w8a8-tp1": "kv_tokens",
+    # kv_tokens, +45.6 %: DeepSeek-V3 at vLLM 0.6.6.post2.dev5 (V0, before MLA: 16 heads a GPU
+    # padded to 256, DeepseekV2Attention of the 0.6.6 wheel) on two nodes of 8 H100, TP8 PP2,
+    # gmu 0.95. 2,889 blocks leave ~53 GiB a GPU outside the KV pool against ~41.5 planned
+    # (weights 38.6 on the first stage, 40.5 on the second, 2.6 profiling peak). The 0.6.6
+    # formula (utils.memory_profiling: non-torch = used - baseline - weights - torch delta,
+    # baseline from init_device before the communicators) charges everything NCCL and the
+    # two-node PP / TP groups hold; the page keeps neither the "Loading model weights took" nor
+    # the profiling line, so the ~11 GiB is not assigned (benchmarks/RESULTS.md, h22-forum).
+    "llmtracker-2x8h100-v3-tp8pp2-0.6.6": "kv_tokens",
 }
 
 
