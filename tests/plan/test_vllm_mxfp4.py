@@ -1,4 +1,4 @@
-"""vLLM's MXFP4 experts on Hopper (Triton path) and gpt-oss's float32 rope table
+"""vLLM's MXFP4 experts on Hopper (Triton path, Marlin fallback) and gpt-oss's float32 rope table
 (:mod:`kvscope.plan.vllm_mxfp4`) against the "Model loading took" of real starts."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.vllm_mxfp4 import (
     float32_rope_bytes,
+    hopper_marlin,
     hopper_triton,
     triton_expert_bytes,
     vllm_expert_layout,
@@ -68,6 +69,25 @@ def test_which_starts_take_the_triton_layout() -> None:
     assert vllm_expert_layout(oss, a100, "vllm", (0, 19, 0), Parallelism()) == ExpertLayout(
         128, 256
     )
+
+
+def test_hopper_marlin_fallback_before_the_triton_bundle() -> None:
+    # 0.11.2 on an H100 without triton_kernels logs "Using Marlin backend" and 65.97 GiB for
+    # gpt-oss-120b (blog.huikang.dev Kaggle start): Marlin's pads fit, the 256 width pad
+    # (64.53) does not.
+    h100, a100 = get_gpu("H100"), get_gpu("A100-SXM-80GB")
+    assert hopper_marlin(h100, (0, 11, 2)) and not hopper_marlin(h100, (0, 12, 0))
+    assert not hopper_marlin(a100, (0, 11, 2))
+    oss = load_model("openai/gpt-oss-120b")
+    assert vllm_expert_layout(oss, h100, "vllm", (0, 11, 2), Parallelism()) == ExpertLayout(
+        128, 256
+    )
+    assert _weights("openai/gpt-oss-120b", "0.11.2", 1) == pytest.approx(65.97, rel=0.005)
+    assert _weights("openai/gpt-oss-120b", "0.10.1.1", 1) < 0.985 * 65.97
+    # vllm#27508 (0.11.0, one H100, gmu 0.95): its 1.71 GiB of KV is what the pads leave.
+    (case,) = [c for c in load_cases() if c.id.startswith("gh27508-h100-gptoss120b")]
+    kv_err = evaluate(case).kv_gib_err
+    assert case.num("kv_cache_gib") == 1.71 and kv_err is not None and kv_err < 0.02
 
 
 @given(

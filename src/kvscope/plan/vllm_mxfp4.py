@@ -1,4 +1,4 @@
-"""Bytes per GPU of vLLM's MXFP4 experts on Hopper (Triton path) and gpt-oss's float32 rope.
+"""Bytes per GPU of vLLM's MXFP4 experts on Hopper (Triton or Marlin) and gpt-oss's float32 rope.
 
 Both are what "Model loading took" counts on one GPU, in bytes.
 
@@ -29,6 +29,14 @@ intermediate_size``) and ``H`` the hidden size:
   one-byte scales are held twice.
 - The biases become float32 (``w13_bias.to(torch.float32)``).
 
+Hopper before the bundle (read in the 0.10.2, 0.11.0 and 0.11.2 wheels): ``get_mxfp4_backend``
+takes Marlin when ``has_triton_kernels()`` is false, as in a plain ``pip install vllm`` ("Using
+Marlin backend"), so the experts take Marlin's pads of :func:`kvscope.plan.weights.expert_layout`
+(width to 128, hidden size to 256). gpt-oss-120b on one 80 GB H100 at 0.11.2 logs 65.97 GiB loaded
+(Kaggle start of blog.huikang.dev, 2025-12-28): 65.87 with Marlin's pads, 64.53 with a 256 width
+pad; vllm-project/vllm#27508 (0.11.0, one H100) logs 1.71 GiB of KV: 1.69 planned with the pads,
+3.04 without.
+
 gpt-oss (``vllm/model_executor/models/gpt_oss.py``, 0.10.1.1 to 0.34.0): ``OAIAttention``
 calls ``get_rope(..., dtype=torch.float32)``, so its one YaRN ``cos_sin_cache``
 (``original_max_position_embeddings x factor`` rows of ``head_dim``) is float32.
@@ -43,6 +51,8 @@ from kvscope.specs.model import ModelSpec
 
 #: First wheel that bundles ``triton_kernels`` (vllm/third_party/triton_kernels).
 TRITON_KERNELS_BUNDLED_SINCE = (0, 12, 0)
+#: Releases whose Hopper default is Marlin for want of ``triton_kernels`` (0.10.2-0.11.2 wheels).
+HOPPER_MARLIN = ((0, 10, 2), (0, 12, 0))
 #: Last release read whose Triton path keeps the checkpoint-shaped scales beside the swizzled
 #: ones; 0.34.0 stores the swizzled tensors in the parameters' storage
 #: (``store_params_in_triton``), a layout not modelled here.
@@ -68,6 +78,14 @@ def hopper_triton(gpu: GPUSpec, version: tuple[int, ...]) -> bool:
     major = int(cc.split(".")[0]) if cc else 0
     is_hopper = gpu.vendor.lower() == "nvidia" and major == 9
     return is_hopper and TRITON_KERNELS_BUNDLED_SINCE <= version < TRITON_LAYOUT_UNTIL
+
+
+def hopper_marlin(gpu: GPUSpec, version: tuple[int, ...]) -> bool:
+    """Whether vLLM ``version`` on ``gpu`` falls back to Marlin MXFP4 experts on Hopper."""
+    cc = gpu.compute_capability
+    major = int(cc.split(".")[0]) if cc else 0
+    lo, hi = HOPPER_MARLIN
+    return gpu.vendor.lower() == "nvidia" and major == 9 and lo <= version < hi
 
 
 def triton_expert_bytes(hidden: int, width: int, version: tuple[int, ...]) -> int:
@@ -97,12 +115,11 @@ def vllm_expert_layout(
     parameter of :func:`kvscope.plan.weights.rank_weights`), else
     :func:`kvscope.plan.weights.expert_layout`."""
     moe = model.moe_layer
-    if (
-        engine != "vllm"
-        or moe is None
-        or model.quantization.method != "mxfp4"
-        or not hopper_triton(gpu, version)
-    ):
+    if engine != "vllm" or moe is None or model.quantization.method != "mxfp4":
+        return expert_layout(model, gpu, engine)
+    if hopper_marlin(gpu, version):
+        return ExpertLayout(128, 256)
+    if not hopper_triton(gpu, version):
         return expert_layout(model, gpu, engine)
     share = 1 if par.ep else par.tp
     width = moe.expert_intermediate_size // share
