@@ -190,7 +190,8 @@ class Case:
         total = self.num("gpu_memory_total_gib")
         if total:
             gpu = dataclasses.replace(gpu, memory_bytes=int(total * GIB))
-        return plan_memory(model, gpu, par, eng)
+        with offline_hub():  # a draft named by its Hub id resolves through the same cache
+            return plan_memory(model, gpu, par, eng)
 
 
 def _speculative(row: dict[str, str], model: ModelSpec) -> SpeculativeDecoding | None:

@@ -234,6 +234,8 @@ def rank_weights(
         params["norms_other"] += model.final_params
         tied_here = model.tie_word_embeddings and par.pp == 1
         params["lm_head"] = 0.0 if tied_here else vocab_rank * model.hidden_size
+        if model.classifier_labels:  # a score head instead (replicated: a few rows)
+            params["lm_head"] = float(model.classifier_labels * model.hidden_size)
     att = model.first_attention
     rotary = att.qk_rope_head_dim or int(att.head_dim * model.partial_rotary_factor)
     positions = model.rope_cache_positions or model.max_position_embeddings

@@ -238,7 +238,6 @@ def parse_config(
         per_layer_extra += 2 * (mix * hc * h + mix + 3)
         final += hc * hc * h + hc + 1
     layers = tuple(LayerSpec(a, f, per_layer_extra) for a, f in zip(attentions, ffns, strict=True))
-
     q = _quantization(c, quantization, resolved_dtype, n_layers)
     vision = _vision_params(raw, source, h)
     vision_layers, vision_width = _vision_shape(raw) if vision else (0, 0)
@@ -258,6 +257,7 @@ def parse_config(
         final_params=final,
         num_mtp_layers=_mtp_layers(c),
         vision_params=vision,
+        classifier_labels=families.classifier_labels(raw),
         embedding_extra_params=gemma4_embedding_extra(c, h, n_layers) if gemma4 else 0,
         vision_layers=vision_layers,
         vision_width=vision_width,

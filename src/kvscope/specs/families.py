@@ -15,6 +15,8 @@ What this module owns, by family (``model_type`` of the language model):
   ``Phi3ForCausalLM`` inherits) only sets a per-layer window from ``layer_types``
   (vLLM ``vllm/model_executor/models/llama.py``, ``vllm/attention/layer.py``; release not
   pinned: to be checked against a Phi-3 start-up log).
+- Score heads: a ``*ForSequenceClassification`` checkpoint (reward models) has no LM head
+  but an ``nn.Linear(hidden_size, num_labels)`` (SGLang ``models/llama_classification.py``).
 - Norm counts: Gemma 2/3 have four RMSNorms per layer (input, post-attention,
   pre-feedforward, post-feedforward; Gemma 2 report, arXiv 2408.00118 §2); Llama 4's q/k
   norm is an L2 norm without weights (vLLM ``llama4.py``: ``RMSNorm(..., has_weight=False)``);
@@ -349,3 +351,19 @@ def vision_params(model_type: str, vision: Mapping[str, Any], text_hidden: int, 
         bias = vision.get("multi_modal_projector_bias") is True
         return llama4_vision_params(get, bias, text_hidden)
     return 0
+
+
+def classifier_labels(raw: Mapping[str, Any]) -> int:
+    """Rows of the score head of a ``*ForSequenceClassification`` checkpoint (reward and
+    classifier models): ``num_labels``, else the size of ``id2label``, else transformers'
+    default of 2; 0 for any other architecture (see ``ModelSpec.classifier_labels``)."""
+    archs = raw.get("architectures") or []
+    if not (
+        isinstance(archs, list) and archs and str(archs[0]).endswith("ForSequenceClassification")
+    ):
+        return 0
+    num = raw.get("num_labels")
+    if isinstance(num, int) and num > 0:
+        return num
+    id2label = raw.get("id2label")
+    return len(id2label) if isinstance(id2label, dict) and id2label else 2

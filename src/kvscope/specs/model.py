@@ -95,6 +95,11 @@ class ModelSpec:
     final_params: int = 0  # final norm and output-side mixers outside the layers
     num_mtp_layers: int = 0
     vision_params: int = 0  # vision tower and projector of a vision-language wrapper
+    #: labels of a ``*ForSequenceClassification`` checkpoint's score head, which replaces the
+    #: LM head (``num_labels``, else the size of ``id2label``; 0: a causal LM). SGLang
+    #: ``models/llama_classification.py`` builds ``nn.Linear(hidden_size, num_labels)`` and no
+    #: ``lm_head``; vLLM's ``as_seq_cls_model`` likewise swaps in a ``score`` layer.
+    classifier_labels: int = 0
     #: embedding tables beside the token embedding (Gemma 4's per-layer inputs), counted in
     #: the ``embedding`` component
     embedding_extra_params: int = 0
@@ -189,6 +194,8 @@ class ModelSpec:
         out = dict.fromkeys(COMPONENTS, 0)
         out["embedding"] = self.vocab_size * self.hidden_size + self.embedding_extra_params
         out["lm_head"] = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+        if self.classifier_labels:
+            out["lm_head"] = self.classifier_labels * self.hidden_size
         for layer in self.layers:
             out["attention"] += layer.attention.num_params()
             out["dense_ffn"] += layer.ffn.dense_params()
