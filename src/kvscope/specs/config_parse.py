@@ -50,10 +50,9 @@ from kvscope.specs.config_kimi_linear import (
     kimi_linear_layers,
 )
 from kvscope.specs.config_linear import HYBRID_LINEAR_TYPES, hybrid_layers
+from kvscope.specs.config_vision import tower_output_of, vision_params, vision_shape
 from kvscope.specs.dtypes import canonical_dtype, resolve_model_dtype
 from kvscope.specs.model import LayerSpec, ModelSpec, Published
-from kvscope.specs.qwen2_vl_tower import QWEN2_VL_TYPES, tower_output
-from kvscope.specs.vision_output import VisionOutput, vision_output
 from kvscope.validate import count
 
 #: Largest value an architecture size may hold (2^31 - 1): engines index these dimensions
@@ -150,51 +149,6 @@ def _flatten(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     return families.with_defaults(raw)
 
 
-def _vision_params(raw: Mapping[str, Any], source: str, text_hidden: int) -> int:
-    """Weights of a wrapper's vision tower and projector (see :mod:`families`), else 0."""
-    vision = raw.get("vision_config")
-    flat = raw.get("model_type") in families.FLAT_WRAPPERS
-    if vision is None or ("hidden_size" in raw and not flat):
-        return 0
-    if not isinstance(vision, Mapping):
-        raise ConfigError(source, "vision_config", "must be an object")
-    if raw.get("model_type") == "mistral3":  # projector keys live beside vision_config
-        vision = {
-            **vision,
-            "_spatial_merge_size": raw.get("spatial_merge_size", 2),
-            "_projector_bias": raw.get("multimodal_projector_bias", False),
-        }
-    if raw.get("model_type") == "gemma4" and isinstance(raw.get("audio_config"), Mapping):
-        vision = {**vision, "_audio_config": raw["audio_config"]}  # E2B/E4B: config_gemma4
-    v = _Cfg(vision, source, "vision_config.")
-    return families.vision_params(
-        str(raw.get("model_type") or ""), vision, text_hidden, lambda k, d: v.integer(k, d)
-    )
-
-
-def _tower_output(raw: Mapping[str, Any], hidden: int) -> VisionOutput | None:
-    """What vLLM's profiling pass needs of the tower (:mod:`vision_output`)."""
-    top = str(raw.get("model_type") or "")
-    vision = raw.get("vision_config")
-    if top in QWEN2_VL_TYPES and isinstance(vision, Mapping):
-        return tower_output(top, vision, hidden)
-    return vision_output(raw, hidden)
-
-
-def _vision_shape(raw: Mapping[str, Any]) -> tuple[int, int]:
-    """(layers, width) of a wrapper's vision tower as its ``vision_config`` states them."""
-    vision = raw.get("vision_config")
-    if not isinstance(vision, Mapping):
-        return 0, 0
-    prefix = "vt_" if raw.get("model_type") in ("kimi_k25", "kimi_k3") else ""
-    layers = vision.get(prefix + "num_hidden_layers")
-    width = vision.get(prefix + "hidden_size")
-    return (
-        layers if isinstance(layers, int) and layers > 0 else 0,
-        width if isinstance(width, int) and width > 0 else 0,
-    )
-
-
 def parse_config(
     raw: Mapping[str, Any],
     source: str = "config.json",
@@ -239,8 +193,8 @@ def parse_config(
         final += hc * hc * h + hc + 1
     layers = tuple(LayerSpec(a, f, per_layer_extra) for a, f in zip(attentions, ffns, strict=True))
     q = _quantization(c, quantization, resolved_dtype, n_layers)
-    vision = _vision_params(raw, source, h)
-    vision_layers, vision_width = _vision_shape(raw) if vision else (0, 0)
+    vision = vision_params(raw, source, h)
+    vision_layers, vision_width = vision_shape(raw) if vision else (0, 0)
     dspark_ids = c.raw.get("dspark_target_layer_ids") or []
     if not isinstance(dspark_ids, list):
         dspark_ids = []
@@ -261,7 +215,7 @@ def parse_config(
         embedding_extra_params=gemma4_embedding_extra(c, h, n_layers) if gemma4 else 0,
         vision_layers=vision_layers,
         vision_width=vision_width,
-        vision_output=_tower_output(raw, h) if vision else None,
+        vision_output=tower_output_of(raw, h) if vision else None,
         rope_cache_positions=families.rope_cache_positions(c.raw, model_type, max_pos),
         partial_rotary_factor=_rotary_fraction(c),
         hc_mult=hc,
