@@ -294,6 +294,7 @@ FAMILY_OF_TYPE = {
     "qwen3_next": "qwen3-next/3.5",
     "qwen3_5": "qwen3-next/3.5",
     "qwen3_5_moe": "qwen3-next/3.5",
+    "qwen3_5_text": "qwen3-next/3.5",
     "gemma2": "gemma2/gemma3",
     "gemma3_text": "gemma2/gemma3",
     "gemma4_text": "gemma4",
