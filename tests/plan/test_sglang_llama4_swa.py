@@ -11,8 +11,6 @@ it is built from Scout's with Maverick's MoE keys (128 experts on every other la
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,26 +23,11 @@ from kvscope.specs.config_parse import parse_config
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.model import ModelSpec
 
-SCOUT = (
-    Path(__file__).parents[1]
-    / "specs"
-    / "data"
-    / "configs"
-    / "meta-llama--Llama-4-Scout-17B-16E-Instruct.json"
-)
-
-
-def _raw() -> dict[str, Any]:
-    raw: dict[str, Any] = json.loads(SCOUT.read_text())
-    return raw
-
-
-def _scout() -> ModelSpec:
-    return parse_config(_raw(), "meta-llama/Llama-4-Scout-17B-16E-Instruct")
+from .vl_configs import llama4_scout, scout_raw
 
 
 def _maverick() -> ModelSpec:
-    raw = _raw()
+    raw = scout_raw()
     raw["text_config"].update(
         num_local_experts=128, interleave_moe_layer_step=2, intermediate_size_mlp=16384
     )
@@ -53,7 +36,7 @@ def _maverick() -> ModelSpec:
 
 def _text_only() -> ModelSpec:
     # Llama4ForCausalLM: the text config alone (model_type llama4_text, no vision tower)
-    text = dict(_raw()["text_config"], architectures=["Llama4ForCausalLM"])
+    text = dict(scout_raw()["text_config"], architectures=["Llama4ForCausalLM"])
     return parse_config(text, "llama4-text")
 
 
@@ -62,7 +45,7 @@ def _plan(m: ModelSpec, version: str, gpu: str = "H100", tp: int = 8, **eng: Any
     return plan_memory(m, get_gpu(gpu), Parallelism(tp=tp), e)
 
 
-@pytest.mark.parametrize("model", [_scout, _maverick])
+@pytest.mark.parametrize("model", [llama4_scout, _maverick])
 @pytest.mark.parametrize(
     ("tp", "two_pool", "one_pool"),
     [
@@ -89,7 +72,7 @@ def test_cell_by_release_and_gpu(model: Any, tp: int, two_pool: float, one_pool:
 
 
 def test_every_fourth_layer_is_full() -> None:
-    m = _scout()
+    m = llama4_scout()
     assert {x.attention.kind for x in m.layers} == {"full"}  # vLLM's view is unchanged
     cell = swa_cell(m, tuple(range(48)), "bfloat16", 8, (0, 5, 14))
     assert (cell.full_layers, cell.swa_layers) == (12, 36)
@@ -100,7 +83,7 @@ def test_every_fourth_layer_is_full() -> None:
 
 def test_two_pools_hold_48_over_40_8_as_many_tokens() -> None:
     # H100 TP8: 0.5.6 (one pool) vs 0.5.8.post1 (two pools), up to other budget terms
-    m = _scout()
+    m = llama4_scout()
     one, two = _plan(m, "0.5.6"), _plan(m, "0.5.8.post1")
     assert two.kv_tokens / one.kv_tokens == pytest.approx(48 / 40.8, rel=0.005)
 
@@ -114,7 +97,7 @@ def test_text_only_class_keeps_one_pool() -> None:
 
 
 def test_speculative_and_pp_keep_planning_on_one_pool() -> None:
-    m, h100 = _scout(), get_gpu("H100").compute_capability
+    m, h100 = llama4_scout(), get_gpu("H100").compute_capability
     spec = SpeculativeDecoding(method="ngram", num_speculative_tokens=3, verify_tokens=4)
     assert _plan(m, "0.5.14", speculative=spec).kv_bytes_per_token == 24_576
     e = EngineConfig(engine="sglang", engine_version="0.5.14")
@@ -124,13 +107,13 @@ def test_speculative_and_pp_keep_planning_on_one_pool() -> None:
 
 def test_vllm_plan_keeps_every_layer_full() -> None:
     e = EngineConfig(engine="vllm")
-    p = plan_memory(_scout(), get_gpu("H100"), Parallelism(tp=8), e)
+    p = plan_memory(llama4_scout(), get_gpu("H100"), Parallelism(tp=8), e)
     assert p.kv_bytes_per_token == 24_576
 
 
 def test_b200_pages_are_64_tokens_from_056() -> None:
     # trtllm_mha, the Llama 4 default on SM100 from 0.5.6 (0.5.3 allows fa3/aiter/triton)
-    m = _scout()
+    m = llama4_scout()
     for v in ("0.5.6", "0.5.9", "0.5.14", "0.5.23"):
         p = _plan(m, v, "B200")
         assert p.block_size == 64 and p.kv_tokens % 64 == 0 and p.kv_tokens > 0
@@ -142,7 +125,7 @@ def test_0523_swa_floor_reads_the_attention_chunk() -> None:
     # validate_swa_pool_size with sliding_window_size = attention_chunk_size (8192): the SWA
     # pool must exceed 8192 + page 1; 10,242 full tokens -> int(0.8 x) = 8,193 is refused,
     # 10,243 -> 8,194 is not
-    m, h100 = _scout(), get_gpu("H100").compute_capability
+    m, h100 = llama4_scout(), get_gpu("H100").compute_capability
 
     def floor(tokens: int, version: str, model: ModelSpec = m) -> str | None:
         e = EngineConfig(engine="sglang", engine_version=version)

@@ -12,8 +12,6 @@ group (``ChunkedLocalAttentionSpec.max_admission_blocks_per_request``); in fligh
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,25 +21,11 @@ from kvscope.plan.kv_layout import vllm_layout
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.speculative import SpeculativeDecoding
 from kvscope.plan.vllm_chunked import chunked_span
-from kvscope.specs.config_parse import parse_config
 from kvscope.specs.hardware import get_gpu
-from kvscope.specs.model import ModelSpec
 
-SCOUT = (
-    Path(__file__).parents[1]
-    / "specs"
-    / "data"
-    / "configs"
-    / "meta-llama--Llama-4-Scout-17B-16E-Instruct.json"
-)
+from .vl_configs import llama4_scout
 
-
-def _scout() -> ModelSpec:
-    raw: dict[str, Any] = json.loads(SCOUT.read_text())
-    return parse_config(raw, "meta-llama/Llama-4-Scout-17B-16E-Instruct")
-
-
-MODEL = _scout()
+MODEL = llama4_scout()
 
 
 def _plan(version: str, length: int, blocks: int | None = None, **eng: Any) -> Any:

@@ -5,11 +5,31 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from kvscope.specs.config_parse import parse_config
 from kvscope.specs.model import ModelSpec
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
+#: Llama 4 Scout's config.json (the specs tests' copy of the checkpoint's file).
+SCOUT = (
+    Path(__file__).parents[1]
+    / "specs"
+    / "data"
+    / "configs"
+    / "meta-llama--Llama-4-Scout-17B-16E-Instruct.json"
+)
+
+
+def scout_raw() -> dict[str, Any]:
+    """Llama 4 Scout's config.json as a fresh mapping (callers may edit it)."""
+    raw: dict[str, Any] = json.loads(SCOUT.read_text())
+    return raw
+
+
+def llama4_scout() -> ModelSpec:
+    """Llama 4 Scout (``Llama4ForConditionalGeneration``: chunked local attention, MoE, vision)."""
+    return parse_config(scout_raw(), "meta-llama/Llama-4-Scout-17B-16E-Instruct")
 
 
 def dense_qwen3_vl() -> ModelSpec:

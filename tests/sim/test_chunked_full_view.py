@@ -8,18 +8,10 @@ block_size``, vllm/v1/core/kv_cache_utils.py ``_report_kv_cache_config``).
 
 from __future__ import annotations
 
-from pathlib import Path
+from tests.plan.vl_configs import SCOUT
 
 from kvscope.sim.deployment import build_pool
 from kvscope.sim.run import SimConfig
-
-SCOUT = (
-    Path(__file__).parents[1]
-    / "specs"
-    / "data"
-    / "configs"
-    / "meta-llama--Llama-4-Scout-17B-16E-Instruct.json"
-)
 
 
 def test_full_history_view_of_the_chunked_pool() -> None:
