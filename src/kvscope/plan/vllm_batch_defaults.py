@@ -23,19 +23,20 @@ Units: tokens (``max_num_batched_tokens``) and sequences (``max_num_seqs``).
   - 0.33.0 falls back to torch's total when NVML refuses (the comment names "GB10 / DGX
     Spark"), and the same release keeps the part small on purpose (``is_gb10``: "has the
     memory but not the compute of a large discrete GPU").
-- V0 (< 0.8) capped sequences at 256 on every GPU; its token budget follows other rules
+- V0 (< 0.8, and 0.8-0.10.1 below compute capability 8.0: :mod:`kvscope.plan.vllm_v0_fallback`)
+  capped sequences at 256 on every GPU; its token budget follows other rules
   (:func:`kvscope.plan.vllm_budget.resolve_defaults`).
 """
 
 from __future__ import annotations
 
+from kvscope.plan.vllm_v0_fallback import runs_v0
 from kvscope.specs.hardware import GIB, GPUSpec
 
 #: First release with the >= 160 GiB tier (16384 batched tokens for ``vllm serve``).
 LARGEST_TIER_SINCE = (0, 28, 0)
 #: The GB10 (SM 12.1): NVML's memory query fails on it (to 0.32.x), ``is_gb10`` from 0.33.0.
 GB10_COMPUTE_CAPABILITY = "12.1"
-V1_SINCE = (0, 8, 0)
 
 
 def serve_batch_defaults(gpu: GPUSpec, version: tuple[int, int, int]) -> tuple[int, int]:
@@ -49,4 +50,4 @@ def serve_batch_defaults(gpu: GPUSpec, version: tuple[int, int, int]) -> tuple[i
         tokens, seqs = 8192, 1024
     else:
         tokens, seqs = 2048, 256
-    return tokens, (seqs if version >= V1_SINCE else 256)
+    return tokens, (256 if runs_v0(version, gpu) else seqs)

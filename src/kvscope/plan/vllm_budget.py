@@ -160,8 +160,6 @@ def resolve_defaults(
     # vLLM tiers its defaults by device memory (:mod:`kvscope.plan.vllm_batch_defaults`)
     v0 = runs_v0(v, gpu)
     serve_tokens, serve_seqs = serve_batch_defaults(gpu, v)
-    if v0:
-        serve_seqs = 256
     if eng.max_num_batched_tokens is not None:
         tokens = eng.max_num_batched_tokens
     elif v0:
