@@ -328,11 +328,8 @@ class Tags:
 def tags(case: Case) -> Tags:
     """Family, release group and the other acceptance labels of ``case``'s row."""
     r = case.row
-    name = r["model"]
-    if name.startswith("configs/"):  # a local checkpoint's config, as Case.plan reads it
-        name = str(DATA / name)
     with offline_hub():
-        spec = load_model(name)
+        spec = load_model(r["model"])
     mt = spec.model_type
     fam = "deepseek" if mt.startswith("deepseek_v4") else FAMILY_OF_TYPE.get(mt, f"other ({mt})")
     v = tuple(int(p) for p in r["version"].split(".")[:3] if p.isdigit())
