@@ -73,6 +73,7 @@ from kvscope.plan.rejection_profile import rejection_pass_bytes
 from kvscope.plan.rocm_blas import hipblaslt_bytes
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
+from kvscope.plan.topk_topp_buffer import triton_buffer_bytes
 from kvscope.plan.v0_cached_segments import charged_reserved_bytes
 from kvscope.plan.v2_draft_graphs import drafting_graph_bytes
 from kvscope.plan.v2_sampler_buffers import v2_sampler_bytes
@@ -196,7 +197,8 @@ def sampler_fp32_copies(eng: EngineConfig, v0: bool | None = None) -> int:
     PyTorch path at 1.25 GB for 256 x 131,072 logits (9.3 widths). From 0.17.0 a Triton
     kernel replaces the sort for batches of 8 rows or more (vllm PR #33538,
     ``apply_top_k_top_p_triton``); it holds 3 (calibrated on vLLM 0.19, see
-    :mod:`kvscope.plan.activation`). V0 (< 0.8) sorts the same way: its profiling pass asks
+    :mod:`kvscope.plan.activation`) plus the kernel's cached row buffer
+    (:mod:`kvscope.plan.topk_topp_buffer`). V0 (< 0.8) sorts the same way: its profiling pass asks
     for top-p 0.99 and top-k = vocab - 1 (``ModelRunner._dummy_run``) and the sampler calls
     ``_apply_top_k_top_p`` (``logits.sort``) unless ``VLLM_USE_FLASHINFER_SAMPLER`` is set (unset
     by default: vllm/envs.py, vllm/model_executor/layers/sampler.py of the 0.7.1 and 0.7.2
@@ -221,6 +223,17 @@ def sampler_fp32_copies(eng: EngineConfig, v0: bool | None = None) -> int:
     if flashinfer:
         return 1
     return 9 if v < TRITON_TOP_K_TOP_P_SINCE else 3
+
+
+def _triton_top_k_top_p(
+    model: ModelSpec, eng: EngineConfig, gpu: GPUSpec, defaults: VllmDefaults
+) -> bool:
+    """Whether the profiling sampler pass masks top-k / top-p with the Triton kernel
+    (:mod:`kvscope.plan.topk_topp_buffer`): a V1-runner start from 0.17.0 on the native
+    sampler (neither FlashInfer's nor a greedy dummy pass)."""
+    if defaults.v0 or runs_v2(model, eng, gpu) or greedy_dummy_sampler(model, eng, gpu):
+        return False
+    return eng.version >= TRITON_TOP_K_TOP_P_SINCE and sampler_fp32_copies(eng) == 3
 
 
 def moe_scratch_persists(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
@@ -325,6 +338,9 @@ def plan_ranks(
         if last:  # the speculative branch's rejection-sampler pass (kvscope.plan.rejection_profile)
             rej = rejection_pass_bytes(model, eng, gpu, defaults.max_num_batched_tokens, seqs)
             act = replace(act, sampler=max(act.sampler, rej))
+            if _triton_top_k_top_p(model, eng, gpu, defaults):  # its cached row buffer
+                rows = min(defaults.max_num_seqs, defaults.max_num_batched_tokens)
+                act = replace(act, sampler=act.sampler + triton_buffer_bytes(model, gpu, rows))
         ws = dsv4_profile_workspace(
             model, eng, defaults.max_model_len, defaults.max_num_batched_tokens
         )
