@@ -33,6 +33,7 @@ from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.sglang_swa import check_gemma4, swa_floor_problem
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
+from kvscope.plan.vllm_marlin_fp8 import marlin_scale_bytes
 from kvscope.plan.vllm_mxfp4 import float32_rope_bytes, vllm_expert_layout
 from kvscope.plan.weights import (
     RankWeights,
@@ -218,6 +219,11 @@ def plan_memory(
     if drafter is not None and drafter.extra_weight_bytes:
         last = with_component(stages[-1], "drafter", drafter.extra_weight_bytes)
         stages = (*stages[:-1], last)
+    if eng.engine == "vllm":  # block-FP8 Linears served by Marlin below compute capability 8.9
+        stages = tuple(
+            with_component(w, "marlin_fp8_scales", marlin_scale_bytes(model, gpu, eng.version, w))
+            for w in stages
+        )
     if eng.engine == "sglang":
         plan = _plan_sglang(model, gpu, par, eng, stages, kv_dtype)
     else:

@@ -1,0 +1,37 @@
+"""vLLM's FP8 Marlin group scales below compute capability 8.9 (:mod:`kvscope.plan.vllm_marlin_fp8`)
+against the "Model loading took" of a real start."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvscope.plan.vllm_marlin_fp8 import runs_fp8_marlin
+from kvscope.specs.hardware import get_gpu
+
+from .log_cases import evaluate, load_cases
+
+
+@pytest.mark.parametrize(
+    ("gpu", "version", "marlin"),
+    [
+        ("RTX-3090-24GB", (0, 27, 1), True),
+        ("A100-SXM-80GB", (0, 9, 2), True),
+        ("RTX-2080-Ti-11GB", (0, 24, 0), True),  # 7.5 joins with the scaled-mm registry
+        ("RTX-2080-Ti-11GB", (0, 9, 2), False),  # is_fp8_marlin_supported: 8.0 and up
+        ("RTX-3090-24GB", (0, 8, 5), False),  # before the first release read
+        ("L40S-48GB", (0, 27, 1), False),  # 8.9: native FP8
+        ("H100", (0, 27, 1), False),
+        ("MI300X-192GB", (0, 27, 1), False),  # ROCm: no Marlin
+    ],
+)
+def test_which_gpus_run_fp8_marlin(gpu: str, version: tuple[int, int, int], marlin: bool) -> None:
+    assert runs_fp8_marlin(get_gpu(gpu), version) is marlin
+
+
+def test_block_fp8_on_ampere_loads_the_logged_weights() -> None:
+    # Qwen3.8-27B-FP8 at TP2 on two RTX 3090, vLLM 0.27.1: "Weights : 14.46 GiB/GPU"; the block
+    # layout alone is 14.17 (2.0 % short), the Marlin group scales add 0.17.
+    (case,) = [c for c in load_cases() if c.id == "talos-2x3090-qwen38-27b-fp8-262k-seqs3-0.27.1"]
+    result = evaluate(case)
+    assert result.weights_err is not None and result.weights_err < 0.01
+    assert result.predicted_weights_gib == pytest.approx(14.35, abs=0.01)
