@@ -116,7 +116,7 @@ KNOWN_OFF = {
     # talos-2x3090-*) are within 4.8 % and the MTP-free 0.24.0 start within 1 %: what is left is
     # the 0.27 "consumed" figure at TP2 over PCIe (0.6-0.9 GiB beside the weights in these
     # logs, 0.25 planned) and the drafter's share of the profiling peak, which no code read here
-    # sizes (benchmarks/RESULTS.md owner's call; issue raised in the h23-cons report).
+    # sizes.
     "club3090-2x3090-qwen38-27b-fp8-mtp3-0.27.1": "kv_tokens",
 }
 
