@@ -172,7 +172,7 @@ def plan_memory(
     eng = engine or EngineConfig()
     if eng.language_model_only or tower_dropped(model, eng.limit_mm_per_prompt, eng.version):
         model = text_only(model)  # no tower weights, no encoder profiling
-    model = fp8_marlin_model(model, gpu, eng.engine)  # block fp8 before SM 8.9 (vLLM)
+    model = fp8_marlin_model(model, gpu, eng.engine, eng.version)  # block fp8, SM < 8.9
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
     kinds = attention_kinds(model)
     _check_inputs(model, gpu, par, eng, kv_dtype)

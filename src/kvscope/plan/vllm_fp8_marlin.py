@@ -15,6 +15,13 @@ instead of ``1 + 4 / (block[0] x block[1])``: Qwen3-Coder-30B-A3B-Instruct-FP8 o
 logs 29.54 GiB, 0.44 GiB above the checkpoint's 29.10. Marlin runs W8A16, so no per-token
 fp8 copy of the activations is made (:attr:`Quantization.dense_activation_bytes` is 0 for
 these bytes).
+
+Releases: block scales reach Marlin from 0.9.2 (the first wheel read, with
+``is_fp8_marlin_supported`` at capability 8.0 and up); from 0.24.0 the scaled-mm kernel
+registry's ``MarlinFP8ScaledMMLinearKernel`` (vllm/model_executor/kernels/linear/scaled_mm/
+marlin.py of the 0.24.0 and 0.27.1 wheels) also takes Turing (7.5). Qwen3.8-27B-FP8 at TP2 on
+two RTX 3090 (0.27.1) logs 14.46 GiB a GPU where the block layout holds 14.17 (the planned
+14.35 is the group scales' share).
 """
 
 from __future__ import annotations
@@ -28,17 +35,31 @@ from kvscope.specs.model import ModelSpec
 
 #: ``has_device_capability(89)``: FP8 tensor cores from Ada (8.9) and Hopper (9.0) on.
 NATIVE_FP8_CC = (8, 9)
+#: First release read with block-FP8 Marlin scales (0.9.2; also 0.10.1.1, 0.24.0, 0.27.1).
+MARLIN_FP8_BLOCK_SINCE = (0, 9, 2)
+#: First release whose FP8 Marlin kernel also takes compute capability 7.5 (0.24.0 read;
+#: 0.9.2 starts at 8.0).
+MARLIN_FP8_TURING_SINCE = (0, 24, 0)
 
 
-def uses_fp8_marlin(model: ModelSpec, gpu: GPUSpec, engine: str) -> bool:
+def runs_fp8_marlin(gpu: GPUSpec, version: tuple[int, ...]) -> bool:
+    """Whether vLLM release ``version`` serves FP8 Linears through Marlin on ``gpu``."""
+    if gpu.vendor.lower() != "nvidia" or not gpu.compute_capability:
+        return False
+    if tuple(version) < MARLIN_FP8_BLOCK_SINCE:
+        return False
+    major, _, minor = gpu.compute_capability.partition(".")
+    cc = (int(major), int(minor or 0))
+    low = (7, 5) if tuple(version) >= MARLIN_FP8_TURING_SINCE else (8, 0)
+    return low <= cc < NATIVE_FP8_CC
+
+
+def uses_fp8_marlin(model: ModelSpec, gpu: GPUSpec, engine: str, version: tuple[int, ...]) -> bool:
     """Whether vLLM runs this block-FP8 checkpoint through Marlin on ``gpu``."""
     q = model.quantization
     if engine != "vllm" or q.method != "fp8" or q.block is None or q.online:
         return False
-    if gpu.vendor.lower() != "nvidia" or not gpu.compute_capability:
-        return False
-    major, _, minor = gpu.compute_capability.partition(".")
-    return (int(major), int(minor or 0)) < NATIVE_FP8_CC
+    return runs_fp8_marlin(gpu, version)
 
 
 @per_model_cache()
@@ -50,6 +71,8 @@ def _marlin_model(model: ModelSpec) -> ModelSpec:
     return replace(model, quantization=replace(q, linear_bytes=marlin, expert_bytes=expert))
 
 
-def fp8_marlin_model(model: ModelSpec, gpu: GPUSpec, engine: str) -> ModelSpec:
+def fp8_marlin_model(
+    model: ModelSpec, gpu: GPUSpec, engine: str, version: tuple[int, ...]
+) -> ModelSpec:
     """``model`` with the bytes its block-FP8 weights hold after vLLM's Marlin repack."""
-    return _marlin_model(model) if uses_fp8_marlin(model, gpu, engine) else model
+    return _marlin_model(model) if uses_fp8_marlin(model, gpu, engine, version) else model
