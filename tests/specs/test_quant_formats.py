@@ -149,6 +149,28 @@ def test_mixed_precision_modelopt_takes_each_modules_scheme() -> None:
     assert m.quantization.method == "modelopt_mixed"
 
 
+def test_modelopt_flag_runs_any_modelopt_checkpoint() -> None:
+    # vLLM's ModelOpt configs take the kernel from the checkpoint's quant_algo and replace the
+    # flag (override_quantization_method, vllm/config/model.py of 0.27.1): a `--quantization
+    # modelopt` start of an NVFP4 or mixed-precision checkpoint runs; another method does not.
+    layers = {"model.layers.0.mlp.down_proj": {"quant_algo": "W4A16_NVFP4"}}
+    mixed = {
+        "quant_method": "modelopt",
+        "quant_algo": "MIXED_PRECISION",
+        "quantized_layers": layers,
+    }
+    nvfp4 = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}
+    for qc, method in ((mixed, "modelopt_mixed"), (nvfp4, "modelopt_fp4")):
+        raw = {
+            **json.loads((PLAN_CONFIGS / "qwen3-8b.json").read_text()),
+            "quantization_config": qc,
+        }
+        for flag in ("modelopt", "modelopt_fp4", "modelopt_mixed"):
+            assert parse_config(raw, quantization=flag).quantization.method == method
+        with pytest.raises(KvscopeError, match="quant_method"):
+            parse_config(raw, quantization="awq")
+
+
 # ----------------------------------------------------------------- bad input, through the CLI
 def _plan_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], raw: dict[str, Any]

@@ -314,6 +314,20 @@ def _num_layers(c: _Cfg) -> int:
 MARLIN_KERNEL_OF = {"awq_marlin": "awq", "gptq_marlin": "gptq", "inc": "auto-round"}
 
 
+def _same_method(flag: str, method: str) -> bool:
+    """Whether vLLM runs a checkpoint quantized with ``method`` under ``--quantization flag``.
+
+    ModelOpt checkpoints (FP8, NVFP4, MXFP8, mixed precision) name their kernel through
+    ``override_quantization_method`` of ``ModelOptFp8Config`` / ``ModelOptNvFp4Config`` /
+    ``ModelOptMixedPrecisionConfig``, which read only the checkpoint's ``quant_algo`` and then
+    replace the flag (``ModelConfig._verify_quantization``, vllm/config/model.py of 0.27.1): a
+    ``--quantization modelopt`` start of an NVFP4 or mixed-precision checkpoint runs it.
+    """
+    if flag.startswith("modelopt") and method.startswith("modelopt"):
+        return True
+    return MARLIN_KERNEL_OF.get(flag, flag) == method
+
+
 def _quantization(c: _Cfg, flag: str | None, dtype: str, n_layers: int) -> quant.Quantization:
     qc = c.raw.get("quantization_config")
     if qc is not None and not isinstance(qc, Mapping):
@@ -325,7 +339,7 @@ def _quantization(c: _Cfg, flag: str | None, dtype: str, n_layers: int) -> quant
         return from_ckpt
     key = flag.strip().lower()
     if from_ckpt.is_quantized:
-        if MARLIN_KERNEL_OF.get(key, key) != from_ckpt.method:
+        if not _same_method(key, from_ckpt.method):
             raise c.fail(
                 "quantization_config.quant_method",
                 f"is '{from_ckpt.method}' but --quantization {flag} was given; "
