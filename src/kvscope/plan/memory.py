@@ -33,6 +33,7 @@ from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.sglang_swa import check_gemma4, swa_floor_problem
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
+from kvscope.plan.vllm_lora import lora_slot_bytes
 from kvscope.plan.vllm_mxfp4 import float32_rope_bytes, vllm_expert_layout
 from kvscope.plan.weights import (
     RankWeights,
@@ -208,6 +209,15 @@ def plan_memory(
         )
     if eng.engine == "vllm":  # classes that build both vocabulary tables on every stage
         stages = with_every_stage_tables(stages, model)
+    if eng.engine == "vllm" and eng.max_lora_rank:  # --enable-lora's adapter slots
+        stages = tuple(
+            with_component(
+                w,
+                "lora_slots",
+                lora_slot_bytes(model, par, eng, w.layers, i == 0, i == par.pp - 1),
+            )
+            for i, w in enumerate(stages)
+        )
     if eng.engine == "vllm" and (
         eng.mm_encoder_tp_mode == "data" or whole_tower_on_every_rank(model, "vllm", eng.version)
     ):
