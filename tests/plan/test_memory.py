@@ -118,13 +118,6 @@ KNOWN_OFF = {
     # start at 320 rows (unsloth-a100-40-llama32-3b-grpo-lora64-0.8.1) are within 0.3 %.
     "unsloth-t4-llama32-3b-grpo-lora64-0.8.5": "kv_tokens",
     "unsloth-t4-qwen3-4b-base-grpo-lora32-0.8.5": "kv_tokens",
-    # kv_tokens, +7.5 %: Qwen3-8B-FP8 with a rank-32 LoRA slot on a Colab L4, vLLM 0.10.2 (V1)
-    # started in-process by Unsloth 2025.11.3's FP8 GRPO path. Weights match (8.96 GiB); the
-    # engine's own post-start line gives 1.23 GiB peak activation and 0.02 GiB non-torch,
-    # where kvscope plans 0.33 and 0.25 for 2,048 batched tokens and 224 sequences. The
-    # 0.9 GiB is not explained by a rule read (block-FP8 W8A8 on sm_89 through Triton, the
-    # LoRA dummy run, Unsloth's patches of the in-process engine are candidates).
-    "unsloth-l4-qwen3-8b-fp8-grpo-lora32-0.10.2": "kv_tokens",
 }
 
 

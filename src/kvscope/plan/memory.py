@@ -32,6 +32,7 @@ from kvscope.plan.rocm_blas import check_hipblaslt
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.sglang_swa import check_gemma4, swa_floor_problem
+from kvscope.plan.vllm_bnb import with_vllm_bnb_statistics
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
 from kvscope.plan.vllm_lora import lora_slot_bytes
 from kvscope.plan.vllm_mxfp4 import float32_rope_bytes, vllm_expert_layout
@@ -172,6 +173,7 @@ def plan_memory(
     eng = engine or EngineConfig()
     if eng.language_model_only or tower_dropped(model, eng.limit_mm_per_prompt, eng.version):
         model = text_only(model)  # no tower weights, no encoder profiling
+    model = with_vllm_bnb_statistics(model, eng)  # a release's double-quant statistics
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
     kinds = attention_kinds(model)
     _check_inputs(model, gpu, par, eng, kv_dtype)
