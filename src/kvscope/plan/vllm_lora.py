@@ -25,8 +25,10 @@ vllm/lora/layers/ of 0.11.0 and 0.12.0):
   of 256 (``lora_vocab_padding_size``); 0.12.0 dropped the extra vocabulary.
 
 MoE experts, MLA and linear-attention projections are not counted (no start read uses them).
-Checked on Unsloth's GRPO notebooks: Llama-3.2-3B at rank 64 logs 6.2472 GiB against
-6.0160 GiB without LoRA (vLLM 0.8.1 / 0.8.2); Qwen3-4B at rank 32 7.6334 GiB.
+Checked on Unsloth's GRPO notebooks (one slot): Llama-3.2-3B at rank 64 logs 6.2472 GiB under
+vLLM 0.8.1 against 6.0160 GiB without LoRA (0.8.2), 6.232 planned; Qwen3-4B at rank 32
+7.6334 (7.625 planned); Qwen3-8B-FP8 at rank 32 8.9638 (8.962); Llama-3.2-1B FP8-block at
+rank 32 1.4721 (1.472); Mistral-7B-v0.3 bnb-4bit at rank 32 4.0423 (4.030).
 """
 
 from __future__ import annotations
