@@ -182,6 +182,9 @@ class Case:
             indexer_dtype=r.get("indexer_dtype", "") or "fp8",
             hipblaslt=_opt_bool(r.get("hipblaslt", "")) is not False,
             kv_transfer=kv_transfer,
+            max_lora_rank=self.opt_int("max_lora_rank") or 0,
+            max_loras=self.opt_int("max_loras") or 1,
+            use_v1=_opt_bool(r.get("vllm_use_v1", "")),
         )
         gpu = get_gpu(r["gpu"])
         # The CUDA total the log itself prints ("Free memory on device (free/total GiB)"),

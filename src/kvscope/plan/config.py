@@ -187,6 +187,13 @@ class EngineConfig:
             manager`` or a KV connector (:mod:`kvscope.plan.vllm_chunked`).
         kv_transfer: vLLM ``--kv-transfer-config`` with LMCache's settings
             (:mod:`kvscope.plan.kv_connector`); ``None`` = no connector.
+        max_lora_rank: vLLM ``--enable-lora --max-lora-rank``: the rank of the adapter slots
+            vLLM preallocates (:mod:`kvscope.plan.vllm_lora`); 0 = LoRA off.
+        max_loras: vLLM ``--max-loras``: adapter slots on the GPU (default 1).
+        use_v1: vLLM's ``VLLM_USE_V1`` (0.8-0.10): ``False`` starts the V0 engine, ``True``
+            V1; ``None`` = the release's own choice
+            (:func:`kvscope.plan.vllm_v0_fallback.runs_v0`). Not a flag: an environment
+            variable, which wrappers such as Unsloth set.
     """
 
     engine: str = "vllm"
@@ -224,6 +231,9 @@ class EngineConfig:
     hipblaslt: bool = True
     chunked_local_hybrid: bool | None = None
     kv_transfer: KvTransfer | None = None
+    max_lora_rank: int = 0
+    max_loras: int = 1
+    use_v1: bool | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -249,6 +259,9 @@ class EngineConfig:
         from kvscope.plan.attention_backend import check_attention_backend  # imports specs
 
         check_attention_backend(self.engine, self.version, self.attention_backend)
+        if self.max_lora_rank:
+            count(self.max_lora_rank, "--max-lora-rank", low=1, high=MAX_TOKENS)
+            count(self.max_loras, "--max-loras", low=1, high=MAX_TOKENS)
         for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
             value = getattr(self, name)
             if value is not None:

@@ -32,8 +32,10 @@ from kvscope.plan.rocm_blas import check_hipblaslt
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.sglang_swa import check_gemma4, swa_floor_problem
+from kvscope.plan.vllm_bnb import with_vllm_bnb_statistics
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
 from kvscope.plan.vllm_fp8_marlin import fp8_marlin_model
+from kvscope.plan.vllm_lora import lora_slot_bytes
 from kvscope.plan.vllm_mxfp4 import float32_rope_bytes, vllm_expert_layout
 from kvscope.plan.weights import (
     RankWeights,
@@ -173,6 +175,7 @@ def plan_memory(
     if eng.language_model_only or tower_dropped(model, eng.limit_mm_per_prompt, eng.version):
         model = text_only(model)  # no tower weights, no encoder profiling
     model = fp8_marlin_model(model, gpu, eng.engine, eng.version)  # block fp8, SM < 8.9
+    model = with_vllm_bnb_statistics(model, eng)  # a release's double-quant statistics
     kv_dtype = resolve_kv_dtype(eng.kv_cache_dtype, model.dtype)
     kinds = attention_kinds(model)
     _check_inputs(model, gpu, par, eng, kv_dtype)
@@ -210,6 +213,15 @@ def plan_memory(
         )
     if eng.engine == "vllm":  # classes that build both vocabulary tables on every stage
         stages = with_every_stage_tables(stages, model)
+    if eng.engine == "vllm" and eng.max_lora_rank:  # --enable-lora's adapter slots
+        stages = tuple(
+            with_component(
+                w,
+                "lora_slots",
+                lora_slot_bytes(model, par, eng, w.layers, i == 0, i == par.pp - 1),
+            )
+            for i, w in enumerate(stages)
+        )
     if eng.engine == "vllm" and (
         eng.mm_encoder_tp_mode == "data" or whole_tower_on_every_rank(model, "vllm", eng.version)
     ):

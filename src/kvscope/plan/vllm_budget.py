@@ -159,7 +159,7 @@ def resolve_defaults(
     v = eng.version
     max_len = eng.max_model_len or model.max_position_embeddings
     # vLLM tiers its defaults by device memory (:mod:`kvscope.plan.vllm_batch_defaults`)
-    v0 = runs_v0(v, gpu)
+    v0 = runs_v0(v, gpu) if eng.use_v1 is None else not eng.use_v1
     serve_tokens, serve_seqs = serve_batch_defaults(gpu, v)
     if eng.max_num_batched_tokens is not None:
         tokens = eng.max_num_batched_tokens

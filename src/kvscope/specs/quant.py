@@ -56,6 +56,10 @@ class Quantization:
     #: Integer weights with unquantized activations (compressed-tensors ``type: int`` and no
     #: ``input_activations``: the W4A16 / W8A16 schemes engines run as "WNA16").
     weight_only_int: bool = False
+    #: bitsandbytes 4-bit with ``bnb_4bit_use_double_quant``: the checkpoint stores its
+    #: per-64 absmax as 8-bit values with a second-level fp32 scale per 256 of them (how long an
+    #: engine keeps that form: :mod:`kvscope.plan.vllm_bnb`).
+    double_quant: bool = False
 
     @property
     def is_quantized(self) -> bool:
@@ -206,7 +210,10 @@ def from_config(
     if method == "bitsandbytes":
         bits = 4 if qc.get("load_in_4bit") else 8
         per = bits / 8.0 + (4.0 / 64 if bits == 4 else 0.0)  # nf4: fp32 absmax per 64
-        return Quantization("bitsandbytes", per, per, 64, None, f"bitsandbytes int{bits}")
+        nested = bits == 4 and bool(qc.get("bnb_4bit_use_double_quant"))
+        return Quantization(
+            "bitsandbytes", per, per, 64, None, f"bitsandbytes int{bits}", double_quant=nested
+        )
     raise UnknownNameError("quantization method", method, QUANT_METHODS)
 
 
