@@ -47,11 +47,7 @@ Calibration: vLLM 0.19 on H100 logs "torch peak memory increase" of 1.89 GiB (Ll
 V = 128,256), 2.21 GiB (Qwen2.5-7B, V = 152,064), 2.21 GiB (Llama-3.1-8B in fp32), 1.21 GiB
 (Mixtral TP2), 2.68 GiB (Qwen3-30B-A3B) and 1.10 GiB (first stage of PP2) with T = 8192 and
 S = 1024 (jgchn/llm-d-planner accuracy/results/v0.19.0/results_raw.csv); the terms above
-reproduce them within 0.1 GiB. Since the Triton top-k/top-p kernel's cached row buffer joined
-the V1 sampler term (:mod:`kvscope.plan.topk_topp_buffer`, 0.06-0.08 GiB at 132 SMs), the
-sampler-bound ones among them sit 0.05-0.07 GiB above their logged peaks: the constant below was
-fitted before that buffer was known and is left as it is (it also stands in V0 and the layer
-phase, where no buffer exists). Activations are released before the KV cache is allocated,
+reproduce them within 0.1 GiB. Activations are released before the KV cache is allocated,
 so an error here moves the KV budget one for one.
 """
 

@@ -197,8 +197,7 @@ def sampler_fp32_copies(eng: EngineConfig, v0: bool | None = None) -> int:
     PyTorch path at 1.25 GB for 256 x 131,072 logits (9.3 widths). From 0.17.0 a Triton
     kernel replaces the sort for batches of 8 rows or more (vllm PR #33538,
     ``apply_top_k_top_p_triton``); it holds 3 (calibrated on vLLM 0.19, see
-    :mod:`kvscope.plan.activation`) plus the kernel's cached row buffer
-    (:mod:`kvscope.plan.topk_topp_buffer`). V0 (< 0.8) sorts the same way: its profiling pass asks
+    :mod:`kvscope.plan.activation`). V0 (< 0.8) sorts the same way: its profiling pass asks
     for top-p 0.99 and top-k = vocab - 1 (``ModelRunner._dummy_run``) and the sampler calls
     ``_apply_top_k_top_p`` (``logits.sort``) unless ``VLLM_USE_FLASHINFER_SAMPLER`` is set (unset
     by default: vllm/envs.py, vllm/model_executor/layers/sampler.py of the 0.7.1 and 0.7.2
