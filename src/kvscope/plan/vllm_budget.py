@@ -73,7 +73,6 @@ from kvscope.plan.rejection_profile import rejection_pass_bytes
 from kvscope.plan.rocm_blas import hipblaslt_bytes
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
-from kvscope.plan.topk_topp_buffer import triton_buffer_bytes
 from kvscope.plan.v0_cached_segments import charged_reserved_bytes
 from kvscope.plan.v2_draft_graphs import drafting_graph_bytes
 from kvscope.plan.v2_sampler_buffers import v2_sampler_bytes
@@ -224,17 +223,6 @@ def sampler_fp32_copies(eng: EngineConfig, v0: bool | None = None) -> int:
     return 9 if v < TRITON_TOP_K_TOP_P_SINCE else 3
 
 
-def _triton_top_k_top_p(
-    model: ModelSpec, eng: EngineConfig, gpu: GPUSpec, defaults: VllmDefaults
-) -> bool:
-    """Whether the profiling sampler pass masks top-k / top-p with the Triton kernel
-    (:mod:`kvscope.plan.topk_topp_buffer`): a V1-runner start from 0.17.0 on the native
-    sampler (neither FlashInfer's nor a greedy dummy pass)."""
-    if defaults.v0 or runs_v2(model, eng, gpu) or greedy_dummy_sampler(model, eng, gpu):
-        return False
-    return eng.version >= TRITON_TOP_K_TOP_P_SINCE and sampler_fp32_copies(eng) == 3
-
-
 def moe_scratch_persists(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
     """Whether the fused-MoE scratch of the profiling pass stays allocated between layers.
 
@@ -337,9 +325,6 @@ def plan_ranks(
         if last:  # the speculative branch's rejection-sampler pass (kvscope.plan.rejection_profile)
             rej = rejection_pass_bytes(model, eng, gpu, defaults.max_num_batched_tokens, seqs)
             act = replace(act, sampler=max(act.sampler, rej))
-            if _triton_top_k_top_p(model, eng, gpu, defaults):  # its cached row buffer
-                rows = min(defaults.max_num_seqs, defaults.max_num_batched_tokens)
-                act = replace(act, sampler=act.sampler + triton_buffer_bytes(model, gpu, rows))
         ws = dsv4_profile_workspace(
             model, eng, defaults.max_model_len, defaults.max_num_batched_tokens
         )
