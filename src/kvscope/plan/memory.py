@@ -20,30 +20,20 @@ from kvscope.plan import attention_backend, sglang_budget, sglang_mamba, shared_
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
-from kvscope.plan.config_format import whole_tower_on_every_rank
 from kvscope.plan.drafter import Drafter, plan_drafter
-from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
 from kvscope.plan.encoder_releases import unmodelled_note
 from kvscope.plan.kv_connector import with_connector
 from kvscope.plan.language_model_only import text_only
+from kvscope.plan.loaded_weights import loaded_stage_weights
 from kvscope.plan.mm_limits import tower_dropped
-from kvscope.plan.pp_vocab import with_every_stage_tables
 from kvscope.plan.rocm_blas import check_hipblaslt
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
-from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.sglang_swa import check_gemma4, swa_floor_problem
 from kvscope.plan.vllm_bnb import with_vllm_bnb_statistics
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
 from kvscope.plan.vllm_fp8_marlin import fp8_marlin_model
-from kvscope.plan.vllm_lora import lora_slot_bytes
-from kvscope.plan.vllm_mxfp4 import float32_rope_bytes, vllm_expert_layout
-from kvscope.plan.weights import (
-    RankWeights,
-    all_stage_weights,
-    encoder_replica_bytes,
-    mla_absorbed_bytes,
-    with_component,
-)
+from kvscope.plan.vllm_mxfp4 import vllm_expert_layout
+from kvscope.plan.weights import RankWeights, with_component
 from kvscope.specs.dtypes import is_fp8, resolve_kv_dtype
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
@@ -192,46 +182,7 @@ def plan_memory(
     )
     drafter = plan_drafter(model, eng.speculative, par) if eng.speculative else None
     draft_layers = eng.speculative_layers or (drafter.mtp_layers if drafter else 0)
-    stages = tuple(
-        with_component(w, "mla_absorbed", mla_absorbed_bytes(model, par, w.layers, eng.engine))
-        for w in all_stage_weights(
-            model,
-            par,
-            draft_layers,
-            layout,
-            drafter.stage_experts if drafter else 0,
-            drafter.eh_proj if drafter else True,
-        )
-    )
-    if rope := float32_rope_bytes(model, eng.engine):  # gpt-oss under vLLM
-        stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
-    if rope := dsv4_rope_cache_bytes(model):
-        stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
-        stages = tuple(
-            with_component(w, "dsv4_wide", dsv4_wide_param_bytes(model, w.layers, i == par.pp - 1))
-            for i, w in enumerate(stages)
-        )
-    if eng.engine == "vllm":  # classes that build both vocabulary tables on every stage
-        stages = with_every_stage_tables(stages, model)
-    if eng.engine == "vllm" and eng.max_lora_rank:  # --enable-lora's adapter slots
-        stages = tuple(
-            with_component(
-                w,
-                "lora_slots",
-                lora_slot_bytes(model, par, eng, w.layers, i == 0, i == par.pp - 1),
-            )
-            for i, w in enumerate(stages)
-        )
-    if eng.engine == "vllm" and (
-        eng.mm_encoder_tp_mode == "data" or whole_tower_on_every_rank(model, "vllm", eng.version)
-    ):
-        first = with_component(stages[0], "encoder_replica", encoder_replica_bytes(model, par))
-        stages = (first, *stages[1:])
-    if eng.shared_expert_tp1:
-        stages = tuple(with_whole_shared_experts(w, par.tp) for w in stages)
-    if drafter is not None and drafter.extra_weight_bytes:
-        last = with_component(stages[-1], "drafter", drafter.extra_weight_bytes)
-        stages = (*stages[:-1], last)
+    stages = loaded_stage_weights(model, par, eng, layout, drafter, draft_layers)
     if eng.engine == "sglang":
         plan = _plan_sglang(model, gpu, par, eng, stages, kv_dtype)
     else:
