@@ -32,6 +32,7 @@ from kvscope.plan.rocm_blas import check_hipblaslt
 from kvscope.plan.sglang_moe_runner import sglang_expert_layout
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.sglang_swa import check_gemma4, swa_floor_problem
+from kvscope.plan.sglang_tied_head import with_separate_head
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
 from kvscope.plan.vllm_mxfp4 import float32_rope_bytes, vllm_expert_layout
 from kvscope.plan.weights import (
@@ -208,6 +209,8 @@ def plan_memory(
         )
     if eng.engine == "vllm":  # classes that build both vocabulary tables on every stage
         stages = with_every_stage_tables(stages, model)
+    if eng.engine == "sglang":  # a second table beside a tied embedding before 0.4.0
+        stages = with_separate_head(stages, model, eng.version)
     if eng.engine == "vllm" and (
         eng.mm_encoder_tp_mode == "data" or whole_tower_on_every_rank(model, "vllm", eng.version)
     ):
