@@ -3,9 +3,9 @@
 The checkpoint's tensors per stage (:func:`kvscope.plan.weights.all_stage_weights`) plus what
 each engine builds beside them at load and its "Model loading took" / "mem usage" figure
 counts: MLA's absorbed projections, float32 rotary caches (gpt-oss under vLLM, DeepSeek V4),
-vocabulary tables every vLLM stage builds, ``--enable-lora``'s adapter slots, a vision tower
-replicated on every rank, SGLang's whole shared experts, and a drafter's own weights on the
-last stage. Each addition is owned, with its engine source, by the module named beside it.
+vocabulary tables every vLLM stage builds, SGLang's separate LM head before 0.4.0,
+``--enable-lora``'s adapter slots, a vision tower replicated on every rank, SGLang's whole
+shared experts, and a drafter's own weights on the last stage. Each addition is owned, with its engine source, by the module named beside it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from kvscope.plan.drafter import Drafter
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
 from kvscope.plan.pp_vocab import with_every_stage_tables
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
+from kvscope.plan.sglang_tied_head import with_separate_head
 from kvscope.plan.vllm_lora import lora_slot_bytes
 from kvscope.plan.vllm_mxfp4 import float32_rope_bytes
 from kvscope.plan.weights import (
@@ -59,6 +60,8 @@ def loaded_stage_weights(
         )
     if eng.engine == "vllm":  # classes that build both vocabulary tables on every stage
         stages = with_every_stage_tables(stages, model)
+    if eng.engine == "sglang":  # a second table beside a tied embedding before 0.4.0
+        stages = with_separate_head(stages, model, eng.version)
     if eng.engine == "vllm" and eng.max_lora_rank:  # --enable-lora's adapter slots
         stages = tuple(
             with_component(
