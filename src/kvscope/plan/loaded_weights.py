@@ -5,7 +5,8 @@ each engine builds beside them at load and its "Model loading took" / "mem usage
 counts: MLA's absorbed projections, float32 rotary caches (gpt-oss under vLLM, DeepSeek V4),
 vocabulary tables every vLLM stage builds, SGLang's separate LM head before 0.4.0,
 ``--enable-lora``'s adapter slots, a vision tower replicated on every rank, SGLang's whole
-shared experts, and a drafter's own weights on the last stage. Each addition is owned, with its engine source, by the module named beside it.
+shared experts, and a drafter's own weights on the last stage. Each addition is owned, with
+its engine source, by the module named beside it.
 """
 
 from __future__ import annotations
