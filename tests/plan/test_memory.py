@@ -119,14 +119,6 @@ KNOWN_OFF = {
     # same Spark, whose host processes draw on the memory vLLM's profiler reads as the GPU's;
     # no engine rule sizes that, and the log does not print its profiling breakdown.
     "gb10-qwen3-30b-a3b-fp8-gmu03-fp8kv-0.13.0": "kv_tokens",
-    # kv_tokens, +140 %: DeepSeek-V2.5 on two nodes of 8 A100-SXM4-40GB, TP8 PP2, V0 (0.8.3),
-    # eager. '# cuda blocks: 5302' is the minimum over 16 Ray workers and implies 2.73 GiB of
-    # KV on the binding worker, while the two workers the log shows keep 5.71 and 3.58 GiB: the
-    # second stage's logs non_torch 2.15 GiB (0.93 on the driver) and activation peaks of
-    # 1.27-1.35 GiB against 0.25 and 0.32 planned. Cross-node NCCL over InfiniBand and V0's
-    # MLA profiling pass are the candidates; Ray deduplicates the other workers' lines, so the
-    # binding worker's breakdown is not in the log.
-    "k8s-2x8a100-40g-dsv25-tp8pp2-v0-0.8.3": "kv_tokens",
     # kv_tokens, +11.9 %: Qwen3.8-27B-FP8 (Marlin W8A16 on Ampere) with MTP n=3 on two RTX 3090
     # at TP2, vLLM 0.27.1 (club-3090 dual-max). A later boot of the same compose on the same
     # class of rig logs the split (club-3090 PR #1139): 15.25 GiB consumed (weights +
