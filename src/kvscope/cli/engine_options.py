@@ -170,6 +170,26 @@ GpuMemoryInUse = Annotated[
         "a desktop, another server); each engine release handles it its own way [default: 0].",
     ),
 ]
+EnableLora = Annotated[
+    bool,
+    typer.Option(
+        "--enable-lora",
+        help="vLLM: reserve LoRA adapter slots on the GPU (--max-loras adapters of "
+        "--max-lora-rank), counted with the weights [default: off].",
+    ),
+]
+MaxLoraRank = Annotated[
+    int, typer.Option("--max-lora-rank", help="vLLM, with --enable-lora: rank of the slots.")
+]
+MaxLoras = Annotated[
+    int, typer.Option("--max-loras", help="vLLM, with --enable-lora: adapter slots on the GPU.")
+]
+
+
+def lora_rank(enable_lora: bool, max_lora_rank: int) -> int:
+    """The slot rank ``EngineConfig`` takes: 0 (no slots) without ``--enable-lora``, as vLLM
+    ignores ``--max-lora-rank`` then."""
+    return max_lora_rank if enable_lora else 0
 
 
 def mm_limits(text: str | None) -> tuple[tuple[str, int], ...] | None:

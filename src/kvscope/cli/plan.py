@@ -18,6 +18,7 @@ from kvscope.cli.engine_options import (
     CudagraphMemory,
     DecodeContextParallelSize,
     DisableCustomAllReduce,
+    EnableLora,
     EnforceEager,
     ExtensibleKvCache,
     FlashinferSampler,
@@ -30,10 +31,13 @@ from kvscope.cli.engine_options import (
     LimitMmPerPrompt,
     MambaCacheMode,
     MaxCudagraphCaptureSize,
+    MaxLoraRank,
+    MaxLoras,
     MmEncoderTpMode,
     MoeRunnerBackend,
     NoHipblaslt,
     SharedExpertTp1,
+    lora_rank,
     mm_limits,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
@@ -169,6 +173,9 @@ def plan(
     moe_runner_backend: MoeRunnerBackend = "auto",
     attention_backend: AttentionBackend = None,
     shared_expert_tp1: SharedExpertTp1 = False,
+    enable_lora: EnableLora = False,
+    max_lora_rank: MaxLoraRank = 16,
+    max_loras: MaxLoras = 1,
     context: int | None = typer.Option(
         None,
         "--context",
@@ -307,6 +314,8 @@ def plan(
         moe_runner_backend=moe_runner_backend,
         attention_backend=attention_backend,
         shared_expert_tp1=shared_expert_tp1,
+        max_lora_rank=lora_rank(enable_lora, max_lora_rank),
+        max_loras=max_loras,
     )
     from kvscope.plan.roofline import Efficiency
 

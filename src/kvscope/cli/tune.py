@@ -29,15 +29,19 @@ from kvscope.cli.engine_options import (
     ColdCompile,
     DecodeContextParallelSize,
     DisableCustomAllReduce,
+    EnableLora,
     ExtensibleKvCache,
     GpuMemoryInUse,
     KvCacheDtype,
     LanguageModelOnly,
     LimitMmPerPrompt,
+    MaxLoraRank,
+    MaxLoras,
     MmEncoderTpMode,
     MoeRunnerBackend,
     NoHipblaslt,
     SharedExpertTp1,
+    lora_rank,
     mm_limits,
 )
 from kvscope.cli.executor_options import RayOpt, WorkersOpt
@@ -108,6 +112,9 @@ def tune(
     moe_runner_backend: MoeRunnerBackend = "auto",
     attention_backend: AttentionBackend = None,
     shared_expert_tp1: SharedExpertTp1 = False,
+    enable_lora: EnableLora = False,
+    max_lora_rank: MaxLoraRank = 16,
+    max_loras: MaxLoras = 1,
     objective: Annotated[
         str,
         typer.Option(
@@ -234,6 +241,8 @@ def tune(
         moe_runner_backend=moe_runner_backend,
         attention_backend=attention_backend,
         shared_expert_tp1=shared_expert_tp1,
+        max_lora_rank=lora_rank(enable_lora, max_lora_rank),
+        max_loras=max_loras,
         dtype=dtype,
         max_model_len=max_model_len,
         cost_model=cost_model,

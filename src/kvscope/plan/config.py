@@ -354,6 +354,12 @@ class EngineConfig:
                     "--mamba-cache-mode is vLLM's; SGLang keeps its own mamba state pool.",
                     "Drop --mamba-cache-mode with --engine sglang.",
                 )
+            if self.max_lora_rank:
+                raise KvscopeError(
+                    "--enable-lora plans vLLM's adapter slots; SGLang's LoRA memory pool "
+                    "(--max-loras-per-batch) is not modelled.",
+                    "Drop --enable-lora with --engine sglang.",
+                )
         elif self.moe_runner_backend != "auto":
             raise KvscopeError(
                 "--moe-runner-backend is SGLang's; vLLM picks its MoE kernel itself.",

@@ -71,6 +71,8 @@ def engine_config(cfg: SimConfig) -> EngineConfig:
         moe_runner_backend=cfg.moe_runner_backend,
         attention_backend=cfg.attention_backend,
         shared_expert_tp1=cfg.shared_expert_tp1,
+        max_lora_rank=cfg.max_lora_rank,
+        max_loras=cfg.max_loras,
         speculative=speculative,
     )
 

@@ -100,6 +100,8 @@ class SimConfig:
     gpu_memory_in_use_gib: float = 0.0  # --gpu-memory-in-use (plan's shared_gpu)
     moe_runner_backend: str = "auto"  # SGLang --moe-runner-backend (plan's expert bytes)
     shared_expert_tp1: bool = False  # SGLang --shared-expert-tp1 (plan's shared experts)
+    max_lora_rank: int = 0  # vLLM --enable-lora --max-lora-rank; 0: no slots (plan's weights)
+    max_loras: int = 1  # vLLM --max-loras (plan's LoRA slots)
     attention_backend: str | None = None  # vLLM --attention-backend (plan's block size)
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
