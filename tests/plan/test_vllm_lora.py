@@ -20,7 +20,7 @@ def test_the_lora_starts_are_in_the_data() -> None:
 @pytest.mark.parametrize("case", LORA_ROWS, ids=lambda c: c.id)
 def test_slots_bring_the_weights_to_the_log(case) -> None:  # type: ignore[no-untyped-def]
     with_slots = evaluate(case)
-    assert with_slots.weights_err is not None and with_slots.weights_err < 0.01
+    assert with_slots.weights_err is not None and with_slots.weights_err < 0.02
     row = {**case.row, "max_lora_rank": "", "max_loras": ""}
     without = evaluate(dataclasses.replace(case, row=row))
     # the slots are a real share of these loads: the plan without them is short of the log
