@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_in_process, simulated_and_planned_blocks
+from cli_helpers import one_error_line, run_in_process, simulated_and_planned_blocks
 
 DEPLOY = ["--model", "llama-3.1-8b", "--gpu", "L40S", "--engine-version", "0.19.0"]
 DEPLOY += ["--max-model-len", "4096"]
@@ -44,6 +44,4 @@ def test_sglang_refuses_lora_slots_in_one_line(
     if command == "tune":
         argv += ["--slo", "ttft_p99=2", "--out", str(tmp_path / "t")]
     code, _o, err = run_in_process(argv, capsys)
-    assert code == 2
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "--enable-lora" in lines[0]
+    one_error_line(code, err, "--enable-lora")
