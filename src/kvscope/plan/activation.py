@@ -40,8 +40,11 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
   sampler_fp32_copies``), while the pass's hidden states (``T h b``) are still held. Only the
   last pipeline stage runs it; other stages instead hold the hidden state and residual they
   send on (``2 T h b``).
-- ``runtime``: a constant 0.12 GiB of buffers the pass allocates regardless of shape (input
-  ids, positions, attention metadata, sampling tensors).
+- ``runtime``: a constant 0.12 GiB, fitted (see Calibration), not a sum of runner buffers:
+  the V1 runner allocates input ids, positions and its other input buffers in
+  ``GPUModelRunner.__init__``, before the profile, builds no attention metadata for it
+  (``_dummy_run(is_profile=True)``) and its dummy sampling tensors are a few KiB
+  (vllm/v1/worker/gpu_model_runner.py of the 0.19.0 wheel).
 
 Calibration: vLLM 0.19 on H100 logs "torch peak memory increase" of 1.89 GiB (Llama-3.1-8B,
 V = 128,256), 2.21 GiB (Qwen2.5-7B, V = 152,064), 2.21 GiB (Llama-3.1-8B in fp32), 1.21 GiB
@@ -49,6 +52,19 @@ V = 128,256), 2.21 GiB (Qwen2.5-7B, V = 152,064), 2.21 GiB (Llama-3.1-8B in fp32
 S = 1024 (jgchn/llm-d-planner accuracy/results/v0.19.0/results_raw.csv); the terms above
 reproduce them within 0.1 GiB. Activations are released before the KV cache is allocated,
 so an error here moves the KV budget one for one.
+
+What the code puts in the sampler-bound peaks in the constant's place: torch's cuBLAS
+workspace, taken from the caching allocator at the pass's first GEMM and kept (32 MiB on
+sm90, 8.125 MiB on other NVIDIA parts: ``parseChosenWorkspaceSize`` in pytorch/pytorch
+aten/src/ATen/cuda/CublasHandlePool.cpp), the V1 sampler run's two ``S h b`` copies
+(``hidden_states[logit_indices]``, ``torch.rand_like``) and, from 0.17 on the native
+sampler, the Triton top-k/top-p kernel's cached row buffer (``min(next_pow2(min(SMs, S)),
+SMs) V`` fp32, ``_TRITON_BUFFER_CACHE`` in vllm/v1/sample/ops/topk_topp_triton.py; the
+0.19 logs say the FlashInfer sampler is off by default). With those instead of 0.12 GiB, 73
+of the 111 logged vLLM peaks land within 0.01 GiB (46 of the 54 llm-d 0.19 H100 ones), but
+the layer-bound ones fall 0.05-0.2 GiB short (CodeLlama-7B, Granite-8B, the PP stages and
+Mistral-Small W8A8 at 0.19; A100 0.31, V100 0.8.5, A800 0.6.6): the layer terms miss that
+much, so the constant stays until they are derived.
 """
 
 from __future__ import annotations
