@@ -41,7 +41,9 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
   last pipeline stage runs it; other stages instead hold the hidden state and residual they
   send on (``2 T h b``).
 - ``runtime``: a constant 0.12 GiB of buffers the pass allocates regardless of shape (input
-  ids, positions, attention metadata, sampling tensors).
+  ids, positions, attention metadata, sampling tensors, torch's cuBLAS workspace), read on
+  H100s; vLLM's budget takes off what a part below SM 9.0 makes less of the workspace
+  (:mod:`kvscope.plan.cublas_workspace`).
 
 Calibration: vLLM 0.19 on H100 logs "torch peak memory increase" of 1.89 GiB (Llama-3.1-8B,
 V = 128,256), 2.21 GiB (Qwen2.5-7B, V = 152,064), 2.21 GiB (Llama-3.1-8B in fp32), 1.21 GiB
