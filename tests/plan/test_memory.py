@@ -74,17 +74,6 @@ KNOWN_OFF = {
     # above the tensors planned. (The serve start of the same report left this list with the
     # vision tower's profiling phase at 0.28, kvscope.plan.vit_peak.)
     "w1report-a100pcie-qwen35-08b-offline-0.28": "weights",
-    # kv_tokens, -5.0 % (5.005): Qwen3-8B-AWQ on a Kaggle T4 (vLLM 0.20.0, fp16, awq_marlin,
-    # eager, 8,192-token pass, 8 sequences). The log leaves 0.86 GiB of non-KV memory beside
-    # the 5.71 GiB of weights; planned 1.12 (0.87 profiling peak, 0.25 non-torch). The 0.25
-    # GiB non-torch figure was read on H100s; the two T4 V0 logs that print it show 0.05
-    # (vLLM 0.8.2, Colab) and the RTX 3090 one 0.10 (0.6.6), but no V1 log here separates
-    # it on a pre-Hopper card, so no rule moves it. Eager liveness at 0.20 (the model loop holds
-    # the layer input while Qwen2MLP holds gate/up: 4 T h + 3 T I) is 0.81 GiB, so the log
-    # leaves <= 0.05 GiB for non-torch plus shape-free buffers; eager V1 starts with a logged
-    # peak (lab4090-*-0.29: 0.40 against 0.41 of liveness) show no 0.12 GiB runtime term, but
-    # no engine line explains that constant, so it stays (h23-miss).
-    "ghnb-kaggle-t4-qwen3-8b-awq-eager-0.20": "kv_tokens",
     # The same checkpoint with its MTP layer as drafter on an RTX PRO 4000 Blackwell, vLLM 0.29.0
     # (waired-agent's MTP note, N = 1 and 2): weights +6.3 %, 1.77 GiB logged against 1.66
     # planned. The drafter's share is right (logged N1 - N0 = 0.05 GiB, planned 0.04: one

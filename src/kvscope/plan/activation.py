@@ -40,11 +40,13 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
   sampler_fp32_copies``), while the pass's hidden states (``T h b``) are still held. Only the
   last pipeline stage runs it; other stages instead hold the hidden state and residual they
   send on (``2 T h b``).
-- ``runtime``: a constant 0.12 GiB, fitted (see Calibration), not a sum of runner buffers:
-  the V1 runner allocates input ids, positions and its other input buffers in
+- ``runtime``: a constant 0.12 GiB, fitted on H100s (see Calibration), not a sum of runner
+  buffers: the V1 runner allocates input ids, positions and its other input buffers in
   ``GPUModelRunner.__init__``, before the profile, builds no attention metadata for it
   (``_dummy_run(is_profile=True)``) and its dummy sampling tensors are a few KiB
-  (vllm/v1/worker/gpu_model_runner.py of the 0.19.0 wheel).
+  (vllm/v1/worker/gpu_model_runner.py of the 0.19.0 wheel). Torch's cuBLAS workspace sits in
+  it; vLLM's budget takes off what a part below SM 9.0 makes less of the workspace
+  (:mod:`kvscope.plan.cublas_workspace`).
 
 Calibration: vLLM 0.19 on H100 logs "torch peak memory increase" of 1.89 GiB (Llama-3.1-8B,
 V = 128,256), 2.21 GiB (Qwen2.5-7B, V = 152,064), 2.21 GiB (Llama-3.1-8B in fp32), 1.21 GiB

@@ -51,6 +51,7 @@ from kvscope.plan.attention_backend import (
 )
 from kvscope.plan.compile_peak import cold_compile_peak_bytes, compiles_cold
 from kvscope.plan.config import EngineConfig, Parallelism
+from kvscope.plan.cublas_workspace import workspace_saving_bytes
 from kvscope.plan.cudagraph import (
     FIT_GRAPH_UNITS,
     capture_sizes,
@@ -322,6 +323,8 @@ def plan_ranks(
             else sampler_fp32_copies(eng, defaults.v0),
             moe_persistent=moe_scratch_persists(model, eng, gpu),
         )
+        # torch's cuBLAS workspace below SM 9.0 is smaller than on the H100 read (cublas_workspace)
+        act = replace(act, runtime=act.runtime - workspace_saving_bytes(gpu))
         if last:  # the speculative branch's rejection-sampler pass (kvscope.plan.rejection_profile)
             rej = rejection_pass_bytes(model, eng, gpu, defaults.max_num_batched_tokens, seqs)
             act = replace(act, sampler=max(act.sampler, rej))

@@ -1,5 +1,7 @@
 """Whether vLLM's custom all-reduce runs on a tensor-parallel group, and the non-torch memory
-that start-up then grows on one GPU (NCCL, custom all-reduce, cuBLAS workspaces), bytes.
+that start-up then grows on one GPU (NCCL, custom all-reduce, lazily loaded CUDA modules),
+bytes. PyTorch's cuBLAS workspaces are caching-allocator memory, in the torch peak, not here
+(:mod:`kvscope.plan.cublas_workspace`).
 
 The rule, by release (vLLM wheels 0.10.2, 0.11.1, 0.12.0, 0.15.0, 0.20.0, 0.22.0, 0.23.0,
 0.25.0, 0.26.0, 0.27.0, 0.31.0):

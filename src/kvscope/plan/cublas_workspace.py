@@ -1,0 +1,49 @@
+"""The cuBLAS workspace PyTorch gives each (handle, stream), which vLLM's profile counts as torch
+memory, by GPU architecture. Units: bytes on one GPU.
+
+PyTorch sets the workspace itself: ``getCurrentCUDABlasHandle`` calls
+``setWorkspaceForHandle``, which allocates ``getChosenWorkspaceSize()`` bytes through the CUDA
+caching allocator (``getNewWorkspace``) and keeps them for the life of the process in
+``cublas_handle_stream_to_workspace`` (aten/src/ATen/cuda/CublasHandlePool.cpp, pytorch/pytorch
+at 26a39059; the same allocation since pytorch/pytorch#86167). The default size
+(``parseChosenWorkspaceSize``, without ``CUBLAS_WORKSPACE_CONFIG``) is 32 MiB (``:4096:8``) on
+compute capability 9.0 and 8.125 MiB (``:4096:2:16:8``) on every other CUDA part, since
+pytorch/pytorch#91564 (PyTorch 2.0); the cuBLASLt pool beside it is 1 MiB
+(``parseCUDABlasLtWorkspaceSize``) on all of them.
+
+Being caching-allocator memory, the workspace is in ``memory_reserved()`` and in
+``allocated_bytes.all.peak``, so vLLM's ``memory_profiling`` (vllm/utils/mem_utils.py; V0's
+worker since 0.6.5, V1's, 0.27's ``total_consumed``) never reads it as non-torch memory: the
+first GEMM of the profiling pass makes it, inside the torch peak (or, from 0.27.0, inside the
+consumed memory, once). The planner's shape-independent profiling buffers
+(:data:`kvscope.plan.activation.RUNTIME_BYTES`) were read from vLLM 0.19 on H100 (SM 9.0), so
+they hold the 32 MiB workspace; a part below SM 9.0 makes 23.875 MiB less.
+
+Not modelled: Blackwell (SM 10.x / 12.x) got the 32 MiB default in pytorch/pytorch#175344
+(2026-02), earlier releases give it 8.125 MiB, and which PyTorch each vLLM build ships is not
+an input, so Blackwell keeps the Hopper figure. ROCm builds size their hipBLAS workspace
+otherwise (32 MiB, 128 MiB on gfx94x / gfx95x; pytorch/pytorch#138791) and keep the figure
+too. None of this explains the non-torch figure: the V0 logs' 0.01-0.16 GiB of
+``non_torch_memory`` at TP1 are CUDA's own growth (lazily loaded kernel modules, local memory),
+which no engine or PyTorch code sizes (:mod:`kvscope.plan.vllm_collectives`).
+"""
+
+from __future__ import annotations
+
+from kvscope.specs.hardware import GPUSpec
+
+MIB = 1 << 20
+#: ``parseChosenWorkspaceSize`` defaults (CublasHandlePool.cpp): SM 9.0, every other CUDA part.
+HOPPER_WORKSPACE_BYTES = 4096 * 8 * 1024
+DEFAULT_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def workspace_saving_bytes(gpu: GPUSpec) -> float:
+    """Bytes of cuBLAS workspace a part below compute capability 9.0 does not make, against
+    the H100 the profiling buffers were read on; 0 elsewhere (module text)."""
+    if gpu.vendor != "nvidia" or not gpu.compute_capability:
+        return 0.0
+    major = int(gpu.compute_capability.partition(".")[0])
+    if major >= 9:
+        return 0.0
+    return float(HOPPER_WORKSPACE_BYTES - DEFAULT_WORKSPACE_BYTES)
