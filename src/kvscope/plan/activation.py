@@ -104,6 +104,12 @@ class ActivationPeak:
     #: V0 up to 0.6.3 charges the allocator's reserved segments of the layer phase
     #: (:mod:`kvscope.plan.v0_cached_segments`); the shape-independent buffers come on top
     cached_segments: float = 0.0
+    #: buffers made in or before the pass that both phases hold (an attention backend's
+    #: profiling workspace, parked encoder outputs, a PP stage's receive buffer)
+    held: float = 0.0
+    #: the sampler phase's shape-free bytes read from the code, in place of ``runtime``
+    #: there (:mod:`kvscope.plan.sampler_phase`); None keeps ``runtime`` in both phases
+    sampler_extra: float | None = None
 
     @property
     def layer_peak(self) -> float:
@@ -111,12 +117,15 @@ class ActivationPeak:
 
     @property
     def total_bytes(self) -> float:
+        layer_fixed = self.runtime + self.held
+        extra = self.runtime if self.sampler_extra is None else self.sampler_extra
+        sampler = self.sampler + extra + self.held
         if self.moe_persistent:
-            forward = max(self.layer_peak, self.sampler) + self.moe_workspace + self.runtime
+            forward = max(self.layer_peak + layer_fixed, sampler) + self.moe_workspace
         else:
             moe_layer = self.residual + self.moe_workspace if self.moe_workspace else 0.0
-            forward = max(self.layer_peak, moe_layer, self.sampler) + self.runtime
-        cached = self.cached_segments + self.runtime if self.cached_segments else 0.0
+            forward = max(max(self.layer_peak, moe_layer) + layer_fixed, sampler)
+        cached = self.cached_segments + layer_fixed if self.cached_segments else 0.0
         return max(forward, self.compile_peak, self.encoder_peak, cached)
 
 
@@ -149,8 +158,12 @@ def activation_peak(
     last_stage: bool = True,
     sampler_fp32_copies: int = 3,
     moe_persistent: bool = True,
+    hidden_held: bool = True,
 ) -> ActivationPeak:
-    """The profiling-pass peak for ``tokens`` batched tokens and ``max_num_seqs`` sequences."""
+    """The profiling-pass peak for ``tokens`` batched tokens and ``max_num_seqs`` sequences.
+
+    ``hidden_held``: the pass's hidden states (``T h b``) stay live through the sampler run
+    (False on the V1 runner before 0.9.2, :mod:`kvscope.plan.sampler_phase`)."""
     b = element_bytes(model.dtype)
     tp = par.tp
     h = model.hidden_size
@@ -194,7 +207,8 @@ def activation_peak(
             mlp = max(mlp, 3.0 * t * ffn.intermediate_size / tp * b + down + quant)
     if last_stage:
         rows = min(max_num_seqs, t)
-        sampler = rows * model.vocab_size * (b + 4.0 * sampler_fp32_copies) + t * h * b
+        hidden = t * h * b if hidden_held else 0.0
+        sampler = rows * model.vocab_size * (b + 4.0 * sampler_fp32_copies) + hidden
     else:
         sampler = 0.0
         residual += 2.0 * t * h * b  # hidden state and residual handed to the next stage

@@ -352,13 +352,13 @@ def plan_ranks(
                 act, residual=max(act.residual, v4.stream), attention=max(layer, v4.draft)
             )
         # buffers the named attention backend makes inside the profiling pass
-        act = replace(act, runtime=act.runtime + profile_workspace_bytes(v, eng.attention_backend))
+        act = replace(act, held=act.held + profile_workspace_bytes(v, eng.attention_backend))
         held = encoder.kept_bytes if encoder is not None else 0.0
         if enc:  # the tower's own peak, before anything is parked (kvscope.plan.vit_peak)
-            act = replace(act, encoder_peak=act.runtime + enc)
+            act = replace(act, encoder_peak=act.runtime + act.held + enc)
         if last:  # the V2 runner's DSpark speculator buffers (kvscope.plan.spec_buffers)
             held += dspark_speculator_bytes(model, eng, defaults.max_num_seqs, t)
-        act = replace(act, runtime=act.runtime + held)  # + parked encoder outputs (encoder_profile)
+        act = replace(act, held=act.held + held)  # + parked encoder outputs (encoder_profile)
         # V0 to 0.6.3 charges the free-memory drop: torch's cached segments, not its peak
         act = replace(act, cached_segments=charged_reserved_bytes(model, par, t, v))
         if compiles_cold(model, eng, w.pp_rank):
@@ -373,7 +373,7 @@ def plan_ranks(
         if v >= CONSUMED_SINCE:
             non_torch += recv
         else:  # made inside the V1 profiling pass: in its peak
-            act = replace(act, runtime=act.runtime + recv)
+            act = replace(act, held=act.held + recv)
         kv_layers = w.layers
         dsv4 = _is_dsv4(model, w.layers)
         if last and draft_kv_layers and not dsv4:

@@ -1,0 +1,94 @@
+"""Shape-free bytes of vLLM's V1-runner profiling sampler phase, read from the code.
+
+On the last pipeline stage the profiling pass ends with a sampler run over S =
+``min(max_num_seqs, T)`` rows (:mod:`kvscope.plan.activation`, term ``sampler``). Besides the
+logits copies, torch's peak there holds, from the code:
+
+- torch's cuBLAS workspace, taken from the caching allocator at the pass's first GEMM and
+  kept for the handle and stream (``setWorkspaceForHandle`` / ``getNewWorkspace`` in
+  pytorch/pytorch aten/src/ATen/cuda/CublasHandlePool.cpp; the cuBLASLt workspace shares it
+  when unified, the default): ``parseChosenWorkspaceSize`` gives 32 MiB on compute
+  capability 9.x and ``:4096:2:16:8`` = 8.125 MiB elsewhere (pytorch PR #89027). PyTorch PR
+  #175344 (merged 2026-02-19) gives 32 MiB to 10.x and 12.x (Blackwell) too; the 0.27.1 and
+  0.29.0 wheels pin torch 2.13.0, so Blackwell takes 32 MiB from 0.27.0; the 0.20.0-0.26.0
+  wheels (torch 2.11.0) are left at 8.125 MiB (not read whether 2.11 holds the change).
+- the sampled rows of the pass's hidden states: ``_dummy_run`` returns
+  ``hidden_states[logit_indices]`` (S h b) and ``_dummy_sampler_run`` replaces it with
+  ``torch.rand_like`` (a second S h b) from 0.9.0; the 0.8.4 and 0.8.5 wheels take the one
+  gathered copy (vllm/v1/worker/gpu_model_runner.py). Up to 0.9.1 ``_dummy_run`` returns the
+  gathered rows alone, so the pass's full hidden state (T h b) is freed before the sampler
+  runs (0.8.4, 0.8.5, 0.9.0, 0.9.1 wheels); from 0.9.2 it returns both and ``profile_run``
+  keeps the full one until the sampler returns (0.9.2, 0.10.0, 0.10.1.1, 0.11.0, 0.12.0,
+  0.13.0, 0.17.0, 0.19.0, 0.20.0, 0.24.0, 0.26.0, 0.27.1, 0.29.0 wheels).
+- from 0.17.0 on the native sampler, the Triton top-k/top-p kernel's cached fp32 row buffer
+  (:func:`triton_buffer_bytes`).
+
+These replace the fitted 0.12 GiB (``activation.RUNTIME_BYTES``) in the sampler phase of V1
+starts on NVIDIA GPUs with the V1 model runner; the layer phase keeps the constant (see
+:mod:`kvscope.plan.activation`). V0, the V2 runner and ROCm are not read here and keep it.
+"""
+
+from __future__ import annotations
+
+from kvscope.specs.hardware import GPUSpec
+from kvscope.specs.model import ModelSpec
+
+#: ``parseChosenWorkspaceSize`` default on Hopper (and Blackwell from :data:`BLACKWELL_32MIB_SINCE`).
+CUBLAS_WORKSPACE_LARGE = 4096 * 8 * 1024
+#: ``:4096:2:16:8``: the default on every other NVIDIA part (8.125 MiB).
+CUBLAS_WORKSPACE_DEFAULT = 4096 * 1024 * 2 + 16 * 1024 * 8
+#: First vLLM release read to pin a torch (2.13.0) after PyTorch PR #175344.
+BLACKWELL_32MIB_SINCE = (0, 27, 0)
+#: First release whose dummy sampler run draws ``torch.rand_like`` of the gathered rows.
+RAND_LIKE_SINCE = (0, 9, 0)
+#: First release whose ``profile_run`` keeps the full hidden state through the sampler run.
+HOLDS_PASS_HIDDEN_SINCE = (0, 9, 2)
+#: Batches below this many rows still sort (``apply_top_k_top_p``, 0.17.0-0.29.0).
+TRITON_MIN_ROWS = 8
+
+
+def cublas_workspace_bytes(gpu: GPUSpec, v: tuple[int, int, int]) -> float:
+    """torch's default cuBLAS workspace on ``gpu`` under the torch vLLM ``v`` pins."""
+    major = int(gpu.compute_capability.split(".")[0] or 0) if gpu.compute_capability else 0
+    if major == 9 or (major in (10, 12) and v >= BLACKWELL_32MIB_SINCE):
+        return float(CUBLAS_WORKSPACE_LARGE)
+    return float(CUBLAS_WORKSPACE_DEFAULT)
+
+
+def triton_buffer_bytes(model: ModelSpec, gpu: GPUSpec, rows: int) -> float:
+    """Bytes of the Triton top-k/top-p kernel's cached scratch for a sampler run of ``rows``.
+
+    From 0.17.0 the V1 sampler masks top-k / top-p with a Triton kernel for batches of 8 rows
+    or more (``apply_top_k_top_p``, vllm/v1/sample/ops/topk_topp_sampler.py; vllm PR #33538),
+    and the dummy sampler run asks for both (top-k = vocab - 1, top-p 0.9).
+    ``apply_top_k_top_p_triton`` (vllm/v1/sample/ops/topk_topp_triton.py) launches
+    ``NUM_PROGRAMS = min(num_sm, batch)`` programs with a float32 scratch of
+    ``min(next_power_of_2(NUM_PROGRAMS), num_sm)`` vocabulary rows, cached per device, dtype
+    and vocabulary (``_TRITON_BUFFER_CACHE``): made inside the sampler run and never freed.
+    ``num_sm`` is torch's ``multi_processor_count``. Read in the 0.17.0, 0.19.0, 0.20.0,
+    0.26.0, 0.27.1 and 0.29.0 wheels. On an H100 (132 SMs) at 1,024 rows: 0.06 GiB for a
+    128K vocabulary.
+    """
+    sms = gpu.sm_count
+    if sms is None or rows < TRITON_MIN_ROWS:
+        return 0.0
+    programs = min(sms, rows)
+    size = min(1 << (programs - 1).bit_length(), sms)
+    return float(size * model.vocab_size * 4)
+
+
+def sampler_shape_free_bytes(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    v: tuple[int, int, int],
+    rows: int,
+    activation_bytes: float,
+    triton: bool,
+) -> float:
+    """The sampler phase's shape-free bytes on a V1-runner start (see the module text):
+    cuBLAS workspace, the gathered (and random) ``rows x hidden`` copies in the activation
+    dtype (``activation_bytes`` per element), and the Triton row buffer when ``triton``."""
+    copies = 2 if v >= RAND_LIKE_SINCE else 1
+    hidden = copies * rows * model.hidden_size * activation_bytes
+    buffer = triton_buffer_bytes(model, gpu, rows) if triton else 0.0
+    return cublas_workspace_bytes(gpu, v) + hidden + buffer
