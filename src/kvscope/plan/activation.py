@@ -44,7 +44,20 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
   the V1 runner allocates input ids, positions and its other input buffers in
   ``GPUModelRunner.__init__``, before the profile, builds no attention metadata for it
   (``_dummy_run(is_profile=True)``) and its dummy sampling tensors are a few KiB
-  (vllm/v1/worker/gpu_model_runner.py of the 0.19.0 wheel).
+  (vllm/v1/worker/gpu_model_runner.py of the 0.19.0 wheel). It stands for the fitted
+  remainder of the LAYER phase (what the layer terms above miss), and of the sampler phase
+  only where that phase is not read (``sampler_extra`` None).
+- ``sampler_extra``: the sampler phase's shape-free bytes read from the code, in place of
+  ``runtime`` there (:mod:`kvscope.plan.sampler_phase`, set by ``vllm_budget`` where the GPU
+  and release are known): torch's cuBLAS workspace (32 MiB on sm90, 8.125 MiB elsewhere),
+  on the V1 runner (from 0.9.2) the two ``S h b`` copies of the sampled rows and from 0.17 on
+  the native sampler the Triton top-k/top-p row buffer; on V0 (from 0.6.3) the workspace.
+- ``held``: buffers both phases hold (an attention backend's profiling workspace, parked
+  encoder outputs, a PP stage's receive buffer), outside either constant.
+
+Total: ``max(layer_peak + runtime, sampler + sampler_extra) + held + moe_workspace`` (the MoE
+scratch of a direct kernel call only beside its own layer's hidden state and residual), or
+the larger of a cold compile's, the encoder's or V0's cached-segment figure.
 
 Calibration: vLLM 0.19 on H100 logs "torch peak memory increase" of 1.89 GiB (Llama-3.1-8B,
 V = 128,256), 2.21 GiB (Qwen2.5-7B, V = 152,064), 2.21 GiB (Llama-3.1-8B in fp32), 1.21 GiB
@@ -53,18 +66,20 @@ S = 1024 (jgchn/llm-d-planner accuracy/results/v0.19.0/results_raw.csv); the ter
 reproduce them within 0.1 GiB. Activations are released before the KV cache is allocated,
 so an error here moves the KV budget one for one.
 
-What the code puts in the sampler-bound peaks in the constant's place: torch's cuBLAS
-workspace, taken from the caching allocator at the pass's first GEMM and kept (32 MiB on
-sm90, 8.125 MiB on other NVIDIA parts: ``parseChosenWorkspaceSize`` in pytorch/pytorch
-aten/src/ATen/cuda/CublasHandlePool.cpp), the V1 sampler run's two ``S h b`` copies
-(``hidden_states[logit_indices]``, ``torch.rand_like``) and, from 0.17 on the native
-sampler, the Triton top-k/top-p kernel's cached row buffer (``min(next_pow2(min(SMs, S)),
-SMs) V`` fp32, ``_TRITON_BUFFER_CACHE`` in vllm/v1/sample/ops/topk_topp_triton.py; the
-0.19 logs say the FlashInfer sampler is off by default). With those instead of 0.12 GiB, 73
-of the 111 logged vLLM peaks land within 0.01 GiB (46 of the 54 llm-d 0.19 H100 ones), but
-the layer-bound ones fall 0.05-0.2 GiB short (CodeLlama-7B, Granite-8B, the PP stages and
-Mistral-Small W8A8 at 0.19; A100 0.31, V100 0.8.5, A800 0.6.6): the layer terms miss that
-much, so the constant stays until they are derived.
+The sampler phase read from the code (``sampler_extra``) instead of 0.12 GiB: of the 111
+vLLM rows whose logs print the profiling peak, 72 land within 0.01 GiB (36 with the constant
+in both phases; median |error| 0.057 -> 0.005 GiB; 47 of the 54 llm-d 0.19 H100 peaks, 32
+before: the others are the layer-bound five and the gpt-oss pair). No logged peak moves by
+more than 0.01 GiB but gpt-oss-20b's on
+0.19 H100 (+0.506 -> +0.527 and +0.330 -> +0.351 at TP2, the Triton buffer of a 201K
+vocabulary): its sampler phase alone is now 2.870 GiB against the logged 2.87, and the
+over-prediction matches the MoE scratch planned to persist into it (0.53 / 0.35 GiB; 0.19
+on Hopper picks the Triton MXFP4 backend and tries its monolithic experts class first,
+fused_moe/oracle/mxfp4.py: whether that keeps a workspace is not read). Using the code's
+bytes in the layer phase too leaves the layer-bound peaks 0.05-0.2 GiB short (CodeLlama-7B,
+Granite-8B, the PP stages and Mistral-Small W8A8 at 0.19; A100 0.31, V100 0.8.5, A800
+0.6.6): the layer terms miss that much, so the fitted constant stays there until they are
+derived.
 """
 
 from __future__ import annotations
@@ -78,7 +93,7 @@ from kvscope.specs.model import ModelSpec
 
 #: vLLM ``VLLM_FUSED_MOE_CHUNK_SIZE`` default (tokens per fused-MoE chunk).
 FUSED_MOE_CHUNK = 32768
-#: Shape-independent buffers of the profiling pass, bytes (see the module docstring).
+#: Fitted remainder of the profiling pass's layer phase, bytes (see the module docstring).
 RUNTIME_BYTES = 0.12 * (1 << 30)
 
 
@@ -158,12 +173,8 @@ def activation_peak(
     last_stage: bool = True,
     sampler_fp32_copies: int = 3,
     moe_persistent: bool = True,
-    hidden_held: bool = True,
 ) -> ActivationPeak:
-    """The profiling-pass peak for ``tokens`` batched tokens and ``max_num_seqs`` sequences.
-
-    ``hidden_held``: the pass's hidden states (``T h b``) stay live through the sampler run
-    (False on the V1 runner before 0.9.2, :mod:`kvscope.plan.sampler_phase`)."""
+    """The profiling-pass peak for ``tokens`` batched tokens and ``max_num_seqs`` sequences."""
     b = element_bytes(model.dtype)
     tp = par.tp
     h = model.hidden_size
@@ -207,8 +218,7 @@ def activation_peak(
             mlp = max(mlp, 3.0 * t * ffn.intermediate_size / tp * b + down + quant)
     if last_stage:
         rows = min(max_num_seqs, t)
-        hidden = t * h * b if hidden_held else 0.0
-        sampler = rows * model.vocab_size * (b + 4.0 * sampler_fp32_copies) + hidden
+        sampler = rows * model.vocab_size * (b + 4.0 * sampler_fp32_copies) + t * h * b
     else:
         sampler = 0.0
         residual += 2.0 * t * h * b  # hidden state and residual handed to the next stage

@@ -13,19 +13,30 @@ logits copies, torch's peak there holds, from the code:
   0.29.0 wheels pin torch 2.13.0, so Blackwell takes 32 MiB from 0.27.0; the 0.20.0-0.26.0
   wheels (torch 2.11.0) are left at 8.125 MiB (not read whether 2.11 holds the change).
 - the sampled rows of the pass's hidden states: ``_dummy_run`` returns
-  ``hidden_states[logit_indices]`` (S h b) and ``_dummy_sampler_run`` replaces it with
-  ``torch.rand_like`` (a second S h b) from 0.9.0; the 0.8.4 and 0.8.5 wheels take the one
-  gathered copy (vllm/v1/worker/gpu_model_runner.py). Up to 0.9.1 ``_dummy_run`` returns the
-  gathered rows alone, so the pass's full hidden state (T h b) is freed before the sampler
-  runs (0.8.4, 0.8.5, 0.9.0, 0.9.1 wheels); from 0.9.2 it returns both and ``profile_run``
-  keeps the full one until the sampler returns (0.9.2, 0.10.0, 0.10.1.1, 0.11.0, 0.12.0,
-  0.13.0, 0.17.0, 0.19.0, 0.20.0, 0.24.0, 0.26.0, 0.27.1, 0.29.0 wheels).
+  ``hidden_states[logit_indices]`` (S h b), which ``_dummy_sampler_run`` replaces with
+  ``torch.rand_like`` of it (a second S h b) while ``profile_run`` keeps the first
+  (vllm/v1/worker/gpu_model_runner.py of the 0.9.2, 0.10.0, 0.10.1.1, 0.11.0, 0.12.0,
+  0.13.0, 0.17.0, 0.19.0, 0.20.0, 0.24.0, 0.26.0, 0.27.1 and 0.29.0 wheels).
 - from 0.17.0 on the native sampler, the Triton top-k/top-p kernel's cached fp32 row buffer
   (:func:`triton_buffer_bytes`).
 
-These replace the fitted 0.12 GiB (``activation.RUNTIME_BYTES``) in the sampler phase of V1
-starts on NVIDIA GPUs with the V1 model runner; the layer phase keeps the constant (see
-:mod:`kvscope.plan.activation`). V0, the V2 runner and ROCm are not read here and keep it.
+On V0 (``ModelRunner.execute_model``, vllm/worker/model_runner.py) the pass's hidden state
+stays referenced through ``compute_logits`` and ``sample``, while ``LogitsProcessor.forward``
+prunes the sampled rows into a local that is freed once the logits exist
+(vllm/model_executor/layers/logits_processor.py): its sampler phase holds the workspace alone
+beside the planned terms (0.6.3.post1, 0.7.2, 0.8.5 and 0.10.1.1 wheels; no Triton kernel).
+
+These replace the fitted 0.12 GiB (``activation.RUNTIME_BYTES``) in the sampler phase on
+NVIDIA GPUs: V1-runner starts from 0.9.2 and V0 starts from 0.6.3. The layer phase keeps the
+constant (see :mod:`kvscope.plan.activation`). The V2 runner, ROCm and V0 before 0.6.3 are
+not read here and keep it. So do V1 0.8.0-0.9.1, where the code differs: ``_dummy_run``
+returns the gathered rows alone, so the pass's full hidden state (T h b, in the planned
+``sampler`` term) is freed before the sampler runs, and 0.8.x draws no ``rand_like`` (0.8.4,
+0.8.5, 0.9.0, 0.9.1 wheels). Reading that in (workspace + one or two S h b, no T h b) moves
+the 0.8.4 / 0.8.5 starts on RTX 3090 and A10 further from their logged KV tokens
+(hsc-4x3090-qwen25-7b-tp1 0.3 -> 2.9 %, tp2 3.6 -> 5.3 %, vold-a10-qwen25-15b 0.3 -> 1.1 %):
+their sorting sampler path holds more than is modelled, and no log of that era prints its
+peak, so the constant stays there.
 """
 
 from __future__ import annotations
@@ -33,16 +44,17 @@ from __future__ import annotations
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
-#: ``parseChosenWorkspaceSize`` default on Hopper (and Blackwell from :data:`BLACKWELL_32MIB_SINCE`).
+#: ``parseChosenWorkspaceSize`` default on Hopper (Blackwell: :data:`BLACKWELL_32MIB_SINCE`).
 CUBLAS_WORKSPACE_LARGE = 4096 * 8 * 1024
 #: ``:4096:2:16:8``: the default on every other NVIDIA part (8.125 MiB).
 CUBLAS_WORKSPACE_DEFAULT = 4096 * 1024 * 2 + 16 * 1024 * 8
 #: First vLLM release read to pin a torch (2.13.0) after PyTorch PR #175344.
 BLACKWELL_32MIB_SINCE = (0, 27, 0)
-#: First release whose dummy sampler run draws ``torch.rand_like`` of the gathered rows.
-RAND_LIKE_SINCE = (0, 9, 0)
-#: First release whose ``profile_run`` keeps the full hidden state through the sampler run.
-HOLDS_PASS_HIDDEN_SINCE = (0, 9, 2)
+#: First release whose sampler phase is read here: ``profile_run`` keeps the pass's hidden
+#: state and the gathered rows while ``_dummy_sampler_run`` draws ``rand_like`` of them.
+CODE_SAMPLER_SINCE = (0, 9, 2)
+#: First V0 release whose sampler phase is read here (0.6.3.post1, 0.7.2, 0.8.5, 0.10.1.1).
+V0_CODE_SAMPLER_SINCE = (0, 6, 3)
 #: Batches below this many rows still sort (``apply_top_k_top_p``, 0.17.0-0.29.0).
 TRITON_MIN_ROWS = 8
 
@@ -84,11 +96,14 @@ def sampler_shape_free_bytes(
     rows: int,
     activation_bytes: float,
     triton: bool,
+    v0: bool = False,
 ) -> float:
-    """The sampler phase's shape-free bytes on a V1-runner start (see the module text):
-    cuBLAS workspace, the gathered (and random) ``rows x hidden`` copies in the activation
-    dtype (``activation_bytes`` per element), and the Triton row buffer when ``triton``."""
-    copies = 2 if v >= RAND_LIKE_SINCE else 1
-    hidden = copies * rows * model.hidden_size * activation_bytes
+    """The sampler phase's shape-free bytes (the module text): the cuBLAS workspace; on the
+    V1 runner the gathered and the random ``rows x hidden`` copies in the activation dtype
+    (``activation_bytes`` per element), and the Triton row buffer when ``triton``; on V0
+    (``v0``) the workspace alone."""
+    if v0:
+        return cublas_workspace_bytes(gpu, v)
+    hidden = 2.0 * rows * model.hidden_size * activation_bytes
     buffer = triton_buffer_bytes(model, gpu, rows) if triton else 0.0
     return cublas_workspace_bytes(gpu, v) + hidden + buffer

@@ -71,6 +71,11 @@ from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.pp_buffers import CONSUMED_SINCE, intermediate_tensor_bytes
 from kvscope.plan.rejection_profile import rejection_pass_bytes
 from kvscope.plan.rocm_blas import hipblaslt_bytes
+from kvscope.plan.sampler_phase import (
+    CODE_SAMPLER_SINCE,
+    V0_CODE_SAMPLER_SINCE,
+    sampler_shape_free_bytes,
+)
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.v0_cached_segments import charged_reserved_bytes
@@ -92,6 +97,7 @@ from kvscope.plan.vllm_scheduling import async_scheduling, in_flight_tokens
 from kvscope.plan.vllm_v0_fallback import runs_v0
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
+from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -223,6 +229,32 @@ def sampler_fp32_copies(eng: EngineConfig, v0: bool | None = None) -> int:
     return 9 if v < TRITON_TOP_K_TOP_P_SINCE else 3
 
 
+def code_sampler_phase(
+    model: ModelSpec, eng: EngineConfig, gpu: GPUSpec, defaults: VllmDefaults
+) -> bool:
+    """Whether the sampler phase's shape-free bytes come from the code
+    (:mod:`kvscope.plan.sampler_phase`) instead of the fitted constant, on NVIDIA GPUs: V0
+    starts from 0.6.3 and V1-runner starts from 0.9.2 (V1 0.8.0-0.9.1, older V0, the V2
+    runner and ROCm keep the constant; see that module)."""
+    if gpu.vendor != "nvidia":
+        return False
+    if defaults.v0:
+        return eng.version >= V0_CODE_SAMPLER_SINCE
+    return eng.version >= CODE_SAMPLER_SINCE and not runs_v2(model, eng, gpu)
+
+
+def triton_top_k_top_p(
+    model: ModelSpec, eng: EngineConfig, gpu: GPUSpec, defaults: VllmDefaults
+) -> bool:
+    """Whether the profiling sampler run masks top-k / top-p with the Triton kernel and keeps
+    its row buffer (:func:`kvscope.plan.sampler_phase.triton_buffer_bytes`): a V1-runner
+    start from 0.17.0 on the native sampler (``VLLM_USE_FLASHINFER_SAMPLER`` unset or 0:
+    :func:`sampler_fp32_copies` gives 3), not a greedy dummy run."""
+    if defaults.v0 or runs_v2(model, eng, gpu) or greedy_dummy_sampler(model, eng, gpu):
+        return False
+    return eng.version >= TRITON_TOP_K_TOP_P_SINCE and sampler_fp32_copies(eng) == 3
+
+
 def moe_scratch_persists(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
     """Whether the fused-MoE scratch of the profiling pass stays allocated between layers.
 
@@ -306,6 +338,7 @@ def plan_ranks(
     v2 = runs_v2(model, eng, gpu)
     first_encoder = encoder_profile(model, v, mml, mnbt, seqs, eng.limit_mm_per_prompt, v2)
     first_enc = phase_bytes(model, first_encoder, gpu, par.tp, v)
+    code_v1 = code_sampler_phase(model, eng, gpu, defaults)
     out = []
     for w in stage_weights:
         last = w.pp_rank == par.pp - 1
@@ -325,6 +358,12 @@ def plan_ranks(
         if last:  # the speculative branch's rejection-sampler pass (kvscope.plan.rejection_profile)
             rej = rejection_pass_bytes(model, eng, gpu, defaults.max_num_batched_tokens, seqs)
             act = replace(act, sampler=max(act.sampler, rej))
+        if last and code_v1:  # the sampler phase's workspace, row copies and Triton buffer
+            rows = min(defaults.max_num_seqs, defaults.max_num_batched_tokens)
+            triton = triton_top_k_top_p(model, eng, gpu, defaults)
+            b = element_bytes(model.dtype)
+            extra = sampler_shape_free_bytes(model, gpu, v, rows, b, triton, defaults.v0)
+            act = replace(act, sampler_extra=extra)
         ws = dsv4_profile_workspace(
             model, eng, defaults.max_model_len, defaults.max_num_batched_tokens
         )
