@@ -67,19 +67,15 @@ reproduce them within 0.1 GiB. Activations are released before the KV cache is a
 so an error here moves the KV budget one for one.
 
 The sampler phase read from the code (``sampler_extra``) instead of 0.12 GiB: of the 111
-vLLM rows whose logs print the profiling peak, 72 land within 0.01 GiB (36 with the constant
-in both phases; median |error| 0.057 -> 0.005 GiB; 47 of the 54 llm-d 0.19 H100 peaks, 32
-before: the others are the layer-bound five and the gpt-oss pair). No logged peak moves by
-more than 0.01 GiB but gpt-oss-20b's on
-0.19 H100 (+0.506 -> +0.527 and +0.330 -> +0.351 at TP2, the Triton buffer of a 201K
-vocabulary): its sampler phase alone is now 2.870 GiB against the logged 2.87, and the
-over-prediction matches the MoE scratch planned to persist into it (0.53 / 0.35 GiB; 0.19
-on Hopper picks the Triton MXFP4 backend and tries its monolithic experts class first,
-fused_moe/oracle/mxfp4.py: whether that keeps a workspace is not read). Using the code's
-bytes in the layer phase too leaves the layer-bound peaks 0.05-0.2 GiB short (CodeLlama-7B,
-Granite-8B, the PP stages and Mistral-Small W8A8 at 0.19; A100 0.31, V100 0.8.5, A800
-0.6.6): the layer terms miss that much, so the fitted constant stays there until they are
-derived.
+vLLM rows whose logs print the profiling peak, 75 land within 0.01 GiB (36 with the constant
+in both phases; median |error| 0.057 -> 0.005 GiB; 49 of the 54 llm-d 0.19 H100 peaks, 32
+before: the others are the five layer-bound ones), none moving away by more than 0.006 GiB
+(gpt-oss-20b's on 0.19 H100 land on 2.870 against the logged 2.87 with the MoE scratch of
+Hopper's Triton MXFP4 path taken as per-call, ``vllm_budget.moe_scratch_persists``).
+Using the code's bytes in the layer phase too leaves the layer-bound peaks 0.05-0.2 GiB
+short (CodeLlama-7B, Granite-8B, the PP stages and Mistral-Small W8A8 at 0.19; A100 0.31,
+V100 0.8.5, A800 0.6.6): the layer terms miss that much, so the fitted constant stays there
+until they are derived.
 """
 
 from __future__ import annotations

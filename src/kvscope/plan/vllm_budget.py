@@ -87,6 +87,7 @@ from kvscope.plan.vllm_chunked import chunked_span
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.vllm_extensible_kv import default_gpu_memory_utilization, extensible_on, size_rank
 from kvscope.plan.vllm_mamba_mode import effective_mamba_cache_mode
+from kvscope.plan.vllm_mxfp4 import hopper_triton
 from kvscope.plan.vllm_runner import (
     graphs_by_capture_list,
     graphs_profiled,
@@ -255,7 +256,7 @@ def triton_top_k_top_p(
     return eng.version >= TRITON_TOP_K_TOP_P_SINCE and sampler_fp32_copies(eng) == 3
 
 
-def moe_scratch_persists(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
+def moe_scratch_persists(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec, dp: int = 1) -> bool:
     """Whether the fused-MoE scratch of the profiling pass stays allocated between layers.
 
     Direct kernel calls allocate their intermediate caches per call (``torch.empty`` in
@@ -270,12 +271,24 @@ def moe_scratch_persists(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> b
     (``CompressedTensorsWNA16MarlinMoEMethod.apply``, no caches passed). Block-fp8 experts
     on Hopper and Blackwell may take DeepGEMM's modular kernel (shared buffers) in 0.11 as
     well, and 0.12-0.14 are not read: both keep the persistent rule, as do ROCm GPUs (AITER
-    kernels).
+    kernels). MXFP4 experts on Hopper's Triton path (:func:`kvscope.plan.vllm_mxfp4.
+    hopper_triton`, 0.12-0.31) call ``triton_kernel_moe_forward``, which allocates its own
+    buffers per call: directly from ``Mxfp4MoEMethod.apply`` (quantization/mxfp4.py of the
+    0.12.0, 0.13.0 and 0.17.0 wheels) and through ``OAITritonMxfp4ExpertsMonolithic``, the
+    class the MXFP4 oracle tries first (fused_moe/oracle/mxfp4.py of 0.19.0, 0.20.0, 0.24.0,
+    0.26.0 and 0.29.0), which takes no workspace from the worker's manager; it declines
+    data parallelism (``_supports_parallel_config``: ``dp_size <= 1``, no all2all, no EPLB),
+    so ``dp`` > 1 keeps the modular ``OAITritonExperts`` and the persistent rule. Logged:
+    gpt-oss-20b on H100 at 0.19 (2.87 GiB at TP1 and TP2, jgchn/llm-d-planner
+    results_raw.csv) and 0.14 (7.38 GiB, llm-d-benchmark config_explorer) are the sampler
+    pass alone, 0.5 GiB under the persistent rule's figure.
     """
     if not is_moe(model) or gpu.architecture.startswith("CDNA"):
         return True
     quant = model.quantization
     if quant.method == "compressed-tensors" and quant.weight_only_int:
+        return False
+    if quant.method == "mxfp4" and hopper_triton(gpu, eng.version) and dp <= 1:
         return False
     deep_gemm = quant.block is not None and gpu.architecture.startswith(("Hopper", "Blackwell"))
     return not (eng.version < DIRECT_FUSED_EXPERTS_UNTIL and not deep_gemm)
@@ -353,7 +366,7 @@ def plan_ranks(
             sampler_fp32_copies=0
             if greedy_dummy_sampler(model, eng, gpu)
             else sampler_fp32_copies(eng, defaults.v0),
-            moe_persistent=moe_scratch_persists(model, eng, gpu),
+            moe_persistent=moe_scratch_persists(model, eng, gpu, par.dp),
         )
         if last:  # the speculative branch's rejection-sampler pass (kvscope.plan.rejection_profile)
             rej = rejection_pass_bytes(model, eng, gpu, defaults.max_num_batched_tokens, seqs)
