@@ -118,16 +118,6 @@ KNOWN_OFF = {
     # logs, 0.25 planned) and the drafter's share of the profiling peak, which no code read here
     # sizes.
     "club3090-2x3090-qwen38-27b-fp8-mtp3-0.27.1": "kv_tokens",
-    # kv_tokens, -7.3 % and -7.9 %: Unsloth's GRPO notebooks on a Colab T4 run vLLM 0.8.5.post1
-    # (V0) in-process with a LoRA slot and ~1.7 GiB of KV beside 6-7.6 GiB of weights. Weights
-    # match (LoRA slots: kvscope.plan.vllm_lora); the profiling peak does not: logged 0.75 /
-    # 0.88 GiB and 0.03 GiB non-torch against 0.84 / 0.97 and 0.08 planned for the stock V0
-    # sorting sampler over 160 rows. ~0.13 GiB is 8 % of so small a pool. Not explained by
-    # a vLLM rule read: the in-process engine is the one unsloth_zoo patches, while the stock
-    # `vllm serve` start of the same model (vold-t4-llama32-3b-sdk-0.8.2) and Unsloth's A100
-    # start at 320 rows (unsloth-a100-40-llama32-3b-grpo-lora64-0.8.1) are within 0.3 %.
-    "unsloth-t4-llama32-3b-grpo-lora64-0.8.5": "kv_tokens",
-    "unsloth-t4-qwen3-4b-base-grpo-lora32-0.8.5": "kv_tokens",
     # kv_tokens, +13.2 %: google/gemma-2b in float32 on a Colab T4 under vLLM 0.4.2 (Google's
     # Gemma cookbook): 9.34 GiB of weights (matched) leave a KV pool of only 0.95 GiB. The
     # planned profile (2.60 GiB: the sorting sampler over 256 rows of a 256,000 vocabulary in

@@ -121,6 +121,10 @@ def test_qwen3_14b_profiling_peak_follows_the_sort_then_the_triton_kernel(
         ("deepseek-ai/DeepSeek-V3", "L40S", "0.11.1", False),
         ("moonshotai/Kimi-K2.5", "H100", "0.20.0", False),  # WNA16: fused_marlin_moe direct
         ("meta-llama/Llama-3.1-8B", "H100", "0.11.1", True),  # no MoE
+        # MXFP4 on Hopper's Triton path: triton_kernel_moe_forward allocates per call
+        ("openai/gpt-oss-20b", "H100", "0.19.0", False),
+        ("openai/gpt-oss-20b", "H100", "0.14.0", False),
+        ("openai/gpt-oss-20b", "A100-SXM-80GB", "0.19.0", True),  # Marlin, modular
     ],
 )
 def test_moe_scratch_persists_by_release_and_kernel(
@@ -129,6 +133,18 @@ def test_moe_scratch_persists_by_release_and_kernel(
     with offline_hub():
         spec = load_model(model)
     assert moe_scratch_persists(spec, vllm(version), get_gpu(gpu)) is persists
+
+
+def test_gpt_oss_logged_peak_is_the_sampler_pass_on_hopper() -> None:
+    # jgchn/llm-d-planner accuracy/results/v0.19.0/results_raw.csv: gpt-oss-20b on H100 logs
+    # 2.87 GiB at TP1 and TP2 (the sampler pass over 1,024 x 201,088 with the Triton buffer);
+    # with data parallelism the monolithic class declines and the modular workspace persists
+    cases = {c.id: c for c in load_cases()}
+    for row in ("llmd-gptoss20b", "llmd-gptoss20b-tp2"):
+        assert abs(cases[row].plan().activation_peak_logged_gib - 2.87) < 0.01
+    with offline_hub():
+        spec = load_model("openai/gpt-oss-20b")
+    assert moe_scratch_persists(spec, vllm("0.19.0"), get_gpu("H100"), dp=2)
 
 
 @pytest.mark.parametrize(

@@ -44,9 +44,21 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
   buffers: the V1 runner allocates input ids, positions and its other input buffers in
   ``GPUModelRunner.__init__``, before the profile, builds no attention metadata for it
   (``_dummy_run(is_profile=True)``) and its dummy sampling tensors are a few KiB
-  (vllm/v1/worker/gpu_model_runner.py of the 0.19.0 wheel). Torch's cuBLAS workspace sits in
-  it; vLLM's budget takes off what a part below SM 9.0 makes less of the workspace
-  (:mod:`kvscope.plan.cublas_workspace`).
+  (vllm/v1/worker/gpu_model_runner.py of the 0.19.0 wheel). Torch's cuBLAS workspace sits
+  in it (a part that makes less: :mod:`kvscope.plan.cublas_workspace`). It stands for the
+  fitted remainder of the LAYER phase (what the layer terms above miss), and of the sampler
+  phase only where that phase is not read (``sampler_extra`` None).
+- ``sampler_extra``: the sampler phase's shape-free bytes read from the code, in place of
+  ``runtime`` there (:mod:`kvscope.plan.sampler_phase`, set by ``vllm_budget`` where the GPU
+  and release are known): torch's cuBLAS workspace (32 MiB on sm90, 8.125 MiB elsewhere),
+  on the V1 runner (from 0.9.2) the two ``S h b`` copies of the sampled rows and from 0.17 on
+  the native sampler the Triton top-k/top-p row buffer; on V0 (from 0.6.3) the workspace.
+- ``held``: buffers both phases hold (an attention backend's profiling workspace, parked
+  encoder outputs, a PP stage's receive buffer), outside either constant.
+
+Total: ``max(layer_peak + runtime, sampler + sampler_extra) + held + moe_workspace`` (the MoE
+scratch of a direct kernel call only beside its own layer's hidden state and residual), or
+the larger of a cold compile's, the encoder's or V0's cached-segment figure.
 
 Calibration: vLLM 0.19 on H100 logs "torch peak memory increase" of 1.89 GiB (Llama-3.1-8B,
 V = 128,256), 2.21 GiB (Qwen2.5-7B, V = 152,064), 2.21 GiB (Llama-3.1-8B in fp32), 1.21 GiB
@@ -55,18 +67,16 @@ S = 1024 (jgchn/llm-d-planner accuracy/results/v0.19.0/results_raw.csv); the ter
 reproduce them within 0.1 GiB. Activations are released before the KV cache is allocated,
 so an error here moves the KV budget one for one.
 
-What the code puts in the sampler-bound peaks in the constant's place: torch's cuBLAS
-workspace, taken from the caching allocator at the pass's first GEMM and kept (32 MiB on
-sm90, 8.125 MiB on other NVIDIA parts: ``parseChosenWorkspaceSize`` in pytorch/pytorch
-aten/src/ATen/cuda/CublasHandlePool.cpp), the V1 sampler run's two ``S h b`` copies
-(``hidden_states[logit_indices]``, ``torch.rand_like``) and, from 0.17 on the native
-sampler, the Triton top-k/top-p kernel's cached row buffer (``min(next_pow2(min(SMs, S)),
-SMs) V`` fp32, ``_TRITON_BUFFER_CACHE`` in vllm/v1/sample/ops/topk_topp_triton.py; the
-0.19 logs say the FlashInfer sampler is off by default). With those instead of 0.12 GiB, 73
-of the 111 logged vLLM peaks land within 0.01 GiB (46 of the 54 llm-d 0.19 H100 ones), but
-the layer-bound ones fall 0.05-0.2 GiB short (CodeLlama-7B, Granite-8B, the PP stages and
-Mistral-Small W8A8 at 0.19; A100 0.31, V100 0.8.5, A800 0.6.6): the layer terms miss that
-much, so the constant stays until they are derived.
+The sampler phase read from the code (``sampler_extra``) instead of 0.12 GiB: of the 111
+vLLM rows whose logs print the profiling peak, 75 land within 0.01 GiB (36 with the constant
+in both phases; median |error| 0.057 -> 0.005 GiB; 49 of the 54 llm-d 0.19 H100 peaks, 32
+before: the others are the five layer-bound ones), none moving away by more than 0.006 GiB
+(gpt-oss-20b's on 0.19 H100 land on 2.870 against the logged 2.87 with the MoE scratch of
+Hopper's Triton MXFP4 path taken as per-call, ``vllm_budget.moe_scratch_persists``).
+Using the code's bytes in the layer phase too leaves the layer-bound peaks 0.05-0.2 GiB
+short (CodeLlama-7B, Granite-8B, the PP stages and Mistral-Small W8A8 at 0.19; A100 0.31,
+V100 0.8.5, A800 0.6.6): the layer terms miss that much, so the fitted constant stays there
+until they are derived.
 """
 
 from __future__ import annotations
@@ -80,7 +90,7 @@ from kvscope.specs.model import ModelSpec
 
 #: vLLM ``VLLM_FUSED_MOE_CHUNK_SIZE`` default (tokens per fused-MoE chunk).
 FUSED_MOE_CHUNK = 32768
-#: Shape-independent buffers of the profiling pass, bytes (see the module docstring).
+#: Fitted remainder of the profiling pass's layer phase, bytes (see the module docstring).
 RUNTIME_BYTES = 0.12 * (1 << 30)
 
 
@@ -106,6 +116,12 @@ class ActivationPeak:
     #: V0 up to 0.6.3 charges the allocator's reserved segments of the layer phase
     #: (:mod:`kvscope.plan.v0_cached_segments`); the shape-independent buffers come on top
     cached_segments: float = 0.0
+    #: buffers made in or before the pass that both phases hold (an attention backend's
+    #: profiling workspace, parked encoder outputs, a PP stage's receive buffer)
+    held: float = 0.0
+    #: the sampler phase's shape-free bytes read from the code, in place of ``runtime``
+    #: there (:mod:`kvscope.plan.sampler_phase`); None keeps ``runtime`` in both phases
+    sampler_extra: float | None = None
 
     @property
     def layer_peak(self) -> float:
@@ -113,12 +129,15 @@ class ActivationPeak:
 
     @property
     def total_bytes(self) -> float:
+        layer_fixed = self.runtime + self.held
+        extra = self.runtime if self.sampler_extra is None else self.sampler_extra
+        sampler = self.sampler + extra + self.held
         if self.moe_persistent:
-            forward = max(self.layer_peak, self.sampler) + self.moe_workspace + self.runtime
+            forward = max(self.layer_peak + layer_fixed, sampler) + self.moe_workspace
         else:
             moe_layer = self.residual + self.moe_workspace if self.moe_workspace else 0.0
-            forward = max(self.layer_peak, moe_layer, self.sampler) + self.runtime
-        cached = self.cached_segments + self.runtime if self.cached_segments else 0.0
+            forward = max(max(self.layer_peak, moe_layer) + layer_fixed, sampler)
+        cached = self.cached_segments + layer_fixed if self.cached_segments else 0.0
         return max(forward, self.compile_peak, self.encoder_peak, cached)
 
 

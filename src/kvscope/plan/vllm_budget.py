@@ -72,6 +72,11 @@ from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
 from kvscope.plan.pp_buffers import CONSUMED_SINCE, intermediate_tensor_bytes
 from kvscope.plan.rejection_profile import rejection_pass_bytes
 from kvscope.plan.rocm_blas import hipblaslt_bytes
+from kvscope.plan.sampler_phase import (
+    CODE_SAMPLER_SINCE,
+    V0_CODE_SAMPLER_SINCE,
+    sampler_shape_free_bytes,
+)
 from kvscope.plan.shared_gpu import vllm_charged_bytes
 from kvscope.plan.spec_buffers import dspark_speculator_bytes
 from kvscope.plan.v0_cached_segments import charged_reserved_bytes
@@ -83,6 +88,7 @@ from kvscope.plan.vllm_chunked import chunked_span
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.vllm_extensible_kv import default_gpu_memory_utilization, extensible_on, size_rank
 from kvscope.plan.vllm_mamba_mode import effective_mamba_cache_mode
+from kvscope.plan.vllm_mxfp4 import hopper_triton
 from kvscope.plan.vllm_runner import (
     graphs_by_capture_list,
     graphs_profiled,
@@ -93,6 +99,7 @@ from kvscope.plan.vllm_scheduling import async_scheduling, in_flight_tokens
 from kvscope.plan.vllm_v0_fallback import runs_v0
 from kvscope.plan.weights import RankWeights
 from kvscope.specs.attention import AttentionLayer
+from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.hardware import GPUSpec
 from kvscope.specs.model import ModelSpec
 
@@ -224,7 +231,33 @@ def sampler_fp32_copies(eng: EngineConfig, v0: bool | None = None) -> int:
     return 9 if v < TRITON_TOP_K_TOP_P_SINCE else 3
 
 
-def moe_scratch_persists(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> bool:
+def code_sampler_phase(
+    model: ModelSpec, eng: EngineConfig, gpu: GPUSpec, defaults: VllmDefaults
+) -> bool:
+    """Whether the sampler phase's shape-free bytes come from the code
+    (:mod:`kvscope.plan.sampler_phase`) instead of the fitted constant, on NVIDIA GPUs: V0
+    starts from 0.6.3 and V1-runner starts from 0.9.2 (V1 0.8.0-0.9.1, older V0, the V2
+    runner and ROCm keep the constant; see that module)."""
+    if gpu.vendor != "nvidia":
+        return False
+    if defaults.v0:
+        return eng.version >= V0_CODE_SAMPLER_SINCE
+    return eng.version >= CODE_SAMPLER_SINCE and not runs_v2(model, eng, gpu)
+
+
+def triton_top_k_top_p(
+    model: ModelSpec, eng: EngineConfig, gpu: GPUSpec, defaults: VllmDefaults
+) -> bool:
+    """Whether the profiling sampler run masks top-k / top-p with the Triton kernel and keeps
+    its row buffer (:func:`kvscope.plan.sampler_phase.triton_buffer_bytes`): a V1-runner
+    start from 0.17.0 on the native sampler (``VLLM_USE_FLASHINFER_SAMPLER`` unset or 0:
+    :func:`sampler_fp32_copies` gives 3), not a greedy dummy run."""
+    if defaults.v0 or runs_v2(model, eng, gpu) or greedy_dummy_sampler(model, eng, gpu):
+        return False
+    return eng.version >= TRITON_TOP_K_TOP_P_SINCE and sampler_fp32_copies(eng) == 3
+
+
+def moe_scratch_persists(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec, dp: int = 1) -> bool:
     """Whether the fused-MoE scratch of the profiling pass stays allocated between layers.
 
     Direct kernel calls allocate their intermediate caches per call (``torch.empty`` in
@@ -239,12 +272,24 @@ def moe_scratch_persists(model: ModelSpec, eng: EngineConfig, gpu: GPUSpec) -> b
     (``CompressedTensorsWNA16MarlinMoEMethod.apply``, no caches passed). Block-fp8 experts
     on Hopper and Blackwell may take DeepGEMM's modular kernel (shared buffers) in 0.11 as
     well, and 0.12-0.14 are not read: both keep the persistent rule, as do ROCm GPUs (AITER
-    kernels).
+    kernels). MXFP4 experts on Hopper's Triton path (:func:`kvscope.plan.vllm_mxfp4.
+    hopper_triton`, 0.12-0.31) call ``triton_kernel_moe_forward``, which allocates its own
+    buffers per call: directly from ``Mxfp4MoEMethod.apply`` (quantization/mxfp4.py of the
+    0.12.0, 0.13.0 and 0.17.0 wheels) and through ``OAITritonMxfp4ExpertsMonolithic``, the
+    class the MXFP4 oracle tries first (fused_moe/oracle/mxfp4.py of 0.19.0, 0.20.0, 0.24.0,
+    0.26.0 and 0.29.0), which takes no workspace from the worker's manager; it declines
+    data parallelism (``_supports_parallel_config``: ``dp_size <= 1``, no all2all, no EPLB),
+    so ``dp`` > 1 keeps the modular ``OAITritonExperts`` and the persistent rule. Logged:
+    gpt-oss-20b on H100 at 0.19 (2.87 GiB at TP1 and TP2, jgchn/llm-d-planner
+    results_raw.csv) and 0.14 (7.38 GiB, llm-d-benchmark config_explorer) are the sampler
+    pass alone, 0.5 GiB under the persistent rule's figure.
     """
     if not is_moe(model) or gpu.architecture.startswith("CDNA"):
         return True
     quant = model.quantization
     if quant.method == "compressed-tensors" and quant.weight_only_int:
+        return False
+    if quant.method == "mxfp4" and hopper_triton(gpu, eng.version) and dp <= 1:
         return False
     deep_gemm = quant.block is not None and gpu.architecture.startswith(("Hopper", "Blackwell"))
     return not (eng.version < DIRECT_FUSED_EXPERTS_UNTIL and not deep_gemm)
@@ -307,6 +352,7 @@ def plan_ranks(
     v2 = runs_v2(model, eng, gpu)
     first_encoder = encoder_profile(model, v, mml, mnbt, seqs, eng.limit_mm_per_prompt, v2)
     first_enc = phase_bytes(model, first_encoder, gpu, par.tp, v)
+    code_v1 = code_sampler_phase(model, eng, gpu, defaults)
     out = []
     for w in stage_weights:
         last = w.pp_rank == par.pp - 1
@@ -321,13 +367,19 @@ def plan_ranks(
             sampler_fp32_copies=0
             if greedy_dummy_sampler(model, eng, gpu)
             else sampler_fp32_copies(eng, defaults.v0),
-            moe_persistent=moe_scratch_persists(model, eng, gpu),
+            moe_persistent=moe_scratch_persists(model, eng, gpu, par.dp),
         )
         # torch's cuBLAS workspace below SM 9.0 is smaller than on the H100 read (cublas_workspace)
-        act = replace(act, runtime=act.runtime - workspace_saving_bytes(gpu))
+        act = replace(act, runtime=act.runtime - workspace_saving_bytes(gpu, v))
         if last:  # the speculative branch's rejection-sampler pass (kvscope.plan.rejection_profile)
             rej = rejection_pass_bytes(model, eng, gpu, defaults.max_num_batched_tokens, seqs)
             act = replace(act, sampler=max(act.sampler, rej))
+        if last and code_v1:  # the sampler phase's workspace, row copies and Triton buffer
+            rows = min(defaults.max_num_seqs, defaults.max_num_batched_tokens)
+            triton = triton_top_k_top_p(model, eng, gpu, defaults)
+            b = element_bytes(model.dtype)
+            extra = sampler_shape_free_bytes(model, gpu, v, rows, b, triton, defaults.v0)
+            act = replace(act, sampler_extra=extra)
         ws = dsv4_profile_workspace(
             model, eng, defaults.max_model_len, defaults.max_num_batched_tokens
         )
@@ -355,13 +407,13 @@ def plan_ranks(
                 act, residual=max(act.residual, v4.stream), attention=max(layer, v4.draft)
             )
         # buffers the named attention backend makes inside the profiling pass
-        act = replace(act, runtime=act.runtime + profile_workspace_bytes(v, eng.attention_backend))
+        act = replace(act, held=act.held + profile_workspace_bytes(v, eng.attention_backend))
         held = encoder.kept_bytes if encoder is not None else 0.0
         if enc:  # the tower's own peak, before anything is parked (kvscope.plan.vit_peak)
-            act = replace(act, encoder_peak=act.runtime + enc)
+            act = replace(act, encoder_peak=act.runtime + act.held + enc)
         if last:  # the V2 runner's DSpark speculator buffers (kvscope.plan.spec_buffers)
             held += dspark_speculator_bytes(model, eng, defaults.max_num_seqs, t)
-        act = replace(act, runtime=act.runtime + held)  # + parked encoder outputs (encoder_profile)
+        act = replace(act, held=act.held + held)  # + parked encoder outputs (encoder_profile)
         # V0 to 0.6.3 charges the free-memory drop: torch's cached segments, not its peak
         act = replace(act, cached_segments=charged_reserved_bytes(model, par, t, v))
         if compiles_cold(model, eng, w.pp_rank):
@@ -376,7 +428,7 @@ def plan_ranks(
         if v >= CONSUMED_SINCE:
             non_torch += recv
         else:  # made inside the V1 profiling pass: in its peak
-            act = replace(act, runtime=act.runtime + recv)
+            act = replace(act, held=act.held + recv)
         kv_layers = w.layers
         dsv4 = _is_dsv4(model, w.layers)
         if last and draft_kv_layers and not dsv4:
