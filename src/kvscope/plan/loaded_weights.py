@@ -3,10 +3,10 @@
 The checkpoint's tensors per stage (:func:`kvscope.plan.weights.all_stage_weights`) plus what
 each engine builds beside them at load and its "Model loading took" / "mem usage" figure
 counts: MLA's absorbed projections, float32 rotary caches (gpt-oss under vLLM, DeepSeek V4),
-vocabulary tables every vLLM stage builds, SGLang's separate LM head before 0.4.0,
-``--enable-lora``'s adapter slots, a vision tower replicated on every rank, SGLang's whole
-shared experts, and a drafter's own weights on the last stage. Each addition is owned, with
-its engine source, by the module named beside it.
+vLLM's three extra M-RoPE rotary folds, vocabulary tables every vLLM stage builds, SGLang's
+separate LM head before 0.4.0, ``--enable-lora``'s adapter slots, a vision tower replicated on
+every rank, SGLang's whole shared experts, and a drafter's own weights on the last stage.
+Each addition is owned, with its engine source, by the module named beside it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.config_format import whole_tower_on_every_rank
 from kvscope.plan.drafter import Drafter
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes, dsv4_wide_param_bytes
+from kvscope.plan.mrope_buffers import mrope_extra_cache_bytes
 from kvscope.plan.pp_vocab import with_every_stage_tables
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.sglang_tied_head import with_separate_head
@@ -53,6 +54,8 @@ def loaded_stage_weights(
     )
     if rope := float32_rope_bytes(model, eng.engine):  # gpt-oss under vLLM
         stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
+    if eng.engine == "vllm" and (folds := mrope_extra_cache_bytes(model, eng.version)):
+        stages = tuple(with_component(w, "mrope_cache_folds", folds) for w in stages)
     if rope := dsv4_rope_cache_bytes(model):
         stages = tuple(with_component(w, "rope_cache", rope) for w in stages)
         stages = tuple(

@@ -69,6 +69,7 @@ from kvscope.plan.dsv4_workspace import (
 )
 from kvscope.plan.encoder_profile import encoder_profile, phase_bytes, profiles_on_stage
 from kvscope.plan.kv_layout import MLA_CACHE_SINCE, KVLayout, vllm_layout
+from kvscope.plan.mrope_buffers import deepstack_buffer_bytes
 from kvscope.plan.pp_buffers import CONSUMED_SINCE, intermediate_tensor_bytes
 from kvscope.plan.rejection_profile import rejection_pass_bytes
 from kvscope.plan.rocm_blas import hipblaslt_bytes
@@ -465,6 +466,8 @@ def plan_ranks(
         if eng.enforce_eager or not graphs_profiled(model, eng, gpu):
             graphs = 0.0
         buffers = dsv4_buffer_bytes(model, eng, defaults.max_num_batched_tokens, last)
+        if w.pp_rank == 0:  # Qwen3-VL's deepstack inputs, beside the tower (mrope_buffers)
+            buffers += deepstack_buffer_bytes(model, defaults.max_num_batched_tokens)
         weights = w.total_bytes + buffers + load_bytes(v, eng.attention_backend)
         spent = weights + act.total_bytes + non_torch
         if defaults.cudagraph_subtracted:

@@ -20,8 +20,8 @@ Releases: block scales reach Marlin from 0.9.2 (the first wheel read, with
 ``is_fp8_marlin_supported`` at capability 8.0 and up); from 0.24.0 the scaled-mm kernel
 registry's ``MarlinFP8ScaledMMLinearKernel`` (vllm/model_executor/kernels/linear/scaled_mm/
 marlin.py of the 0.24.0 and 0.27.1 wheels) also takes Turing (7.5). Qwen3.8-27B-FP8 at TP2 on
-two RTX 3090 (0.27.1) logs 14.46 GiB a GPU where the block layout holds 14.17 (the planned
-14.35 is the group scales' share).
+two RTX 3090 (0.27.1) logs 14.46 GiB a GPU where the block layout holds 14.17: the group
+scales add 0.17 (and M-RoPE's rotary folds 0.09, :mod:`kvscope.plan.mrope_buffers`).
 """
 
 from __future__ import annotations

@@ -149,6 +149,16 @@ def _flatten(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     return families.with_defaults(raw)
 
 
+def _is_mrope(cfg: Mapping[str, Any]) -> bool:
+    """Whether the rotary parameters name M-RoPE sections (``mrope_section``), the key vLLM's
+    ``get_rope`` builds an ``MRotaryEmbedding`` for (vllm/model_executor/layers/
+    rotary_embedding/__init__.py at v0.13.0)."""
+    return any(
+        isinstance(cfg.get(key), Mapping) and "mrope_section" in cfg[key]
+        for key in ("rope_scaling", "rope_parameters")
+    )
+
+
 def parse_config(
     raw: Mapping[str, Any],
     source: str = "config.json",
@@ -217,6 +227,7 @@ def parse_config(
         vision_width=vision_width,
         vision_output=tower_output_of(raw, h) if vision else None,
         rope_cache_positions=families.rope_cache_positions(c.raw, model_type, max_pos),
+        mrope=_is_mrope(c.raw),
         partial_rotary_factor=_rotary_fraction(c),
         hc_mult=hc,
         index_topk=c.integer("index_topk", default=0, minimum=0),

@@ -115,6 +115,10 @@ class ModelSpec:
     #: positions of every distinct rotary cos/sin cache the engine builds (0: one cache of
     #: ``max_position_embeddings``); see ``families.rope_cache_positions``
     rope_cache_positions: int = 0
+    #: the text model's rotary embedding is M-RoPE (``mrope_section`` under ``rope_scaling`` or
+    #: ``rope_parameters``: Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5 / 3.6), whose cache vLLM
+    #: builds over four times the positions (:mod:`kvscope.plan.mrope_buffers`)
+    mrope: bool = False
     #: share of the head rotated by RoPE (``partial_rotary_factor``; Qwen3-Next 0.25)
     partial_rotary_factor: float = 1.0
     #: mHC hyper-connection streams (DeepSeek V4 ``hc_mult``; 0 without), and the sparse
