@@ -59,6 +59,19 @@ NVLink H100s is not custom all-reduce's, and a PCIe pair keeps the NCCL-only 0.2
 6000 (SM 12.0) at TP2 on vLLM 0.27.1 log 1.66 GiB of non-KV memory beside the weights in all,
 for 1.02 GiB of V2-runner profiling peak (kvscope.plan.vllm_runner).
 
+On a PCIe group nothing else grows after the worker's snapshot either (wheels 0.19.0, 0.26.0,
+0.27.1): ``CudaCommunicator.__init__`` (cuda_communicator.py) builds its ``PyNcclCommunicator``,
+whose constructor runs "a small all_reduce for warmup" (pynccl.py), and every other backend inside
+``init_worker_distributed_environment``, before ``init_device`` takes the snapshot; it builds a
+``SymmMemCommunicator`` for every TP group whatever ``--disable-custom-all-reduce``
+(``VLLM_ALLREDUCE_USE_SYMM_MEM`` defaults to 1), but that one returns before allocating where the
+compute capability is not a key of ``SYMM_MEM_ALL_REDUCE_MAX_SIZES`` (8.6, 8.9 and 12.0 are not;
+symm_mem.py); FlashInfer's all-reduce is off unless ``VLLM_ALLREDUCE_USE_FLASHINFER=1`` and quick
+all-reduce is ROCm-only. So the TP group of GeForce / RTX PRO / L4 / L40S cards keeps the TP1
+figure: the planner's residuals there (0.18-0.19 4x RTX 3090 TP4 0.16-0.38 GiB over, 0.27.1
+2x RTX 3090 TP2 0.14-0.64 under) follow TP1 rows of the same parts (0.11-0.26 TP1 rows on
+non-NVLink NVIDIA cards sit a median 0.2 GiB over) and the model, not the collectives.
+
 What the 2.1 GiB matches is NCCL's NVLink SHARP (NVLS) buffers, which NCCL sets up by default
 where the GPUs meet in an NVSwitch (``NCCL_NVLS_ENABLE``, NCCL user guide, environment
 variables, since 2.17: NVLS needs NVLink4 NVSwitch systems, Hopper and later): on 8x H200 SXM
