@@ -19,7 +19,7 @@ from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.rejection_profile import rejection_pass_bytes
 from kvscope.plan.speculative import parse_vllm
-from kvscope.plan.vllm_budget import sampler_fp32_copies
+from kvscope.plan.vllm_sampler import sampler_fp32_copies
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 

@@ -10,7 +10,8 @@ from kvscope.errors import KvscopeError
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.memory import plan_memory
-from kvscope.plan.vllm_budget import moe_scratch_persists, sampler_fp32_copies
+from kvscope.plan.vllm_budget import moe_scratch_persists
+from kvscope.plan.vllm_sampler import sampler_fp32_copies
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 

@@ -36,7 +36,7 @@ Terms (per GPU, T = tokens of the pass, b = activation bytes = model dtype, tp =
   state and residual (see ``vllm_budget.moe_scratch_persists``).
 - ``sampler``: the sampler pass over S = ``min(max_num_seqs, T)`` rows: logits in the model
   dtype plus three fp32 tensors of the same shape (float logits, probabilities, log-probs),
-  ``S V (b + 12)`` (the fp32 count per release and sampler: ``vllm_budget.
+  ``S V (b + 12)`` (the fp32 count per release and sampler: ``vllm_sampler.
   sampler_fp32_copies``), while the pass's hidden states (``T h b``) are still held. Only the
   last pipeline stage runs it; other stages instead hold the hidden state and residual they
   send on (``2 T h b``).
