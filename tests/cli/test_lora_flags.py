@@ -45,3 +45,12 @@ def test_sglang_refuses_lora_slots_in_one_line(
         argv += ["--slo", "ttft_p99=2", "--out", str(tmp_path / "t")]
     code, _o, err = run_in_process(argv, capsys)
     one_error_line(code, err, "--enable-lora")
+
+
+@pytest.mark.parametrize("flag", ["--max-lora-rank", "--max-loras"])
+def test_a_zero_slot_count_or_rank_is_one_line(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["plan", "--model", "llama-3.1-8b", "--gpu", "H100", "--enable-lora", flag, "0"]
+    code, _o, err = run_in_process(argv, capsys)
+    one_error_line(code, err, flag)

@@ -179,10 +179,12 @@ EnableLora = Annotated[
     ),
 ]
 MaxLoraRank = Annotated[
-    int, typer.Option("--max-lora-rank", help="vLLM, with --enable-lora: rank of the slots.")
+    int,
+    typer.Option("--max-lora-rank", min=1, help="vLLM, with --enable-lora: rank of the slots."),
 ]
 MaxLoras = Annotated[
-    int, typer.Option("--max-loras", help="vLLM, with --enable-lora: adapter slots on the GPU.")
+    int,
+    typer.Option("--max-loras", min=1, help="vLLM, with --enable-lora: adapter slots on the GPU."),
 ]
 
 
