@@ -18,7 +18,9 @@ def test_full_history_view_of_the_chunked_pool() -> None:
     cfg = SimConfig(model=str(SCOUT), tp=4, engine_version="0.19.0", max_model_len=131072)
     pool, layout, _terms, info = build_pool(cfg)
     assert layout.name == "full" and not layout.windows
-    # 70,553 blocks of 12 layers in four groups (tests/plan/test_vllm_chunked.py)
-    assert info["num_gpu_blocks"] == 70_553 // 4
-    assert info["num_gpu_blocks"] * 16 == info["kv_tokens"] == 282_208
+    # 70,388 planned blocks of 12 layers in four groups (the plan of
+    # tests/plan/test_vllm_chunked.py at 131,072 tokens, with the sampler phase read from the
+    # code: kvscope.plan.sampler_phase)
+    assert info["num_gpu_blocks"] == 70_388 // 4
+    assert info["num_gpu_blocks"] * 16 == info["kv_tokens"] == 281_552
     assert pool.capacity == info["num_gpu_blocks"] - 1  # vLLM's null block
