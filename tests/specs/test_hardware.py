@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kvscope.errors import UnknownNameError
@@ -93,3 +95,9 @@ def test_unknown_gpu_lists_close_matches() -> None:
     assert info.value.close_matches
     assert "Did you mean" in info.value.one_line()
     assert GIB == 2**30
+
+
+def test_capability_parses_the_catalogue_string() -> None:
+    assert get_gpu("H100").capability == (9, 0)
+    assert get_gpu("RTX-3090-24GB").capability == (8, 6)
+    assert dataclasses.replace(get_gpu("H100"), compute_capability="").capability is None

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from kvscope.specs.hardware import GPUSpec
 
-MIB = 1 << 20
 #: ``parseChosenWorkspaceSize`` defaults (CublasHandlePool.cpp): SM 9.0 (and Blackwell from
 #: :data:`BLACKWELL_32MIB_SINCE`), every other CUDA part (``:4096:2:16:8``).
 HOPPER_WORKSPACE_BYTES = 4096 * 8 * 1024
@@ -44,7 +43,7 @@ BLACKWELL_32MIB_SINCE = (0, 27, 0)
 
 def cublas_workspace_bytes(gpu: GPUSpec, v: tuple[int, int, int]) -> float:
     """torch's default cuBLAS workspace on NVIDIA ``gpu`` under the torch vLLM ``v`` pins."""
-    major = int(gpu.compute_capability.split(".")[0] or 0) if gpu.compute_capability else 0
+    major = gpu.capability[0] if gpu.capability else 0
     if major == 9 or (major in (10, 12) and v >= BLACKWELL_32MIB_SINCE):
         return float(HOPPER_WORKSPACE_BYTES)
     return float(DEFAULT_WORKSPACE_BYTES)
@@ -53,6 +52,6 @@ def cublas_workspace_bytes(gpu: GPUSpec, v: tuple[int, int, int]) -> float:
 def workspace_saving_bytes(gpu: GPUSpec, v: tuple[int, int, int]) -> float:
     """Bytes of cuBLAS workspace ``gpu`` does not make against the H100 the profiling
     buffers were read on; 0 on ROCm and where the part is unknown (module text)."""
-    if gpu.vendor != "nvidia" or not gpu.compute_capability:
+    if gpu.vendor != "nvidia" or gpu.capability is None:
         return 0.0
     return float(HOPPER_WORKSPACE_BYTES) - cublas_workspace_bytes(gpu, v)

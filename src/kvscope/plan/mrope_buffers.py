@@ -28,6 +28,7 @@ TP4 on RTX 3090s at 0.11.0 (2,048): the checkpoint's share and one rotary fold a
 
 from __future__ import annotations
 
+from kvscope.plan.weights import rope_cache_elements
 from kvscope.specs.dtypes import element_bytes
 from kvscope.specs.model import ModelSpec
 
@@ -51,10 +52,7 @@ def mrope_extra_cache_bytes(model: ModelSpec, version: tuple[int, int, int]) -> 
         return 0.0
     if version >= MROPE_FACTOR_PARAM_SINCE and _passes_factor_one(model):
         return 0.0
-    att = model.first_attention
-    rotary = att.qk_rope_head_dim or int(att.head_dim * model.partial_rotary_factor)
-    positions = model.rope_cache_positions or model.max_position_embeddings
-    return 3.0 * positions * rotary * element_bytes(model.dtype)
+    return 3.0 * rope_cache_elements(model) * element_bytes(model.dtype)
 
 
 def _passes_factor_one(model: ModelSpec) -> bool:

@@ -34,19 +34,12 @@ _SOFTMAX_KINDS = frozenset({"full", "sliding"})
 _STATE_KINDS = frozenset({"gdn"})
 
 
-def _capability(gpu: GPUSpec) -> tuple[int, int] | None:
-    major, _, minor = gpu.compute_capability.partition(".")
-    if not major.isdigit():
-        return None
-    return int(major), int(minor) if minor.isdigit() else 0
-
-
 def auto_attention_backend(
     model: ModelSpec, gpu: GPUSpec, v: tuple[int, int, int], kv_cache_dtype: str
 ) -> str | None:
     """The backend vLLM at ``v`` picks for ``model`` on ``gpu`` with ``kv_cache_dtype`` when no
     ``--attention-backend`` is given, where the module text models it; else None."""
-    cap = _capability(gpu)
+    cap = gpu.capability
     if gpu.vendor != "nvidia" or v < READ_SINCE or cap is None or cap[0] == 10:
         return None
     layers = [layer.attention for layer in model.layers if layer.attention.kind not in _STATE_KINDS]

@@ -177,7 +177,6 @@ def _nvlink_gigabytes(gpu: GPUSpec) -> bool:
     only by an NVLink bridge (no NVSwitch, so no NVLS)."""
     if gpu.nvlink_bandwidth <= 0 or gpu.nvlink_bridge:
         return False
-    if gpu.vendor != "nvidia" or not gpu.compute_capability:
+    if gpu.vendor != "nvidia" or gpu.capability is None:
         return True
-    major, _, minor = gpu.compute_capability.partition(".")
-    return (int(major), int(minor or 0)) >= NVLINK_GIGABYTES_SINCE_CC
+    return gpu.capability >= NVLINK_GIGABYTES_SINCE_CC

@@ -44,12 +44,9 @@ MARLIN_FP8_TURING_SINCE = (0, 24, 0)
 
 def runs_fp8_marlin(gpu: GPUSpec, version: tuple[int, ...]) -> bool:
     """Whether vLLM release ``version`` serves FP8 Linears through Marlin on ``gpu``."""
-    if gpu.vendor.lower() != "nvidia" or not gpu.compute_capability:
+    cc = gpu.capability
+    if gpu.vendor.lower() != "nvidia" or cc is None or tuple(version) < MARLIN_FP8_BLOCK_SINCE:
         return False
-    if tuple(version) < MARLIN_FP8_BLOCK_SINCE:
-        return False
-    major, _, minor = gpu.compute_capability.partition(".")
-    cc = (int(major), int(minor or 0))
     low = (7, 5) if tuple(version) >= MARLIN_FP8_TURING_SINCE else (8, 0)
     return low <= cc < NATIVE_FP8_CC
 

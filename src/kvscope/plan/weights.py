@@ -236,10 +236,7 @@ def rank_weights(
         params["lm_head"] = 0.0 if tied_here else vocab_rank * model.hidden_size
         if model.classifier_labels:  # a score head instead (replicated: a few rows)
             params["lm_head"] = float(model.classifier_labels * model.hidden_size)
-    att = model.first_attention
-    rotary = att.qk_rope_head_dim or int(att.head_dim * model.partial_rotary_factor)
-    positions = model.rope_cache_positions or model.max_position_embeddings
-    params["rope_cache"] = float(positions * rotary)
+    params["rope_cache"] = rope_cache_elements(model)
     per = _bytes_per_param(model)
     per["vision_tower"] = element_bytes(model.dtype)  # encoders stay unquantized
     if expert_bytes > 0:
@@ -300,6 +297,14 @@ class ExpertLayout:
     inter_pad: int = 1
     hidden_pad: int = 1
     bytes: float = 0.0  # 0: the checkpoint's own
+
+
+def rope_cache_elements(model: ModelSpec) -> float:
+    """Elements of one rotary cos/sin cache: positions (``ModelSpec.rope_cache_positions``, else
+    ``max_position_embeddings``) x the rotary width of the first attention layer."""
+    att = model.first_attention
+    rotary = att.qk_rope_head_dim or int(att.head_dim * model.partial_rotary_factor)
+    return float((model.rope_cache_positions or model.max_position_embeddings) * rotary)
 
 
 def all_stage_weights(

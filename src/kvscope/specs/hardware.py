@@ -80,6 +80,14 @@ class GPUSpec:
         return self.gpus_per_node is not None and gpus > self.gpus_per_node
 
     @property
+    def capability(self) -> tuple[int, int] | None:
+        """``compute_capability`` as (major, minor); None where the catalogue gives none."""
+        major, _, minor = self.compute_capability.partition(".")
+        if not major.isdigit():
+            return None
+        return int(major), int(minor) if minor.isdigit() else 0
+
+    @property
     def memory_gib(self) -> float:
         return self.memory_bytes / GIB
 
