@@ -29,6 +29,7 @@ from kvscope.plan.weights import (
     all_stage_weights,
     encoder_replica_bytes,
     mla_absorbed_bytes,
+    vllm_remainder_last,
     with_component,
 )
 from kvscope.specs.model import ModelSpec
@@ -52,6 +53,7 @@ def loaded_stage_weights(
             layout,
             drafter.stage_experts if drafter else 0,
             drafter.eh_proj if drafter else True,
+            vllm_remainder_last(eng.engine, eng.version),
         )
     )
     stages = tuple(  # vLLM 0.7.1-0.7.3's decode matrices (W_Q_UK, W_UV_O, W_QR)
