@@ -92,10 +92,12 @@ KNOWN_OFF = {
     # same 4.26 GiB load and the same +2.7 %.
     "lmcache-h200-qwen2-vl-2b-2k-0.23.0": "weights",
     "lmcache-h200-qwen2-vl-2b-2k-0.27.1": "weights",
-    # kv_tokens, +45.6 %: DeepSeek-V3 at vLLM 0.6.6.post2.dev5 (V0, before MLA: 16 heads a GPU
+    # kv_tokens, +35.1 %: DeepSeek-V3 at vLLM 0.6.6.post2.dev5 (V0, before MLA: 16 heads a GPU
     # padded to 256, DeepseekV2Attention of the 0.6.6 wheel) on two nodes of 8 H100, TP8 PP2,
-    # gmu 0.95. 2,889 blocks leave ~53 GiB a GPU outside the KV pool against ~41.5 planned
-    # (weights 38.6 on the first stage, 40.5 on the second, 2.6 profiling peak). The 0.6.6
+    # gmu 0.95. 2,889 blocks leave ~53 GiB a GPU outside the KV pool against ~45 planned
+    # (weights 37.2 on the first stage's 30 layers, 42.3 on the second's 31 with the head:
+    # before 0.8.0 the odd layer goes to the last stage, weights.pp_layer_split; 2.6 profiling
+    # peak). The 0.6.6
     # formula (utils.memory_profiling: non-torch = used - baseline - weights - torch delta,
     # baseline from init_device before the communicators) charges everything NCCL and the
     # two-node PP / TP groups hold; the page keeps neither the "Loading model weights took" nor

@@ -12,12 +12,14 @@ from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.dsv4_weights import dsv4_rope_cache_bytes
 from kvscope.plan.memory import plan_memory
+from kvscope.plan.v0_mla_absorption import v0_absorbed_bytes
 from kvscope.plan.weights import (
     all_stage_weights,
     expert_layout,
     mla_absorbed_bytes,
     pp_layer_split,
     rank_weights,
+    vllm_remainder_last,
 )
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
@@ -53,6 +55,28 @@ def test_pp_split_covers_every_layer_once(layers: int, pp: int) -> None:
     assert flat == list(range(layers))
     sizes = [len(s) for s in stages]
     assert max(sizes) - min(sizes) <= 1
+
+
+def test_vllm_before_0_8_gives_the_remainder_to_the_last_stage() -> None:
+    # get_pp_indices of the 0.6.6 / 0.7.x wheels: DeepSeek-V3's 61 layers at PP2 split 30 + 31
+    assert [len(s) for s in pp_layer_split(61, 2, remainder_last=True)] == [30, 31]
+    assert [len(s) for s in pp_layer_split(61, 4, remainder_last=True)] == [15, 15, 15, 16]
+    assert vllm_remainder_last("vllm", (0, 7, 3)) and not vllm_remainder_last("vllm", (0, 8, 0))
+    assert not vllm_remainder_last("sglang", (0, 4, 3))
+
+
+def test_vllm_0_7_mla_decode_matrices() -> None:
+    # W_Q_UK (1536 x 16*512) + W_UV_O (16*512 x 7168) a layer, fp8 for an fp8 checkpoint,
+    # plus W_QR (1536 x 16*64) in bf16; none from 0.8.0 (mla/common.py) or before 0.7.1
+    v3 = load_model("deepseek-ai/DeepSeek-V3")
+    par = Parallelism(tp=8)
+    layers = tuple(range(v3.num_layers))
+    per_layer = (1536 * 8192 + 8192 * 7168) * 1.0 + 1536 * 16 * 64 * 2
+    got = v0_absorbed_bytes(v3, par, layers, EngineConfig(engine_version="0.7.2"))
+    assert got == pytest.approx(61 * per_layer)
+    for release in ("0.7.0", "0.8.0"):
+        assert v0_absorbed_bytes(v3, par, layers, EngineConfig(engine_version=release)) == 0
+    assert v0_absorbed_bytes(v3, par, layers, EngineConfig(engine="sglang")) == 0
 
 
 def test_tp_shards_attention_and_ffn_but_not_the_mla_latent_projection() -> None:

@@ -27,7 +27,7 @@ from kvscope.plan.memory import MemoryPlan, plan_memory
 from kvscope.plan.vllm_budget import REPORT_COUNTS_BLOCKS_SINCE
 from kvscope.plan.vllm_chunked import chunked_span
 from kvscope.plan.vllm_mamba_mode import effective_mamba_cache_mode
-from kvscope.plan.weights import pp_layer_split
+from kvscope.plan.weights import pp_layer_split, vllm_remainder_last
 from kvscope.specs.dtypes import is_fp8
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
@@ -87,7 +87,7 @@ def largest_max_model_len(
     if plan.engine == "sglang" or plan.num_gpu_blocks <= 0:
         return min(plan.kv_tokens, model.max_position_embeddings)
     drafter = int((plan.speculative or {}).get("drafter_kv_layers", 0))
-    stages = pp_layer_split(model.num_layers, par.pp)
+    stages = pp_layer_split(model.num_layers, par.pp, vllm_remainder_last("vllm", eng.version))
     layouts = [
         vllm_layout(
             model,

@@ -2,7 +2,8 @@
 
 The checkpoint's tensors per stage (:func:`kvscope.plan.weights.all_stage_weights`) plus what
 each engine builds beside them at load and its "Model loading took" / "mem usage" figure
-counts: MLA's absorbed projections, float32 rotary caches (gpt-oss under vLLM, DeepSeek V4),
+counts: MLA's absorbed projections (and vLLM 0.7.1-0.7.3's pre-multiplied decode matrices),
+float32 rotary caches (gpt-oss under vLLM, DeepSeek V4),
 vLLM's three extra M-RoPE rotary folds, vocabulary tables every vLLM stage builds, SGLang's
 separate LM head before 0.4.0, ``--enable-lora``'s adapter slots, a vision tower replicated on
 every rank, SGLang's whole shared experts, and a drafter's own weights on the last stage.
@@ -19,6 +20,7 @@ from kvscope.plan.mrope_buffers import mrope_extra_cache_bytes
 from kvscope.plan.pp_vocab import with_every_stage_tables
 from kvscope.plan.sglang_shared_experts import with_whole_shared_experts
 from kvscope.plan.sglang_tied_head import with_separate_head
+from kvscope.plan.v0_mla_absorption import v0_absorbed_bytes
 from kvscope.plan.vllm_lora import lora_slot_bytes
 from kvscope.plan.vllm_mxfp4 import float32_rope_bytes
 from kvscope.plan.weights import (
@@ -27,6 +29,7 @@ from kvscope.plan.weights import (
     all_stage_weights,
     encoder_replica_bytes,
     mla_absorbed_bytes,
+    vllm_remainder_last,
     with_component,
 )
 from kvscope.specs.model import ModelSpec
@@ -50,7 +53,12 @@ def loaded_stage_weights(
             layout,
             drafter.stage_experts if drafter else 0,
             drafter.eh_proj if drafter else True,
+            vllm_remainder_last(eng.engine, eng.version),
         )
+    )
+    stages = tuple(  # vLLM 0.7.1-0.7.3's decode matrices (W_Q_UK, W_UV_O, W_QR)
+        with_component(w, "mla_v0_absorbed", v0_absorbed_bytes(model, par, w.layers, eng))
+        for w in stages
     )
     if rope := float32_rope_bytes(model, eng.engine):  # gpt-oss under vLLM
         stages = tuple(with_component(w, "rope_cache", rope) for w in stages)

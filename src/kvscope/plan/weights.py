@@ -65,21 +65,41 @@ def with_component(w: RankWeights, name: str, nbytes: float) -> RankWeights:
     return RankWeights(w.pp_rank, w.layers, {**w.by_component, name: nbytes})
 
 
-def pp_layer_split(num_layers: int, pp: int) -> tuple[tuple[int, ...], ...]:
-    """Layer indices of each pipeline stage (extra layers go to the stages before the last)."""
+def pp_layer_split(
+    num_layers: int, pp: int, remainder_last: bool = False
+) -> tuple[tuple[int, ...], ...]:
+    """Layer indices of each pipeline stage (extra layers go to the stages before the last).
+
+    ``remainder_last``: vLLM before 0.8.0 gave every extra layer to the last stage instead
+    (``get_pp_indices`` in vllm/distributed/utils.py of the 0.6.6 and 0.7.x wheels: "the last
+    partition will have the remaining layers"; 0.8.0 spreads them over the stages before the
+    last, :data:`PP_SPREAD_SINCE`).
+    """
     if pp > num_layers:
         raise KvscopeError(
             f"--pipeline-parallel-size {pp} exceeds the model's {num_layers} layers.",
             f"Use at most {num_layers} stages.",
         )
     sizes = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
-        sizes[-i] += 1
+    if remainder_last:
+        sizes[-1] += num_layers % pp
+    else:
+        for i in range(2, num_layers % pp + 2):
+            sizes[-i] += 1
     out, start = [], 0
     for size in sizes:
         out.append(tuple(range(start, start + size)))
         start += size
     return tuple(out)
+
+
+#: first vLLM release spreading a layer count's remainder over the stages before the last
+PP_SPREAD_SINCE = (0, 8, 0)
+
+
+def vllm_remainder_last(engine: str, version: tuple[int, ...]) -> bool:
+    """Whether this engine release puts the pipeline remainder on the last stage."""
+    return engine == "vllm" and version < PP_SPREAD_SINCE
 
 
 def check_divisibility(model: ModelSpec, par: Parallelism) -> None:
@@ -177,6 +197,7 @@ def rank_weights(
     expert_bytes: float = 0.0,
     draft_experts: int = 0,
     draft_eh_proj: bool = True,
+    remainder_last: bool = False,
 ) -> RankWeights:
     """Weights on one GPU of pipeline stage ``pp_rank`` (all TP ranks of a stage are equal).
 
@@ -191,7 +212,7 @@ def rank_weights(
     ``draft_eh_proj`` False leaves out the MTP ``eh_proj`` and norms (DSpark stages have
     neither: :mod:`kvscope.plan.drafter`).
     """
-    stages = pp_layer_split(model.num_layers, par.pp)
+    stages = pp_layer_split(model.num_layers, par.pp, remainder_last)
     layers = stages[pp_rank]
     params: dict[str, float] = dict.fromkeys(_bytes_per_param(model), 0.0)
     on_stage = list(layers)
@@ -314,9 +335,10 @@ def all_stage_weights(
     layout: ExpertLayout | None = None,
     draft_experts: int = 0,
     draft_eh_proj: bool = True,
+    remainder_last: bool = False,
 ) -> tuple[RankWeights, ...]:
-    """Per-GPU weights of every pipeline stage, first stage first (drafter layers: see
-    :func:`rank_weights`)."""
+    """Per-GPU weights of every pipeline stage, first stage first (drafter layers and
+    ``remainder_last``: see :func:`rank_weights` and :func:`pp_layer_split`)."""
     check_divisibility(model, par)
     lay = layout or ExpertLayout()
     return tuple(
@@ -330,6 +352,7 @@ def all_stage_weights(
             lay.bytes,
             draft_experts,
             draft_eh_proj,
+            remainder_last,
         )
         for r in range(par.pp)
     )
