@@ -223,6 +223,7 @@ def _parsed_speculative(row: dict[str, str], model: ModelSpec) -> SpeculativeDec
             doc.get("num_draft_tokens"),
             doc.get("draft_model_path"),
             deepseek_like=model.num_mtp_layers > 0,
+            dspark_block_size=model.dspark_block_size,
         )
     return parse_vllm(text)
 

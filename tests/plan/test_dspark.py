@@ -69,11 +69,12 @@ def test_dspark_weights_sit_on_every_rank() -> None:
     assert one == eight < 0.18 * GIB
 
 
-def test_sglang_dspark_refused_in_one_line() -> None:
+def test_sglang_dspark_refused_before_it_existed() -> None:
+    # SGLang drafts DSpark from 0.5.16 (kvscope.plan.sglang_dspark, test_sglang_dspark.py)
     with offline_hub():
         model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
-    eng = EngineConfig(engine="sglang", engine_version="0.5.16", speculative=parse_vllm(DSPARK))
-    with pytest.raises(KvscopeError, match="SGLang's DSpark"):
+    eng = EngineConfig(engine="sglang", engine_version="0.5.15", speculative=parse_vllm(DSPARK))
+    with pytest.raises(KvscopeError, match="has no DSpark drafting"):
         plan_memory(model, get_gpu("H200"), Parallelism(tp=4), eng)
 
 

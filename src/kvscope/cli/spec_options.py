@@ -30,7 +30,8 @@ SpeculativeAlgorithm = Annotated[
     str | None,
     typer.Option(
         "--speculative-algorithm",
-        help="SGLang's: EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM [default: off].",
+        help="SGLang's: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM or DSPARK (DeepSeek V4 "
+        "checkpoints with DSpark stages, 0.5.16+) [default: off].",
     ),
 ]
 SpeculativeNumSteps = Annotated[
@@ -51,7 +52,8 @@ SpeculativeNumDraftTokens = Annotated[
     int | None,
     typer.Option(
         "--speculative-num-draft-tokens",
-        help="SGLang's tokens verified per request [default: num-steps + 1 at topk 1, else 8].",
+        help="SGLang's tokens verified per request [default: num-steps + 1 at topk 1, else 8; "
+        "DSPARK: the checkpoint's dspark_block_size + 1].",
     ),
 ]
 SpeculativeDraftModelPath = Annotated[
@@ -97,7 +99,8 @@ def resolve_speculative(
                 'E.g. --speculative-config \'{"method": "mtp", "num_speculative_tokens": 3}\'.',
             )
         deepseek = model is not None and model.num_mtp_layers > 0
+        gamma = model.dspark_block_size if model is not None else 0
         return from_sglang(
-            algorithm, num_steps, eagle_topk, num_draft_tokens, draft_model_path, deepseek
+            algorithm, num_steps, eagle_topk, num_draft_tokens, draft_model_path, deepseek, gamma
         )
     return None if config is None else parse_vllm(config)

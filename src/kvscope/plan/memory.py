@@ -16,7 +16,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvscope.errors import KvscopeError
-from kvscope.plan import attention_backend, sglang_budget, sglang_mamba, shared_gpu, vllm_budget
+from kvscope.plan import (
+    attention_backend,
+    sglang_budget,
+    sglang_dspark,
+    sglang_mamba,
+    shared_gpu,
+    vllm_budget,
+)
 from kvscope.plan._cache import attention_kinds
 from kvscope.plan.activation import activation_peak
 from kvscope.plan.config import EngineConfig, Parallelism
@@ -181,6 +188,8 @@ def plan_memory(
         else vllm_expert_layout(model, gpu, eng.engine, eng.version, par)
     )
     drafter = plan_drafter(model, eng.speculative, par) if eng.speculative else None
+    if drafter is not None and eng.engine == "sglang":
+        drafter = sglang_dspark.sglang_drafter(model, par, eng, drafter)
     draft_layers = eng.speculative_layers or (drafter.mtp_layers if drafter else 0)
     stages = loaded_stage_weights(model, par, eng, layout, drafter, draft_layers)
     if eng.engine == "sglang":

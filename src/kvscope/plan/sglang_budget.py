@@ -410,11 +410,7 @@ def _sglang_algorithm(eng: EngineConfig) -> str | None:
     if spec is None:
         return "EAGLE" if eng.speculative_layers else None
     if spec.method == "dspark":
-        # SGLang drafts DSpark (--speculative-algorithm DSPARK, 0.5.16+) with its own pool
-        # rules (the 0.5.23 configurator's request-window path), which kvscope does not size.
-        raise KvscopeError(
-            "SGLang's DSpark drafting is not modelled by kvscope.",
-            "Plan it for vLLM (--engine vllm), or with EAGLE / NEXTN for SGLang.",
-        )
+        # sized as any algorithm by the V4 configurator (kvscope.plan.sglang_dspark)
+        return "DSPARK"
     names = {"mtp": "EAGLE", "eagle": "EAGLE", "eagle3": "EAGLE3", "draft_model": "STANDALONE"}
     return names.get(spec.method, "NGRAM")

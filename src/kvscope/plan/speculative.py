@@ -119,7 +119,11 @@ SGLANG_ALGORITHMS = {
     "NEXTN": "mtp",
     "STANDALONE": "draft_model",
     "NGRAM": "ngram",
+    "DSPARK": DSPARK,
 }
+#: SGLang's DSpark gamma when neither flag nor checkpoint gives one (``DEFAULT_DSPARK_GAMMA``,
+#: speculative/dspark_components/dspark_config.py of 0.5.16)
+SGLANG_DSPARK_GAMMA = 7
 #: SGLang ``auto_choose_speculative_params``: (num_steps, eagle_topk, num_draft_tokens).
 SGLANG_AUTO_DEEPSEEK = (3, 1, 4)
 SGLANG_AUTO_OTHER = (5, 4, 8)
@@ -223,13 +227,33 @@ def from_sglang(
     num_draft_tokens: int | None = None,
     draft_model: str | None = None,
     deepseek_like: bool = False,
+    dspark_block_size: int = 0,
 ) -> SpeculativeDecoding:
-    """SGLang's ``--speculative-*`` flags, with its automatic choice when steps are absent."""
+    """SGLang's ``--speculative-*`` flags, with its automatic choice when steps are absent.
+
+    DSPARK (0.5.16+, ``_handle_dspark``): one step of gamma draft tokens, gamma =
+    ``num_draft_tokens - 1``, else the checkpoint's ``dspark_block_size``, else 7; no draft
+    path means the checkpoint's own stages."""
     method = SGLANG_ALGORITHMS.get(algorithm.upper())
     if method is None:
         raise KvscopeError(
             f"--speculative-algorithm: unknown algorithm {algorithm!r}; "
             f"known: {', '.join(SGLANG_ALGORITHMS)}."
+        )
+    if method == DSPARK:
+        if num_draft_tokens is not None:
+            what = "--speculative-num-draft-tokens (gamma + 1) for DSPARK"
+            gamma = _positive(num_draft_tokens, what, MAX_SPEC_TOKENS + 1) - 1
+            if gamma < 1:
+                raise KvscopeError(f"{what} must be at least 2.")
+        else:
+            gamma = dspark_block_size or SGLANG_DSPARK_GAMMA
+        return SpeculativeDecoding(
+            method=DSPARK,
+            num_speculative_tokens=gamma,
+            verify_tokens=gamma + 1,
+            model=draft_model,
+            engine="sglang",
         )
     if method in ("eagle", "eagle3", "draft_model") and draft_model is None:
         if not (method == "eagle" and deepseek_like):

@@ -242,6 +242,9 @@ def parse_config(
             if dspark_ids and model_type.startswith("deepseek_v41")
             else 0
         ),
+        dspark_block_size=(
+            c.integer("dspark_block_size", default=0, minimum=0) if dspark_ids else 0
+        ),
         draft_vocab_size=c.integer("draft_vocab_size", default=0, minimum=0),
         speculators_version=str(c.raw.get("speculators_version") or ""),
         attention_chunk_size=c.integer("attention_chunk_size", 0, 0)

@@ -138,6 +138,9 @@ class ModelSpec:
     #: 0: the target's count)
     dspark_markov_rank: int = 0
     dspark_routed_experts: int = 0
+    #: DSpark draft tokens a step (``dspark_block_size``; 0 without), SGLang's default gamma
+    #: (``read_draft_checkpoint_gamma``, speculative_hook.py of 0.5.16)
+    dspark_block_size: int = 0
     #: rows of an EAGLE-3 head's own LM head (``draft_vocab_size``; 0: the config has none,
     #: vLLM ``llama_eagle3.py`` then takes ``vocab_size``)
     draft_vocab_size: int = 0
