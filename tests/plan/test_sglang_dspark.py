@@ -110,7 +110,7 @@ def test_dspark_gamma_follows_the_checkpoint_or_the_flag() -> None:
     ("version", "pp", "name", "says"),
     [
         ("0.5.15", 1, MODEL, "arrived in 0.5.16"),
-        ("0.5.16", 2, MODEL, "--pp-size 1"),
+        ("0.5.16", 2, MODEL, "--pipeline-parallel-size 1"),
         ("0.5.16", 1, "deepseek-ai/DeepSeek-V4-Flash", "dspark_target_layer_ids"),
         ("0.5.23", 1, "deepseek-ai/DeepSeek-V4.1-Flash", "not for deepseek-ai/DeepSeek-V4.1"),
     ],

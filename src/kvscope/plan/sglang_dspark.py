@@ -66,7 +66,9 @@ def sglang_drafter(
             f"DSpark stages (V4-Flash-0731), not for {model.name}."
         )
     if par.pp > 1:
-        raise KvscopeError("SGLang's DSpark drafting needs --pp-size 1 (_handle_dspark).")
+        raise KvscopeError(
+            "SGLang's DSpark drafting needs --pipeline-parallel-size 1 (as _handle_dspark)."
+        )
     stages = model.dspark_target_layers or drafter.mtp_layers
     head_dim = model.layers[-1].attention.head_dim
     q = model.quantization
