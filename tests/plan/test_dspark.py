@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from tests.plan.log_cases import offline_hub
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
-from kvscope.plan.drafter import aux_capture_layers, plan_drafter
+from kvscope.plan.drafter import Drafter, aux_capture_layers, plan_drafter
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.speculative import parse_vllm
 from kvscope.specs.hardware import GIB, get_gpu
@@ -59,6 +61,43 @@ def test_dspark_refused_in_one_line(model: str, config: str, says: str) -> None:
         m = load_model(model)
     with pytest.raises(KvscopeError, match=says):
         plan_drafter(m, parse_vllm(config), Parallelism(tp=8))
+
+
+def test_dspark_stages_are_window_only_layers() -> None:
+    """vLLM (vllm/models/deepseek_v4/attention.py, 0.25.0-0.31.0): a layer numbered from
+    num_hidden_layers gets compress_ratio 1, so a stage builds no compressor or indexer; SGLang's
+    DSparkAttention (compress_ratio=0) neither. V4-Flash-0731's last layer is C4; what a stage
+    leaves out of it: the compressor (fused_wkv_wgate 4096 -> 2 x 2 x 512, ape 4 x 1024, norm
+    512) and the indexer (wq_b 1024 -> 64 x 128, weights_proj 4096 -> 64, its compressor
+    4096 -> 2 x 2 x 128, ape 4 x 256, norm 128): 19,142,272 parameters, replicated, fp8."""
+    from kvscope.plan.loaded_weights import loaded_stage_weights
+    from kvscope.plan.weights import ExpertLayout, window_only_attention
+
+    with offline_hub():
+        model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+    last = model.layers[-1].attention
+    assert (last.kind, last.compress_ratio) == ("dsv4_csa", 4)
+    compressor = 4096 * 2048 + 4 * 1024 + 512
+    indexer = 1024 * 64 * 128 + 4096 * 64 + 4096 * 512 + 4 * 256 + 128
+    assert compressor + indexer == 19_142_272
+    stage = window_only_attention(last)
+    assert (stage.kind, stage.num_params()) == ("dsv4_swa", last.num_params() - 19_142_272)
+    par = Parallelism(tp=8)
+    d = plan_drafter(model, parse_vllm(DSPARK), par)
+    assert d.window_only
+    eng = EngineConfig(engine="vllm", engine_version="0.30.1")
+
+    def last_rank(drafter: Drafter) -> float:
+        return loaded_stage_weights(model, par, eng, ExpertLayout(), drafter, 3)[-1].total_bytes
+
+    dropped = last_rank(replace(d, window_only=False)) - last_rank(d)
+    assert dropped == pytest.approx(3 * 19_142_272 * (1 + 4 / 128**2), rel=1e-9)
+    # V4.1's last layer is neither a kv nor an index source: its stages keep its price
+    with offline_hub():
+        v41 = load_model("deepseek-ai/DeepSeek-V4.1-Flash")
+    assert window_only_attention(v41.layers[-1].attention) == v41.layers[-1].attention
+    source = next(ly.attention for ly in v41.layers if ly.attention.kv_source)
+    assert window_only_attention(source).num_params() < source.num_params()
 
 
 def test_dspark_weights_sit_on_every_rank() -> None:

@@ -21,7 +21,9 @@ Pinned to vLLM v0.33.0:
   ``vllm/config/speculative.py``; both in the v0.25.0 and v0.31.0 wheels).
 - DSpark on DeepSeek V4 (``vllm/models/deepseek_v4/nvidia/dspark.py`` at v0.31.0): the
   checkpoint's ``n_mtp_layers`` stages (3 when absent), each a ``DeepseekV4DecoderLayer`` of
-  the target's shape numbered after its layers (no ``eh_proj``), plus ``main_proj``
+  the target's shape numbered after its layers (no ``eh_proj``; window attention only, no
+  compressor or indexer: ``compress_ratio = 1`` past ``num_hidden_layers`` in
+  ``vllm/models/deepseek_v4/attention.py``, 0.25.0-0.31.0), plus ``main_proj``
   (``ReplicatedLinear``, h x len(``dspark_target_layer_ids``) -> h) and ``context_wkv_proj``
   (h -> head_dim per stage, ``disable_tp``), both whole on every rank at the checkpoint's
   linear precision, and the Markov head (``DSparkMarkovHead``,
@@ -30,10 +32,12 @@ Pinned to vLLM v0.33.0:
   every rank); embedding and LM head aliased from the target. Its KV layers are the stages'
   SWA caches (``get_draft_kv_cache_layer_names``).
 - DSpark on DeepSeek V4.1 (``vllm/models/deepseek_v41/nvidia/dspark.py`` at v0.31.0): the
-  same, except that there is no ``context_wkv_proj`` (each stage projects its context KV with
-  its own ``fused_wqa_wkv``) and each stage's MoE has ``dspark_n_routed_experts`` routed
-  experts (``DeepseekV4MoE`` in ``models/deepseek_v41/nvidia/model.py``: layers numbered
-  from ``num_hidden_layers``; 128 on V4.1-Flash against the backbone's 384).
+  same (no compressor, indexer or Engram on a stage: ``is_kv_source`` / ``is_index_source``
+  need ``layer_id < num_hidden_layers``), except that there is no ``context_wkv_proj`` (each
+  stage projects its context KV with its own ``fused_wqa_wkv``) and each stage's MoE has
+  ``dspark_n_routed_experts`` routed experts (``DeepseekV4MoE`` in
+  ``models/deepseek_v41/nvidia/model.py``: layers numbered from ``num_hidden_layers``; 128
+  on V4.1-Flash against the backbone's 384).
 - n-gram / suffix: no network, nothing added.
 
 KV: every drafter attention layer is registered with the target's
@@ -108,6 +112,9 @@ class Drafter:
     #: MTP ``eh_proj`` and its two norms (DSpark stages do not)
     stage_experts: int = 0
     eh_proj: bool = True
+    #: whether each drafter layer's attention is window-only (DSpark stages: no compressor,
+    #: indexer or Engram, :func:`kvscope.plan.weights.window_only_attention`)
+    window_only: bool = False
 
 
 def aux_capture_layers(model: ModelSpec, spec: SpeculativeDecoding | None) -> tuple[int, ...]:
@@ -300,4 +307,5 @@ def _dspark(model: ModelSpec, spec: SpeculativeDecoding, made: Callable[..., Dra
         made(n, extra, n, "DSpark stages' SWA caches share the target's window groups"),
         stage_experts=model.dspark_routed_experts,
         eh_proj=False,
+        window_only=True,
     )

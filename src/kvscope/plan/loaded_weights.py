@@ -54,6 +54,7 @@ def loaded_stage_weights(
             drafter.stage_experts if drafter else 0,
             drafter.eh_proj if drafter else True,
             vllm_remainder_last(eng.engine, eng.version),
+            drafter.window_only if drafter else False,
         )
     )
     stages = tuple(  # vLLM 0.7.1-0.7.3's decode matrices (W_Q_UK, W_UV_O, W_QR)

@@ -12,7 +12,10 @@ Read in the sglang 0.5.15-0.5.23 wheels (``sglang/srt/...``):
   ``_handle_model_specific_adjustments``) has set 256.
 - Draft weights: ``DeepseekV4ForCausalLMDSpark`` (``models/deepseek_v4_dspark.py``) builds
   ``len(dspark_target_layer_ids)`` stages, each a target-shaped ``DeepseekV4DecoderLayer``
-  (SWA-only attention, the target's MoE), stage 0 adding ``main_proj`` (``ReplicatedLinear``
+  (SWA-only attention: ``DSparkAttention`` asserts ``compress_ratio == 0`` and builds no
+  compressor or indexer, which only ``MQALayer`` of ``models/deepseek_v4.py`` does, so a stage
+  is priced as :func:`kvscope.plan.weights.window_only_attention` of the last layer; the
+  target's MoE), stage 0 adding ``main_proj`` (``ReplicatedLinear``
   h x stages*h -> h, the checkpoint's linear precision); the Markov head's ``markov_w1``
   (vocab x rank) and ``markov_w2`` (rank -> vocab, bf16 by default:
   ``SGLANG_DSPARK_OPT_MARKOV_W2_BF16``), whole on every rank. Embedding and LM head are the

@@ -123,6 +123,28 @@ def check_divisibility(model: ModelSpec, par: Parallelism) -> None:
         )
 
 
+def window_only_attention(att: AttentionLayer) -> AttentionLayer:
+    """``att`` as DeepSeek V4's DSpark stages build it: window attention only, without the
+    compressor, indexer or Engram block a compressed target layer of the same shape has.
+
+    vLLM (``vllm/models/deepseek_v4/attention.py``, 0.25.0, 0.26.0, 0.27.1, 0.30.0 and 0.31.0
+    wheels): a layer numbered from ``num_hidden_layers`` (the stages, ``layers.{43 + i}`` on
+    V4-Flash-0731, ``nvidia/dspark.py``) gets ``compress_ratio = 1``, so neither
+    ``DeepseekCompressor`` nor ``DeepseekV4Indexer`` is built. V4.1
+    (``vllm/models/deepseek_v41/attention.py`` at 0.30.0 and 0.31.0): ``is_kv_source`` and
+    ``is_index_source`` need ``layer_id < num_hidden_layers``, and ``nvidia/dspark.py`` passes
+    no ``engram_layout``. SGLang (``srt/models/deepseek_v4_dspark.py``, 0.5.16-0.5.23):
+    ``DSparkAttention`` is an ``MqaAttentionBase`` with ``compress_ratio=0`` (asserted); the
+    compressor and ``C4Indexer`` live in ``MQALayer`` only (``srt/models/deepseek_v4.py``).
+    Other kinds pass through.
+    """
+    if att.kind in ("dsv4_csa", "dsv4_hca"):
+        return replace(att, kind="dsv4_swa", compress_ratio=0, index_n_heads=0, index_head_dim=0)
+    if att.kind == "dsv41":
+        return replace(att, kv_source=False, index_source=False, engram_params=0)
+    return att
+
+
 def _attention_params_per_rank(att: AttentionLayer, tp: int) -> tuple[float, float]:
     """(sharded parameters on one rank, replicated parameters) of one attention block."""
     total = att.num_params()
@@ -198,6 +220,7 @@ def rank_weights(
     draft_experts: int = 0,
     draft_eh_proj: bool = True,
     remainder_last: bool = False,
+    draft_window_only: bool = False,
 ) -> RankWeights:
     """Weights on one GPU of pipeline stage ``pp_rank`` (all TP ranks of a stage are equal).
 
@@ -210,7 +233,8 @@ def rank_weights(
     both for kernels that repack the checkpoint's experts (see :func:`expert_layout`).
     ``draft_experts`` (> 0) gives each drafter layer that many routed experts and
     ``draft_eh_proj`` False leaves out the MTP ``eh_proj`` and norms (DSpark stages have
-    neither: :mod:`kvscope.plan.drafter`).
+    neither: :mod:`kvscope.plan.drafter`). ``draft_window_only`` prices each drafter layer's
+    attention as :func:`window_only_attention` of the last layer's (DSpark stages).
     """
     stages = pp_layer_split(model.num_layers, par.pp, remainder_last)
     layers = stages[pp_rank]
@@ -226,7 +250,8 @@ def rank_weights(
         ffn = layer.ffn
         if i < 0 and draft_experts and ffn.is_moe:
             ffn = replace(ffn, num_experts=draft_experts)
-        sharded, replicated = _attention_params_per_rank(layer.attention, par.attn_tp)
+        att = window_only_attention(layer.attention) if i < 0 and draft_window_only else None
+        sharded, replicated = _attention_params_per_rank(att or layer.attention, par.attn_tp)
         params["attention"] += sharded + replicated
         ffn_params = _ffn_params_per_rank(ffn, par, expert_pad, hidden_pad, model.hidden_size)
         for key, value in ffn_params.items():
@@ -336,6 +361,7 @@ def all_stage_weights(
     draft_experts: int = 0,
     draft_eh_proj: bool = True,
     remainder_last: bool = False,
+    draft_window_only: bool = False,
 ) -> tuple[RankWeights, ...]:
     """Per-GPU weights of every pipeline stage, first stage first (drafter layers and
     ``remainder_last``: see :func:`rank_weights` and :func:`pp_layer_split`)."""
@@ -353,6 +379,7 @@ def all_stage_weights(
             draft_experts,
             draft_eh_proj,
             remainder_last,
+            draft_window_only,
         )
         for r in range(par.pp)
     )
