@@ -71,7 +71,7 @@ def test_dspark_stages_are_window_only_layers() -> None:
     512) and the indexer (wq_b 1024 -> 64 x 128, weights_proj 4096 -> 64, its compressor
     4096 -> 2 x 2 x 128, ape 4 x 256, norm 128): 19,142,272 parameters, replicated, fp8."""
     from kvscope.plan.loaded_weights import loaded_stage_weights
-    from kvscope.plan.weights import ExpertLayout, window_only_attention
+    from kvscope.plan.weights import ExpertLayout, all_stage_weights, window_only_attention
 
     with offline_hub():
         model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
@@ -87,17 +87,47 @@ def test_dspark_stages_are_window_only_layers() -> None:
     assert d.window_only
     eng = EngineConfig(engine="vllm", engine_version="0.30.1")
 
-    def last_rank(drafter: Drafter) -> float:
-        return loaded_stage_weights(model, par, eng, ExpertLayout(), drafter, 3)[-1].total_bytes
-
-    dropped = last_rank(replace(d, window_only=False)) - last_rank(d)
+    loaded = loaded_stage_weights(model, par, eng, ExpertLayout(), d, 3)[-1]
+    c4_priced = all_stage_weights(model, par, 3, ExpertLayout(), 0, False, False, False)[-1]
+    window = all_stage_weights(model, par, 3, ExpertLayout(), 0, False, False, True)[-1]
+    dropped = c4_priced.total_bytes - window.total_bytes
     assert dropped == pytest.approx(3 * 19_142_272 * (1 + 4 / 128**2), rel=1e-9)
+    assert loaded.by_component["attention"] == window.by_component["attention"]
     # V4.1's last layer is neither a kv nor an index source: its stages keep its price
     with offline_hub():
         v41 = load_model("deepseek-ai/DeepSeek-V4.1-Flash")
     assert window_only_attention(v41.layers[-1].attention) == v41.layers[-1].attention
     source = next(ly.attention for ly in v41.layers if ly.attention.kv_source)
     assert window_only_attention(source).num_params() < source.num_params()
+
+
+def test_v4_mtp_layers_are_window_only_too() -> None:
+    """vLLM numbers the MTP layer past num_hidden_layers (models/deepseek_v4/nvidia/mtp.py)
+    and gives such a layer compress_ratio 1 (nvidia/model.py of 0.22.0: "MTP layer is not
+    included in the compress ratio list"); SGLang's NextN layer has compress ratio 0. So an
+    MTP drafter on V4 prices its layer without the last layer's compressor and indexer, as a
+    DSpark stage does, although plan_drafter marks only DSpark as window-only."""
+    from kvscope.plan.loaded_weights import loaded_stage_weights
+    from kvscope.plan.weights import ExpertLayout, all_stage_weights
+
+    with offline_hub():
+        model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
+    par = Parallelism(tp=8)
+    mtp = plan_drafter(model, parse_vllm('{"method": "mtp", "num_speculative_tokens": 1}'), par)
+    assert (mtp.mtp_layers, mtp.window_only) == (1, False)
+    eng = EngineConfig(engine="vllm", engine_version="0.25.0")
+
+    def last_rank(drafter: Drafter | None) -> float:
+        return loaded_stage_weights(model, par, eng, ExpertLayout(), drafter, 1)[-1].total_bytes
+
+    assert last_rank(mtp) == last_rank(replace(mtp, window_only=True)) == last_rank(None)
+    c4_priced = all_stage_weights(model, par, 1, ExpertLayout(), 0, True, False, False)[-1]
+    window = all_stage_weights(model, par, 1, ExpertLayout(), 0, True, False, True)[-1]
+    assert (
+        loaded_stage_weights(model, par, eng, ExpertLayout(), mtp, 1)[-1].by_component["attention"]
+        == window.by_component["attention"]
+        < c4_priced.by_component["attention"]
+    )
 
 
 def test_dspark_weights_sit_on_every_rank() -> None:
