@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from tests.plan.log_cases import offline_hub
 
@@ -84,7 +82,6 @@ def test_dspark_stages_are_window_only_layers() -> None:
     assert (stage.kind, stage.num_params()) == ("dsv4_swa", last.num_params() - 19_142_272)
     par = Parallelism(tp=8)
     d = plan_drafter(model, parse_vllm(DSPARK), par)
-    assert d.window_only
     eng = EngineConfig(engine="vllm", engine_version="0.30.1")
 
     loaded = loaded_stage_weights(model, par, eng, ExpertLayout(), d, 3)[-1]
@@ -106,7 +103,7 @@ def test_v4_mtp_layers_are_window_only_too() -> None:
     and gives such a layer compress_ratio 1 (nvidia/model.py of 0.22.0: "MTP layer is not
     included in the compress ratio list"); SGLang's NextN layer has compress ratio 0. So an
     MTP drafter on V4 prices its layer without the last layer's compressor and indexer, as a
-    DSpark stage does, although plan_drafter marks only DSpark as window-only."""
+    DSpark stage does."""
     from kvscope.plan.loaded_weights import loaded_stage_weights
     from kvscope.plan.weights import ExpertLayout, all_stage_weights
 
@@ -114,13 +111,13 @@ def test_v4_mtp_layers_are_window_only_too() -> None:
         model = load_model("deepseek-ai/DeepSeek-V4-Flash-0731")
     par = Parallelism(tp=8)
     mtp = plan_drafter(model, parse_vllm('{"method": "mtp", "num_speculative_tokens": 1}'), par)
-    assert (mtp.mtp_layers, mtp.window_only) == (1, False)
+    assert mtp.mtp_layers == 1
     eng = EngineConfig(engine="vllm", engine_version="0.25.0")
 
     def last_rank(drafter: Drafter | None) -> float:
         return loaded_stage_weights(model, par, eng, ExpertLayout(), drafter, 1)[-1].total_bytes
 
-    assert last_rank(mtp) == last_rank(replace(mtp, window_only=True)) == last_rank(None)
+    assert last_rank(mtp) == last_rank(None)
     c4_priced = all_stage_weights(model, par, 1, ExpertLayout(), 0, True, False, False)[-1]
     window = all_stage_weights(model, par, 1, ExpertLayout(), 0, True, False, True)[-1]
     assert (

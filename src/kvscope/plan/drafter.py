@@ -112,9 +112,6 @@ class Drafter:
     #: MTP ``eh_proj`` and its two norms (DSpark stages do not)
     stage_experts: int = 0
     eh_proj: bool = True
-    #: whether each drafter layer's attention is window-only (DSpark stages: no compressor,
-    #: indexer or Engram, :func:`kvscope.plan.weights.window_only_attention`)
-    window_only: bool = False
 
 
 def aux_capture_layers(model: ModelSpec, spec: SpeculativeDecoding | None) -> tuple[int, ...]:
@@ -307,5 +304,4 @@ def _dspark(model: ModelSpec, spec: SpeculativeDecoding, made: Callable[..., Dra
         made(n, extra, n, "DSpark stages' SWA caches share the target's window groups"),
         stage_experts=model.dspark_routed_experts,
         eh_proj=False,
-        window_only=True,
     )

@@ -54,10 +54,9 @@ def loaded_stage_weights(
             drafter.stage_experts if drafter else 0,
             drafter.eh_proj if drafter else True,
             vllm_remainder_last(eng.engine, eng.version),
-            # every DeepSeek V4 drafter layer is window-only: MTP / NextN layers too (vLLM
-            # gives layers past num_hidden_layers compress_ratio 1, models/deepseek_v4/
-            # nvidia/model.py of 0.22.0; SGLang's COMPRESS_RATIO_NEXTN_LAYER = 0)
-            (drafter.window_only if drafter else False) or model.is_deepseek_v4,
+            # every DeepSeek V4 drafter layer (DSpark stage, MTP / NextN layer) is window-only
+            # (kvscope.plan.weights.window_only_attention)
+            model.is_deepseek_v4,
         )
     )
     stages = tuple(  # vLLM 0.7.1-0.7.3's decode matrices (W_Q_UK, W_UV_O, W_QR)

@@ -124,8 +124,9 @@ def check_divisibility(model: ModelSpec, par: Parallelism) -> None:
 
 
 def window_only_attention(att: AttentionLayer) -> AttentionLayer:
-    """``att`` as DeepSeek V4's DSpark stages build it: window attention only, without the
-    compressor, indexer or Engram block a compressed target layer of the same shape has.
+    """``att`` as DeepSeek V4's drafter layers build it (DSpark stages, MTP / NextN layers):
+    window attention only, without the compressor, indexer or Engram block a compressed
+    target layer of the same shape has.
 
     vLLM (``vllm/models/deepseek_v4/attention.py``, 0.25.0, 0.26.0, 0.27.1, 0.30.0 and 0.31.0
     wheels): a layer numbered from ``num_hidden_layers`` (the stages, ``layers.{43 + i}`` on
@@ -136,7 +137,10 @@ def window_only_attention(att: AttentionLayer) -> AttentionLayer:
     no ``engram_layout``. SGLang (``srt/models/deepseek_v4_dspark.py``, 0.5.16-0.5.23):
     ``DSparkAttention`` is an ``MqaAttentionBase`` with ``compress_ratio=0`` (asserted); the
     compressor and ``C4Indexer`` live in ``MQALayer`` only (``srt/models/deepseek_v4.py``).
-    Other kinds pass through.
+    MTP layers are numbered past ``num_hidden_layers`` too (``nvidia/mtp.py``), so
+    ``nvidia/model.py`` of 0.22.0 already gives them ``compress_ratio = 1`` ("MTP layer is not
+    included in the compress ratio list"); SGLang's NextN layer has compress ratio 0
+    (``COMPRESS_RATIO_NEXTN_LAYER``). Other kinds pass through.
     """
     if att.kind in ("dsv4_csa", "dsv4_hca"):
         return replace(att, kind="dsv4_swa", compress_ratio=0, index_n_heads=0, index_head_dim=0)
@@ -234,7 +238,7 @@ def rank_weights(
     ``draft_experts`` (> 0) gives each drafter layer that many routed experts and
     ``draft_eh_proj`` False leaves out the MTP ``eh_proj`` and norms (DSpark stages have
     neither: :mod:`kvscope.plan.drafter`). ``draft_window_only`` prices each drafter layer's
-    attention as :func:`window_only_attention` of the last layer's (DSpark stages).
+    attention as :func:`window_only_attention` of the last layer's (DeepSeek V4 drafters).
     """
     stages = pp_layer_split(model.num_layers, par.pp, remainder_last)
     layers = stages[pp_rank]
