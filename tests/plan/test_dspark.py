@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from tests.plan.log_cases import offline_hub
 
@@ -10,7 +12,9 @@ from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.drafter import Drafter, aux_capture_layers, plan_drafter
 from kvscope.plan.memory import plan_memory
 from kvscope.plan.speculative import parse_vllm
+from kvscope.plan.weights import RankWeights
 from kvscope.specs.hardware import GIB, get_gpu
+from kvscope.specs.model import ModelSpec
 from kvscope.specs.registry import load_model
 
 DSPARK = '{"method": "dspark", "num_speculative_tokens": 5}'
@@ -61,7 +65,21 @@ def test_dspark_refused_in_one_line(model: str, config: str, says: str) -> None:
         plan_drafter(m, parse_vllm(config), Parallelism(tp=8))
 
 
-def test_dspark_stages_are_window_only_layers() -> None:
+def _c4_priced(
+    monkeypatch: pytest.MonkeyPatch, model: ModelSpec, par: Parallelism, n: int, eh_proj: bool
+) -> RankWeights:
+    """The last stage with ``n`` drafter layers priced as the target's last (C4) layer: the
+    window-only rule switched off, on a fresh copy (rank_weights caches per model object)."""
+    from kvscope.plan import weights
+
+    with monkeypatch.context() as m:
+        m.setattr(weights, "window_only_attention", lambda att: att)
+        return weights.all_stage_weights(
+            replace(model), par, n, weights.ExpertLayout(), 0, eh_proj
+        )[-1]
+
+
+def test_dspark_stages_are_window_only_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     """vLLM (vllm/models/deepseek_v4/attention.py, 0.25.0-0.31.0): a layer numbered from
     num_hidden_layers gets compress_ratio 1, so a stage builds no compressor or indexer; SGLang's
     DSparkAttention (compress_ratio=0) neither. V4-Flash-0731's last layer is C4; what a stage
@@ -85,8 +103,8 @@ def test_dspark_stages_are_window_only_layers() -> None:
     eng = EngineConfig(engine="vllm", engine_version="0.30.1")
 
     loaded = loaded_stage_weights(model, par, eng, ExpertLayout(), d, 3)[-1]
-    c4_priced = all_stage_weights(model, par, 3, ExpertLayout(), 0, False, False, False)[-1]
-    window = all_stage_weights(model, par, 3, ExpertLayout(), 0, False, False, True)[-1]
+    c4_priced = _c4_priced(monkeypatch, model, par, 3, False)
+    window = all_stage_weights(model, par, 3, ExpertLayout(), 0, False)[-1]
     dropped = c4_priced.total_bytes - window.total_bytes
     assert dropped == pytest.approx(3 * 19_142_272 * (1 + 4 / 128**2), rel=1e-9)
     assert loaded.by_component["attention"] == window.by_component["attention"]
@@ -98,7 +116,7 @@ def test_dspark_stages_are_window_only_layers() -> None:
     assert window_only_attention(source).num_params() < source.num_params()
 
 
-def test_v4_mtp_layers_are_window_only_too() -> None:
+def test_v4_mtp_layers_are_window_only_too(monkeypatch: pytest.MonkeyPatch) -> None:
     """vLLM numbers the MTP layer past num_hidden_layers (models/deepseek_v4/nvidia/mtp.py)
     and gives such a layer compress_ratio 1 (nvidia/model.py of 0.22.0: "MTP layer is not
     included in the compress ratio list"); SGLang's NextN layer has compress ratio 0. So an
@@ -118,8 +136,8 @@ def test_v4_mtp_layers_are_window_only_too() -> None:
         return loaded_stage_weights(model, par, eng, ExpertLayout(), drafter, 1)[-1].total_bytes
 
     assert last_rank(mtp) == last_rank(None)
-    c4_priced = all_stage_weights(model, par, 1, ExpertLayout(), 0, True, False, False)[-1]
-    window = all_stage_weights(model, par, 1, ExpertLayout(), 0, True, False, True)[-1]
+    c4_priced = _c4_priced(monkeypatch, model, par, 1, True)
+    window = all_stage_weights(model, par, 1, ExpertLayout(), 0, True)[-1]
     assert (
         loaded_stage_weights(model, par, eng, ExpertLayout(), mtp, 1)[-1].by_component["attention"]
         == window.by_component["attention"]

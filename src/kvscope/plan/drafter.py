@@ -288,16 +288,8 @@ def _dspark(model: ModelSpec, spec: SpeculativeDecoding, made: Callable[..., Dra
             "Use a checkpoint that ships them (DeepSeek-V4-Flash-0731, V4.1) or method mtp.",
         )
     h = model.hidden_size
-    head_dim = model.layers[-1].attention.head_dim
-    q = model.quantization
-    linear = (
-        q.linear_bytes
-        if q.linear_bytes is not None
-        else (2.0 if model.dtype in ("bfloat16", "float16") else 4.0)
-    )
-    v41 = model.model_type.startswith("deepseek_v41")
-    context_wkv = 0 if v41 else h * head_dim * n
-    extra = (h * model.dspark_target_layers * h + context_wkv) * linear
+    extra = h * model.dspark_target_layers * h * _linear_bytes(model)
+    extra += dspark_context_wkv_bytes(model)
     markov_rows = model.vocab_size + (model.draft_vocab_size or model.vocab_size)
     extra += markov_rows * model.dspark_markov_rank * MARKOV_BYTES
     return replace(
@@ -305,3 +297,20 @@ def _dspark(model: ModelSpec, spec: SpeculativeDecoding, made: Callable[..., Dra
         stage_experts=model.dspark_routed_experts,
         eh_proj=False,
     )
+
+
+def _linear_bytes(model: ModelSpec) -> float:
+    """Bytes per parameter of the checkpoint's Linear layers (the DSpark projections')."""
+    q = model.quantization
+    if q.linear_bytes is not None:
+        return q.linear_bytes
+    return 2.0 if model.dtype in ("bfloat16", "float16") else 4.0
+
+
+def dspark_context_wkv_bytes(model: ModelSpec) -> float:
+    """Bytes of vLLM's DSpark ``context_wkv_proj`` (h -> head_dim per stage, whole on every
+    rank at the checkpoint's linear precision); V4.1's stages project their own context KV."""
+    if model.model_type.startswith("deepseek_v41"):
+        return 0.0
+    head_dim = model.layers[-1].attention.head_dim
+    return model.hidden_size * head_dim * model.dspark_stages * _linear_bytes(model)

@@ -54,9 +54,6 @@ def loaded_stage_weights(
             drafter.stage_experts if drafter else 0,
             drafter.eh_proj if drafter else True,
             vllm_remainder_last(eng.engine, eng.version),
-            # every DeepSeek V4 drafter layer (DSpark stage, MTP / NextN layer) is window-only
-            # (kvscope.plan.weights.window_only_attention)
-            model.is_deepseek_v4,
         )
     )
     stages = tuple(  # vLLM 0.7.1-0.7.3's decode matrices (W_Q_UK, W_UV_O, W_QR)

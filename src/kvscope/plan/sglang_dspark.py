@@ -44,7 +44,7 @@ from dataclasses import replace
 
 from kvscope.errors import KvscopeError
 from kvscope.plan.config import EngineConfig, Parallelism
-from kvscope.plan.drafter import Drafter
+from kvscope.plan.drafter import Drafter, dspark_context_wkv_bytes
 from kvscope.specs.model import ModelSpec
 
 #: First SGLang release with ``--speculative-algorithm DSPARK`` (see the module text).
@@ -73,16 +73,11 @@ def sglang_drafter(
             "SGLang's DSpark drafting needs --pipeline-parallel-size 1 (as _handle_dspark)."
         )
     stages = model.dspark_target_layers or drafter.mtp_layers
-    head_dim = model.layers[-1].attention.head_dim
-    q = model.quantization
-    wide = 2.0 if model.dtype in ("bfloat16", "float16") else 4.0
-    linear = q.linear_bytes if q.linear_bytes is not None else wide
-    # vLLM's context_wkv_proj (h -> head_dim per stage), which SGLang does not build
-    context_wkv = model.hidden_size * head_dim * drafter.mtp_layers * linear
     return replace(
         drafter,
         mtp_layers=stages,
         kv_layers=stages,
-        extra_weight_bytes=drafter.extra_weight_bytes - context_wkv,
+        # SGLang builds no context_wkv_proj (each stage's own wkv writes the context KV)
+        extra_weight_bytes=drafter.extra_weight_bytes - dspark_context_wkv_bytes(model),
         note="SGLang's DSpark stages: one draft layer priced in the V4 pool (0.5.16+)",
     )

@@ -224,7 +224,6 @@ def rank_weights(
     draft_experts: int = 0,
     draft_eh_proj: bool = True,
     remainder_last: bool = False,
-    draft_window_only: bool = False,
 ) -> RankWeights:
     """Weights on one GPU of pipeline stage ``pp_rank`` (all TP ranks of a stage are equal).
 
@@ -237,8 +236,8 @@ def rank_weights(
     both for kernels that repack the checkpoint's experts (see :func:`expert_layout`).
     ``draft_experts`` (> 0) gives each drafter layer that many routed experts and
     ``draft_eh_proj`` False leaves out the MTP ``eh_proj`` and norms (DSpark stages have
-    neither: :mod:`kvscope.plan.drafter`). ``draft_window_only`` prices each drafter layer's
-    attention as :func:`window_only_attention` of the last layer's (DeepSeek V4 drafters).
+    neither: :mod:`kvscope.plan.drafter`). On DeepSeek V4 each drafter layer's attention is
+    :func:`window_only_attention` of the last layer's (DSpark stages, MTP / NextN layers).
     """
     stages = pp_layer_split(model.num_layers, par.pp, remainder_last)
     layers = stages[pp_rank]
@@ -254,8 +253,10 @@ def rank_weights(
         ffn = layer.ffn
         if i < 0 and draft_experts and ffn.is_moe:
             ffn = replace(ffn, num_experts=draft_experts)
-        att = window_only_attention(layer.attention) if i < 0 and draft_window_only else None
-        sharded, replicated = _attention_params_per_rank(att or layer.attention, par.attn_tp)
+        att = layer.attention
+        if i < 0 and model.is_deepseek_v4:
+            att = window_only_attention(att)
+        sharded, replicated = _attention_params_per_rank(att, par.attn_tp)
         params["attention"] += sharded + replicated
         ffn_params = _ffn_params_per_rank(ffn, par, expert_pad, hidden_pad, model.hidden_size)
         for key, value in ffn_params.items():
@@ -365,7 +366,6 @@ def all_stage_weights(
     draft_experts: int = 0,
     draft_eh_proj: bool = True,
     remainder_last: bool = False,
-    draft_window_only: bool = False,
 ) -> tuple[RankWeights, ...]:
     """Per-GPU weights of every pipeline stage, first stage first (drafter layers and
     ``remainder_last``: see :func:`rank_weights` and :func:`pp_layer_split`)."""
@@ -383,7 +383,6 @@ def all_stage_weights(
             draft_experts,
             draft_eh_proj,
             remainder_last,
-            draft_window_only,
         )
         for r in range(par.pp)
     )
