@@ -249,6 +249,12 @@ def load_cases() -> list[Case]:
     return cases
 
 
+def case_by_id(case_id: str) -> Case:
+    """The row ``case_id`` of :func:`load_cases` (KeyError when no row has that id)."""
+    found = {c.id: c for c in load_cases()}
+    return found[case_id]
+
+
 def rel_err(pred: float, actual: float) -> float:
     return abs(pred - actual) / actual
 

@@ -21,7 +21,7 @@ from kvscope.specs.config_parse import parse_config
 from kvscope.specs.hardware import GIB
 from kvscope.specs.model import ModelSpec
 
-from .log_cases import load_cases
+from .log_cases import case_by_id
 
 CONFIG = Path(__file__).parent / "data" / "configs" / "deepseek-v4.1-flash.json"
 
@@ -85,7 +85,7 @@ def test_group_block_sizes_match_the_logged_groups(v41: ModelSpec) -> None:
     "row", ["tant2tls-v41flash-h100-tp8-0.30", "tant2tls-v41flash-h100-tp8-0.31"]
 )
 def test_pool_reproduces_the_logged_token_count(v41: ModelSpec, row: str) -> None:
-    r = next(c for c in load_cases() if c.id == row).row
+    r = case_by_id(row).row
     lay = layout(v41)
     length, gib, tokens = int(r["max_model_len"]), float(r["kv_cache_gib"]), int(r["kv_tokens"])
     # async scheduling: two batches of 8192 tokens in flight

@@ -14,7 +14,7 @@ from kvscope.plan.vllm_budget import REPORT_COUNTS_BLOCKS_SINCE
 from kvscope.specs.hardware import GIB
 from kvscope.specs.registry import load_model
 
-from .log_cases import load_cases
+from .log_cases import case_by_id
 
 FLASH = load_model("deepseek-ai/DeepSeek-V4-Flash")
 LAYERS = tuple(range(43))
@@ -123,7 +123,7 @@ def test_admission_check_bytes_per_block(
 def test_0_25_start_refused_by_the_admission_check_despite_the_report() -> None:
     # With 5.55 GiB left, 0.25's report would say 1.02x (5,731 blocks over 5,593 weighted per
     # 1M request) but its admission check needs 5,786 blocks x 1,051,776 B = 5.67 GiB: refused.
-    case = next(c for c in load_cases() if c.id == "ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25")
+    case = case_by_id("ghlog-2xrtxpro6000-v4flash-1m-mtp2-0.25")
     plan = case.plan(kv_cache_memory_bytes=int(5.55 * GIB))
     assert plan.max_concurrency > 1.0
     assert not plan.fits

@@ -24,7 +24,7 @@ from kvscope.plan.vllm_runner import v2_by_default
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import evaluate, load_cases, offline_hub
+from .log_cases import case_by_id, evaluate, offline_hub
 
 #: Unpacked wheels (this machine's /tmp; skipped where absent).
 V027, V028 = Path("/tmp/vllm0.27.0/vllm"), Path("/tmp/vllm028/vllm")
@@ -107,7 +107,7 @@ def test_serve_start_profiles_one_image_and_its_tower(qwen35_08b) -> None:
 
 
 def test_serve_start_logged_peak() -> None:
-    case = next(c for c in load_cases() if c.id == "w1report-a100pcie-qwen35-08b-serve-0.28")
+    case = case_by_id("w1report-a100pcie-qwen35-08b-serve-0.28")
     plan = case.plan()
     # "1.36 GiB for peak activation" holds the graph estimate; without the tower's phase the
     # plan had 0.34 (the language model's pass at 2,048 tokens)

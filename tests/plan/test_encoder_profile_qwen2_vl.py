@@ -18,7 +18,7 @@ from kvscope.plan.encoder_profile import encoder_profile, phase_bytes
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import load_cases
+from .log_cases import case_by_id
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 V023 = (0, 23, 0)
@@ -115,12 +115,12 @@ def test_the_swiglu_tower_peaks_higher_than_the_gelu_one(q25, q2) -> None:
 
 
 def test_the_ray_data_l4_start_is_planned_within_two_percent() -> None:
-    case = next(c for c in load_cases() if c.id == "raydata-l4-qwen25vl3b-0.11.0")
+    case = case_by_id("raydata-l4-qwen25vl3b-0.11.0")
     assert abs(case.plan().kv_tokens / 269_568 - 1) < 0.02
 
 
 def test_the_refused_a100_start_is_planned_short_by_as_much() -> None:
-    case = next(c for c in load_cases() if c.id == "a100-qwen25vl7b-v023-gmu022-refused")
+    case = case_by_id("a100-qwen25vl7b-v023-gmu022-refused")
     plan = case.plan()
     assert not plan.fits
     assert abs(plan.kv_cache_gib - (-14.28)) < 0.5

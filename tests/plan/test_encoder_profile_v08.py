@@ -18,7 +18,7 @@ from kvscope.plan.encoder_profile import encoder_profile, phase_bytes
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import load_cases
+from .log_cases import case_by_id
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 V082, V090 = (0, 8, 2), (0, 9, 0)
@@ -93,7 +93,7 @@ def test_the_kserve_l4_start_loads_the_logged_weights() -> None:
     # "Model loading took 15.6271 GiB": the checkpoint plus M-RoPE's four rotary folds
     # (kvscope.plan.mrope_buffers). The pool (1.81 GiB logged) is planned ~0.1 GiB short:
     # the H100 non-torch figure on an L4 (KNOWN_OFF in test_memory.py); within 5.5 %.
-    case = next(c for c in load_cases() if c.id == "kserve-l4-qwen25vl7b-0.9.0.1")
+    case = case_by_id("kserve-l4-qwen25vl7b-0.9.0.1")
     plan = case.plan()
     assert abs(plan.weights_gib / 15.6271 - 1) < 0.005
     assert abs(plan.kv_tokens / 33_824 - 1) < 0.055
@@ -103,7 +103,7 @@ def test_the_kserve_l4_start_loads_the_logged_weights() -> None:
 def test_the_h100_start_is_the_pytorch_sampler() -> None:
     """The pip-installed 0.8.2 start sorts the vocabulary for 1,024 dummy requests; the tower's
     pass is not planned there (default limits, a video)."""
-    case = next(c for c in load_cases() if c.id == "qwen3vl1057-h100-qwen25vl7b-0.8.2")
+    case = case_by_id("qwen3vl1057-h100-qwen25vl7b-0.8.2")
     assert abs(case.plan().kv_tokens / 905_648 - 1) < 0.05
 
 

@@ -23,7 +23,7 @@ from kvscope.specs.hardware import get_gpu
 from kvscope.specs.model import ModelSpec
 from kvscope.specs.registry import load_model
 
-from .log_cases import load_cases, offline_hub, rel_err
+from .log_cases import case_by_id, offline_hub, rel_err
 
 H100 = get_gpu("H100")
 #: The connector vllm#21348's command line passes.
@@ -79,7 +79,7 @@ def test_gh21348_plans_the_same_pool_with_its_connector() -> None:
     # vllm#21348: 0.9.2, Qwen3-235B-A22B-FP8 TP4 with LMCacheConnectorV1 logged 178,880 tokens.
     # 0.9.2 builds the 2 x 94 x 256 x 128 bf16 buffer after the memory snapshot as torch
     # memory, so no term of its KV figure holds it: the pool, and the row's miss, stay.
-    case = next(c for c in load_cases() if c.id == "gh21348-vllm")
+    case = case_by_id("gh21348-vllm")
     bare = case.plan()
     with_lmcache = case.plan(kv_transfer=parse_kv_transfer(THREAD))
     assert with_lmcache.kv_tokens == bare.kv_tokens

@@ -17,7 +17,7 @@ import pytest
 from kvscope.plan.kv_layout import vllm_layout
 from kvscope.specs.registry import load_model
 
-from .log_cases import GIB, load_cases, offline_hub
+from .log_cases import GIB, case_by_id, offline_hub
 
 ROWS = {
     "waired-rtxpro4000-qwen35-08b-mtp1-0.29": (1, 16.05, 2_313_885),
@@ -39,7 +39,7 @@ def test_qwen35_config_counts_its_mtp_layer() -> None:
 @pytest.mark.parametrize("case_id", sorted(ROWS))
 def test_logged_pool_gives_the_logged_tokens(case_id: str) -> None:
     n, gib, tokens = ROWS[case_id]
-    case = next(c for c in load_cases() if c.id == case_id)
+    case = case_by_id(case_id)
     plan = case.plan(kv_cache_memory_bytes=int(gib * GIB))
     # 1,072 / 1,088-token blocks (the conv window grows by n rows), seven full-attention
     # layers in the attention group (six and the MTP layer), 2 + n state blocks in each of
@@ -53,7 +53,7 @@ def test_logged_pool_gives_the_logged_tokens(case_id: str) -> None:
 def test_without_the_rule_the_pool_is_misread() -> None:
     # The drafted tokens' state blocks are most of the 2.3 % the N = 2 start loses against
     # the same pool read without drafting (a check that the rule carries weight)
-    case = next(c for c in load_cases() if c.id == "waired-rtxpro4000-qwen35-08b-mtp2-0.29")
+    case = case_by_id("waired-rtxpro4000-qwen35-08b-mtp2-0.29")
     with_rule = case.plan(kv_cache_memory_bytes=int(15.94 * GIB)).kv_tokens
     row = dict(case.row, speculative_config="")
     without = type(case)(row).plan(kv_cache_memory_bytes=int(15.94 * GIB)).kv_tokens

@@ -48,7 +48,7 @@ from kvscope.plan.moonvit_profile import dummy_item, moonvit_transient_bytes
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import load_cases
+from .log_cases import case_by_id
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 V020 = (0, 20, 0)
@@ -162,6 +162,6 @@ def test_kimi_vl_profiles_seven_capped_images(kimi_vl) -> None:
     ("row", "logged"), [("llmd-kimi-vl-a3b-tp1", 2.92), ("llmd-kimi-vl-a3b-tp2", 2.85)]
 )
 def test_kimi_vl_peak_activation_matches_the_log(row: str, logged: float) -> None:
-    (case,) = [c for c in load_cases() if c.id == row]
+    case = case_by_id(row)
     plan = case.plan()
     assert plan.activation_peak_gib == pytest.approx(logged, abs=0.01)

@@ -8,7 +8,7 @@ import pytest
 from kvscope.plan.mrope_buffers import deepstack_buffer_bytes, mrope_extra_cache_bytes
 from kvscope.specs.registry import load_model
 
-from .log_cases import evaluate, load_cases, offline_hub
+from .log_cases import case_by_id, evaluate, offline_hub
 
 
 @pytest.mark.parametrize(
@@ -21,7 +21,7 @@ from .log_cases import evaluate, load_cases, offline_hub
     ],
 )
 def test_loads_land_on_the_logged_weights(row_id: str, logged: float) -> None:
-    (case,) = [c for c in load_cases() if c.id == row_id]
+    case = case_by_id(row_id)
     result = evaluate(case)
     assert result.predicted_weights_gib == pytest.approx(logged, rel=0.005)
 

@@ -14,7 +14,7 @@ from kvscope.plan.weights import all_stage_weights
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import load_cases, offline_hub
+from .log_cases import case_by_id, offline_hub
 
 with offline_hub():
     QWEN3_MOE = load_model("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8")
@@ -30,7 +30,7 @@ def _vocab_bytes(w) -> float:  # type: ignore[no-untyped-def]
 def test_qwen3_moe_pp4_first_stage_logs_its_weights() -> None:
     # The write-up's PP4 table: "Model loading took" 55.70 GiB on Worker_PP0 (23 of 94 layers
     # plus both tables), against 55.19 GiB a GPU at TP4.
-    case = next(c for c in load_cases() if c.id == "rtxpro6000-qwen3-235b-2507-fp8-pp4-0.27")
+    case = case_by_id("rtxpro6000-qwen3-235b-2507-fp8-pp4-0.27")
     plan = case.plan()
     assert plan.weights_gib == pytest.approx(55.70, abs=0.02)
     # its "Available KV cache" is 26.84 GiB. The graph estimate spread over this start's

@@ -14,7 +14,7 @@ from kvscope.plan.sampler_phase import triton_buffer_bytes
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import load_cases
+from .log_cases import case_by_id
 
 GIB = 2**30
 MIB = 2**20
@@ -89,5 +89,5 @@ def test_the_layer_phase_keeps_the_fitted_constant() -> None:
     ],
 )
 def test_logged_sampler_bound_peaks(case_id: str, logged: float) -> None:
-    (case,) = [c for c in load_cases() if c.id == case_id]
+    case = case_by_id(case_id)
     assert abs(case.plan().activation_peak_logged_gib - logged) < 0.01

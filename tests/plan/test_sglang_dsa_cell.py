@@ -16,7 +16,7 @@ from kvscope.plan.kv_layout import sglang_cell_bytes
 from kvscope.plan.sglang_budget import dsa_profiled_cell
 from kvscope.specs.registry import load_model
 
-from .log_cases import load_cases
+from .log_cases import case_by_id
 
 V32 = load_model("deepseek-ai/DeepSeek-V3.2")
 LAYERS = tuple(range(V32.num_layers))
@@ -51,7 +51,7 @@ def test_main_branch_log_of_pr_11309() -> None:
     # 8x B200, --tp 8 --dp 8 --enable-dp-attention, main of 2025-10-07: "KV Cache is
     # allocated. #tokens: 1462784". Priced at the 656 + 132 B the pool allocates, the plan
     # had 1,082,432 (-26 %).
-    case = next(c for c in load_cases() if c.id == "sglang-pr11309-dsv32exp-b200-main")
+    case = case_by_id("sglang-pr11309-dsv32exp-b200-main")
     assert case.plan().kv_tokens == pytest.approx(1_462_784, rel=0.02)
 
 
@@ -60,6 +60,6 @@ def test_pr_11309_build_log_under_its_release() -> None:
     # the indexer to the profiled cell and drops the NSA mem_fraction_static = 0.8 override, and
     # 0.5.4 ships both (model_runner.py / server_args.py of the 0.5.4 wheel). Under 0.5.3's rules
     # (576 B, mfs 0.8) the plan was 1,480,896 (+52 %).
-    case = next(c for c in load_cases() if c.id == "sglang-pr11309-dsv32exp-b200")
+    case = case_by_id("sglang-pr11309-dsv32exp-b200")
     assert case.row["version"] == "0.5.4"
     assert case.plan().kv_tokens == pytest.approx(975_424, rel=0.02)

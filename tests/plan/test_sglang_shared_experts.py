@@ -22,7 +22,7 @@ from kvscope.plan.weights import all_stage_weights
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import load_cases
+from .log_cases import case_by_id
 
 ROOT = Path(__file__).resolve().parents[2]
 #: ``kvscope plan`` on DeepSeek-V4-Pro in a subprocess (the CLI's own exit codes and stderr)
@@ -88,7 +88,7 @@ def test_models_without_shared_experts_are_unchanged() -> None:
 
 
 def test_the_pr_23933_row_carries_the_switch_its_command_sets() -> None:
-    case = next(c for c in load_cases() if c.id == "sglang-pr23933-v4pro-2x8h20-tp16-dp2")
+    case = case_by_id("sglang-pr23933-v4pro-2x8h20-tp16-dp2")
     assert case.row["shared_expert_tp1"] == "1"
     weights = case.plan().ranks[0].weights_gib * GIB
     without = (

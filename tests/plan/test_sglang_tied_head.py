@@ -12,7 +12,7 @@ from kvscope.plan.memory import plan_memory
 from kvscope.plan.sglang_tied_head import builds_separate_head
 from kvscope.specs.hardware import GIB, get_gpu
 
-from .log_cases import load_cases, offline_hub
+from .log_cases import case_by_id, offline_hub
 
 LLAMA_1B = "meta-llama/Llama-3.2-1B-Instruct"
 
@@ -49,7 +49,7 @@ def test_applies_only_before_040_and_to_tied_llama_and_qwen2() -> None:
 
 
 def test_docs_build_of_0_3_5_loads_the_table_twice() -> None:
-    case = next(c for c in load_cases() if c.id == "sgldocs-h100-llama32-1b-0.3.5")
+    case = case_by_id("sgldocs-h100-llama32-1b-0.3.5")
     plan = case.plan()
     assert plan.weights_gib == pytest.approx(2.91, rel=0.01)
     assert plan.kv_tokens == pytest.approx(2170757, rel=0.01)

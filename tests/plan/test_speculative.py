@@ -182,9 +182,9 @@ def test_eagle3_head_kv_layer_matches_a_public_start() -> None:
     # 51.03 GiB" and "GPU KV cache size: 723,040 tokens", i.e. 37 layers per token. From the
     # logged memory the plan must land on the logged tokens; without the head's layer it
     # would give 36/37 as many bytes per token (2.8 % more tokens).
-    from tests.plan.log_cases import load_cases
+    from tests.plan.log_cases import case_by_id
 
-    case = next(c for c in load_cases() if c.id == "eagle3lab-h100-qwen3-8b-eagle3-0.24")
+    case = case_by_id("eagle3lab-h100-qwen3-8b-eagle3-0.24")
     plan = case.plan(kv_cache_memory_bytes=int(51.03 * 2**30))
     assert plan.kv_bytes_per_token == 37 * 8 * 128 * 2  # fp8: one byte per element
     assert plan.kv_tokens == pytest.approx(723_040, rel=0.001)

@@ -15,7 +15,7 @@ from kvscope.plan.v2_sampler_buffers import FIXED_COLUMNS, v2_sampler_bytes
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import load_cases, offline_hub
+from .log_cases import case_by_id, load_cases, offline_hub
 
 GIB = 1 << 30
 #: Unpacked V2-runner wheels (this machine's /tmp; skipped where absent).
@@ -93,5 +93,5 @@ def test_qwen3_32b_tp2_logs_its_pool() -> None:
     """Two RTX PRO 6000 at 0.426, vLLM 0.27.1: 'Available KV cache memory: 8.22 GiB' (8.67
     planned without the 1,024-row tables)."""
     with offline_hub():
-        case = next(c for c in load_cases() if c.id == "rtxpro6000-qwen3-32b-tp2-u0426-0.27")
+        case = case_by_id("rtxpro6000-qwen3-32b-tp2-u0426-0.27")
         assert case.plan().kv_cache_gib == pytest.approx(8.22, abs=0.2)

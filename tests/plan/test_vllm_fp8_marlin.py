@@ -8,7 +8,7 @@ from kvscope.plan.vllm_fp8_marlin import fp8_marlin_model, runs_fp8_marlin, uses
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import evaluate, load_cases, offline_hub
+from .log_cases import case_by_id, evaluate, offline_hub
 
 
 def _model():  # type: ignore[no-untyped-def]
@@ -53,7 +53,7 @@ def test_block_fp8_on_ampere_loads_the_logged_weights() -> None:
     # Qwen3.8-27B-FP8 at TP2 on two RTX 3090, vLLM 0.27.1: "Weights : 14.46 GiB/GPU"; the block
     # layout alone is 14.17 (2.0 % short), the Marlin group scales add 0.17 and M-RoPE's three
     # extra rotary folds 0.09 (kvscope.plan.mrope_buffers).
-    (case,) = [c for c in load_cases() if c.id == "talos-2x3090-qwen38-27b-fp8-262k-seqs3-0.27.1"]
+    case = case_by_id("talos-2x3090-qwen38-27b-fp8-262k-seqs3-0.27.1")
     result = evaluate(case)
     assert result.weights_err is not None and result.weights_err < 0.01
     assert result.predicted_weights_gib == pytest.approx(14.44, abs=0.01)

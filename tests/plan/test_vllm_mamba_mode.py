@@ -15,7 +15,7 @@ import pytest
 from kvscope.plan.config import EngineConfig
 from kvscope.plan.vllm_mamba_mode import effective_mamba_cache_mode
 
-from .log_cases import evaluate, load_cases
+from .log_cases import case_by_id, evaluate
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_mode_by_release(version: str, prefix: bool, given: str, runs: str) -> N
 
 
 def test_logged_concurrency_counts_two_state_blocks_per_linear_group() -> None:
-    case = next(c for c in load_cases() if c.id == "w1report-a100pcie-qwen35-08b-offline-0.28")
+    case = case_by_id("w1report-a100pcie-qwen35-08b-offline-0.28")
     from_logged = case.plan(kv_cache_memory_bytes=int(67.08 * 2**30))
     assert from_logged.block_size == 544
     assert from_logged.max_concurrency == pytest.approx(22.08, abs=0.005)

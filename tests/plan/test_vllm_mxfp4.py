@@ -20,7 +20,7 @@ from kvscope.plan.weights import ExpertLayout
 from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import evaluate, load_cases
+from .log_cases import case_by_id, evaluate, load_cases
 
 #: Hopper starts of gpt-oss (engine_logs.csv): 0.19.0 (llm-d planner study, TP1/2/4) and
 #: 0.14.1 (vllm-project/vllm#33155, "Using Triton backend").
@@ -34,7 +34,7 @@ STARTS = {
 
 @pytest.mark.parametrize("row_id", sorted(STARTS))
 def test_hopper_triton_layout_gives_the_logged_weights(row_id: str) -> None:
-    (case,) = [c for c in load_cases() if c.id == row_id]
+    case = case_by_id(row_id)
     result = evaluate(case)
     assert case.num("weights_gib") == STARTS[row_id]
     # Logged to 0.01 GiB; the TP4 start's 3.63 leaves 0.04 GiB (1 %) unexplained.

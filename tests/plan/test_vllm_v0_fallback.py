@@ -12,7 +12,7 @@ from kvscope.plan.vllm_v0_fallback import runs_v0
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import load_cases
+from .log_cases import case_by_id
 
 LLAMA = load_model("meta-llama/Llama-3.1-8B")
 
@@ -70,7 +70,7 @@ def test_the_colab_t4_start_of_0_8_2() -> None:
     """huggingface/cookbook's Synthetic Data Kit notebook: Llama-3.2-3B-Instruct in float16 on
     a Colab T4 under vLLM 0.8.2 ('Falling back to V0') logs 3,637 blocks, 58,192 tokens, and a
     0.90 GiB activation peak at 192 sequences (row vold-t4-llama32-3b-sdk-0.8.2)."""
-    (case,) = [c for c in load_cases() if c.id == "vold-t4-llama32-3b-sdk-0.8.2"]
+    case = case_by_id("vold-t4-llama32-3b-sdk-0.8.2")
     plan = case.plan()
     assert abs(plan.kv_tokens - 58_192) / 58_192 <= 0.05
     assert plan.activation_peak_gib == pytest.approx(0.90, rel=0.15)
@@ -97,7 +97,7 @@ def test_v0_non_torch_since_the_baseline(version: str, gpu: str, tp: int, gib: f
 def test_the_colab_t4_grpo_start_of_0_7_2() -> None:
     """Qwen2.5-1.5B-Instruct in float16 on a Colab T4 (14.56 GiB) under 0.7.2 at 0.5 of the
     GPU: 0.01 GiB of non-torch memory, 2.02 GiB of activation, 5,519 blocks (88,304 tokens)."""
-    (case,) = [c for c in load_cases() if c.id == "vold-t4-qwen25-15b-grpo-0.7.2"]
+    case = case_by_id("vold-t4-qwen25-15b-grpo-0.7.2")
     plan = case.plan()
     assert plan.activation_peak_gib == pytest.approx(2.02, rel=0.05)
     assert abs(plan.kv_tokens - 88_304) / 88_304 <= 0.05
