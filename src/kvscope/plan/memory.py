@@ -30,6 +30,7 @@ from kvscope.plan.config import EngineConfig, Parallelism
 from kvscope.plan.drafter import Drafter, plan_drafter
 from kvscope.plan.encoder_releases import unmodelled_note
 from kvscope.plan.kv_connector import with_connector
+from kvscope.plan.kv_sharing import check_vllm_stages
 from kvscope.plan.language_model_only import text_only
 from kvscope.plan.loaded_weights import loaded_stage_weights
 from kvscope.plan.mm_limits import tower_dropped
@@ -40,7 +41,7 @@ from kvscope.plan.vllm_bnb import with_vllm_bnb_statistics
 from kvscope.plan.vllm_extensible_kv import extensible_on, path_note
 from kvscope.plan.vllm_fp8_marlin import fp8_marlin_model
 from kvscope.plan.vllm_mxfp4 import vllm_expert_layout
-from kvscope.plan.weights import RankWeights, with_component
+from kvscope.plan.weights import RankWeights, pp_layer_split, vllm_remainder_last, with_component
 from kvscope.specs.dtypes import is_fp8, resolve_kv_dtype
 from kvscope.specs.hardware import GIB, GPUSpec
 from kvscope.specs.model import ModelSpec
@@ -220,6 +221,9 @@ def _check_inputs(
     """Refuse flags no engine would start with on this model and GPU (one line each)."""
     model.check_kv_dtype(kv_dtype)
     check_hipblaslt(gpu, eng.hipblaslt)
+    if eng.engine == "vllm" and par.pp > 1:
+        remainder_last = vllm_remainder_last(eng.engine, eng.version)
+        check_vllm_stages(model, pp_layer_split(model.num_layers, par.pp, remainder_last))
     if eng.async_scheduling is not None and eng.engine != "vllm":
         raise KvscopeError(
             "--async-scheduling / --no-async-scheduling are vLLM's flags; "
