@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import pytest
 
+from kvscope.plan._cache import attention_kinds
+from kvscope.plan.config import EngineConfig
 from kvscope.plan.kv_layout import sglang_cell_bytes
-from kvscope.plan.sglang_budget import dsa_profiled_cell
+from kvscope.plan.sglang_budget import dsa_kv_dtype, dsa_profiled_cell
+from kvscope.specs.dtypes import resolve_kv_dtype
+from kvscope.specs.hardware import get_gpu
 from kvscope.specs.registry import load_model
 
 from .log_cases import case_by_id
@@ -62,4 +66,35 @@ def test_pr_11309_build_log_under_its_release() -> None:
     # (576 B, mfs 0.8) the plan was 1,480,896 (+52 %).
     case = case_by_id("sglang-pr11309-dsv32exp-b200")
     assert case.row["version"] == "0.5.4"
+    assert case.plan().kv_tokens == pytest.approx(975_424, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "version", "flag", "want"),
+    [
+        # compute capability 10+: auto (or no flag) becomes fp8_e4m3 from 0.5.3 on
+        ("B200", "0.5.3", None, "fp8_e4m3"),
+        ("B200", "0.5.4", "auto", "fp8_e4m3"),
+        ("B200", "0.5.12", None, "fp8_e4m3"),
+        # 0.5.3-0.5.4 force it whatever the flag; 0.5.5 rewrites only auto
+        ("B200", "0.5.4", "bf16", "fp8_e4m3"),
+        ("B200", "0.5.5", "bf16", "bfloat16"),
+        # Hopper keeps the model dtype
+        ("H200", "0.5.12", None, "bfloat16"),
+    ],
+)
+def test_dsa_kv_dtype_default(gpu: str, version: str, flag: str | None, want: str) -> None:
+    # server_args.py _handle_model_specific_adjustments (0.5.3-0.5.8 wheels) and
+    # _set_default_nsa_kv_cache_dtype (0.5.11): "fp8_e4m3" if major >= 10 else "bfloat16".
+    eng = EngineConfig(engine="sglang", engine_version=version, kv_cache_dtype=flag)
+    resolved = resolve_kv_dtype(flag, V32.dtype)
+    got = dsa_kv_dtype(V32, get_gpu(gpu), eng, attention_kinds(V32), resolved)
+    assert got == want
+
+
+def test_pr_11309_command_without_kv_flag() -> None:
+    # The PR's command sets no --kv-cache-dtype; on B200 the engine's fp8 default gives the
+    # same plan as an explicit fp8 cache.
+    case = case_by_id("sglang-pr11309-dsv32exp-b200")
+    assert case.row["kv_cache_dtype"] == ""
     assert case.plan().kv_tokens == pytest.approx(975_424, rel=0.02)

@@ -179,6 +179,7 @@ def plan_memory(
     _check_inputs(model, gpu, par, eng, kv_dtype)
     if eng.engine == "sglang":
         check_gemma4(model, eng, par)
+        kv_dtype = sglang_budget.dsa_kv_dtype(model, gpu, eng, kinds, kv_dtype)
     if model.is_deepseek_v4 or ("mla_sparse" in kinds and is_fp8(kv_dtype)):
         # DeepSeek V4 always stores its packed fp8 record; V3.2 with an fp8 cache uses the
         # same FlashMLA-sparse layout (vLLM rewrites the dtype to fp8_ds_mla).

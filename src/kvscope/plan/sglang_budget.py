@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from kvscope.errors import KvscopeError
@@ -78,13 +79,22 @@ DSV4_C128_ROW = 4096
 
 #: DeepSeek V3.2 (DSA / NSA) in SGLang's profiled ``cell_size``: the indexer key (132 B a
 #: layer) joined it in 0.5.4 (sglang PR #11309: absent from ``ModelRunner.profile_max_num_token``
-#: in the 0.5.3 wheel, present in 0.5.4); until 0.5.16 the latent is priced at
+#: in the 0.5.3 wheel, present in 0.5.4 and already in 0.5.3.post1, which kvscope plans as
+#: 0.5.3 since it does not tell .postN releases apart); until 0.5.16 the latent is priced at
 #: ``(kv_lora_rank + qk_rope_head_dim) x element size`` (576 B in fp8) though the fp8 pool
 #: stores the 656-B record (fp8 latent, 16 B of scales, bf16 rope): ``_compute_cell_size`` in
 #: ``model_executor/pool_configurator.py`` at 0.5.12-0.5.16 (``model_runner.py`` /
 #: ``model_runner_kv_cache_mixin.py`` before); 0.5.17 prices the record
 #: (``calculate_mla_kv_cache_dim``, also at 0.5.18 and 0.5.23).
 SGLANG_DSA_INDEXER_IN_CELL_SINCE = (0, 5, 4)
+#: DeepSeek V3.2 (DSA / NSA) KV dtype: on a GPU of compute capability 10+ SGLang stores the
+#: cache in fp8_e4m3 when ``--kv-cache-dtype`` is ``auto`` (bf16 below; ``server_args.py
+#: _handle_model_specific_adjustments`` at 0.5.3-0.5.8, ``_set_default_nsa_kv_cache_dtype`` at
+#: 0.5.11-0.5.12, ``arg_groups/overrides.py`` at 0.5.15-0.5.23). 0.5.3 and 0.5.4 force fp8_e4m3
+#: there whatever the flag ("for Blackwell, we support fp8 only currently"); 0.5.5 (read again at
+#: 0.5.8) rewrites only ``auto``. V3.2 support starts at 0.5.3 (no NSA code in 0.5.2).
+SGLANG_DSA_FP8_DEFAULT_SINCE = (0, 5, 3)
+SGLANG_DSA_FP8_AUTO_ONLY_SINCE = (0, 5, 5)
 SGLANG_DSA_RECORD_IN_CELL_SINCE = (0, 5, 17)
 
 #: First release whose ROCm build runs compressed-tensors WNA16 experts through
@@ -276,6 +286,24 @@ def dsv4_c128_reservation(
     ring = DSV4_SPEC_RING[1] if speculative else DSV4_WINDOW
     rows = math.ceil(((max_running + 1) * ring + ring + 1) / 128) * 128
     return float(rows * DSV4_C128_ROW * n128)
+
+
+def dsa_kv_dtype(
+    model: ModelSpec, gpu: GPUSpec, eng: EngineConfig, kinds: Collection[str], kv_dtype: str
+) -> str:
+    """The KV dtype SGLang runs DeepSeek V3.2 (DSA) with: ``kv_dtype`` (the resolved flag)
+    unless the release turns it into fp8_e4m3 on compute capability 10+ (see
+    :data:`SGLANG_DSA_FP8_DEFAULT_SINCE`). V4 keeps its own record; other models pass through."""
+    cap = gpu.capability
+    if model.is_deepseek_v4 or "mla_sparse" not in kinds or cap is None or cap[0] < 10:
+        return kv_dtype
+    v = eng.version
+    if v < SGLANG_DSA_FP8_DEFAULT_SINCE:
+        return kv_dtype
+    flag = (eng.kv_cache_dtype or "auto").lower()
+    if flag == "auto" or v < SGLANG_DSA_FP8_AUTO_ONLY_SINCE:
+        return "fp8_e4m3"
+    return kv_dtype
 
 
 def dsa_profiled_cell(
