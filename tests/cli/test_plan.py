@@ -209,3 +209,16 @@ def test_an_unread_vision_tower_is_noted_in_the_table_and_the_json() -> None:
     assert not any("profiling pass" in n for n in now["notes"])
     qwen = run("--model", str(config / "qwen3.5-9b.json"), "--gpu", "H100", "--json")
     assert not any("profiling pass" in n for n in json.loads(qwen.stdout)["notes"])
+
+
+def test_entrypoint_offline_takes_the_llm_class_budget() -> None:
+    # vLLM's offline LLM() class batches 16384 tokens by default on an H100 where `vllm serve`
+    # batches 8192 (EngineArgs.get_batch_defaults, UsageContext.LLM_CLASS)
+    base = ("plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--json")
+    serve = json.loads(run_kvscope(*base).stdout)
+    offline = json.loads(run_kvscope(*base, "--entrypoint", "offline").stdout)
+    assert (serve["max_num_batched_tokens"], offline["max_num_batched_tokens"]) == (8192, 16384)
+    assert offline["kv_tokens"] < serve["kv_tokens"]  # a larger profiling pass
+    bad = run_kvscope(*base, "--entrypoint", "llm")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "--entrypoint must be serve or offline" in bad.stderr

@@ -185,6 +185,7 @@ class Case:
             max_lora_rank=self.opt_int("max_lora_rank") or 0,
             max_loras=self.opt_int("max_loras") or 1,
             use_v1=_opt_bool(r.get("vllm_use_v1", "")),
+            entrypoint=r.get("entrypoint", "") or "serve",
         )
         gpu = get_gpu(r["gpu"])
         # The CUDA total the log itself prints ("Free memory on device (free/total GiB)"),

@@ -95,6 +95,16 @@ NoHipblaslt = Annotated[
         "vLLM's pool pays for no hipBLASLt libraries (1.72 GiB a GPU) [default: off, hipBLASLt].",
     ),
 ]
+Entrypoint = Annotated[
+    str,
+    typer.Option(
+        "--entrypoint",
+        help="How the engine is started: serve (vllm serve, SGLang's server) or offline (vLLM's "
+        "LLM() class and vllm bench throughput, whose default token budget is 16384 on "
+        "H100-class GPUs and 8192 on others; SGLang's Engine keeps the server's defaults) "
+        "[default: serve].",
+    ),
+]
 LanguageModelOnly = Annotated[
     bool,
     typer.Option(

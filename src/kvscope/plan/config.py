@@ -178,6 +178,10 @@ class EngineConfig:
             (:mod:`kvscope.plan.language_model_only`).
         limit_mm_per_prompt: vLLM ``--limit-mm-per-prompt`` as (modality, items) pairs;
             ``None`` = 999 each (:mod:`kvscope.plan.mm_limits`).
+        entrypoint: how the engine is started: ``serve`` (``vllm serve``, SGLang's server) or
+            ``offline`` (vLLM's ``LLM()`` class, ``vllm bench throughput``; SGLang's
+            ``Engine``, which takes the server's defaults): vLLM's default token budget
+            differs (:mod:`kvscope.plan.vllm_batch_defaults`).
         hipblaslt: ROCm only: PyTorch's GEMMs through hipBLASLt (the default), whose kernel
             libraries vLLM's pool pays for; ``False`` is ``TORCH_BLAS_PREFER_HIPBLASLT=0``
             (rocBLAS) (:mod:`kvscope.plan.rocm_blas`). Not an engine flag: PyTorch's setting.
@@ -234,6 +238,7 @@ class EngineConfig:
     max_lora_rank: int = 0
     max_loras: int = 1
     use_v1: bool | None = None
+    entrypoint: str = "serve"
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -279,6 +284,8 @@ class EngineConfig:
         count(self.speculative_layers, "speculative layers", high=MAX_GPUS)
         count(self.decode_context_parallel_size, "--decode-context-parallel-size", low=1,
               high=MAX_GPUS)  # fmt: skip
+        if self.entrypoint not in ("serve", "offline"):
+            raise KvscopeError(f"--entrypoint must be serve or offline, got '{self.entrypoint}'.")
         if self.mm_encoder_tp_mode not in ("weights", "data"):
             raise KvscopeError(
                 f"--mm-encoder-tp-mode must be weights or data, got '{self.mm_encoder_tp_mode}'."

@@ -82,7 +82,7 @@ from kvscope.plan.v0_cached_segments import charged_reserved_bytes
 from kvscope.plan.v2_draft_graphs import drafting_graph_bytes
 from kvscope.plan.v2_sampler_buffers import v2_sampler_bytes
 from kvscope.plan.vllm_auto_backend import auto_attention_backend
-from kvscope.plan.vllm_batch_defaults import serve_batch_defaults
+from kvscope.plan.vllm_batch_defaults import batch_defaults, capped_defaults
 from kvscope.plan.vllm_chunked import chunked_span
 from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.plan.vllm_extensible_kv import default_gpu_memory_utilization, extensible_on, size_rank
@@ -165,7 +165,7 @@ def resolve_defaults(
     max_len = eng.max_model_len or model.max_position_embeddings
     # vLLM tiers its defaults by device memory (:mod:`kvscope.plan.vllm_batch_defaults`)
     v0 = runs_v0(v, gpu) if eng.use_v1 is None else not eng.use_v1
-    serve_tokens, serve_seqs = serve_batch_defaults(gpu, v)
+    default_tokens, default_seqs = batch_defaults(gpu, v, eng.entrypoint)
     if eng.max_num_batched_tokens is not None:
         tokens = eng.max_num_batched_tokens
     elif v0:
@@ -174,8 +174,10 @@ def resolve_defaults(
         # 0.6 and 2048 for the API server afterwards (vllm/engine/arg_utils.py).
         tokens = max(max_len, 2048) if max_len <= 32768 else (2048 if v >= (0, 6, 0) else 512)
     else:
-        tokens = serve_tokens  # `vllm serve` (OPENAI_API_SERVER) defaults
-    seqs = eng.max_num_seqs or serve_seqs
+        tokens = default_tokens  # the entry point's (OPENAI_API_SERVER or LLM_CLASS) defaults
+    seqs = eng.max_num_seqs or default_seqs
+    if not v0:
+        tokens, seqs = capped_defaults(eng, v, tokens, seqs, max_len)
     check_fits_model(model, v, eng.attention_backend)
     block = eng.block_size or backend_block_size(model, gpu, v, eng.attention_backend)
     default_subtract = v >= CUDAGRAPH_ESTIMATE_DEFAULT_SINCE

@@ -65,6 +65,7 @@ def engine_config(cfg: SimConfig) -> EngineConfig:
         cold_compile=cfg.cold_compile,
         hipblaslt=cfg.hipblaslt,
         language_model_only=cfg.language_model_only,
+        entrypoint=cfg.entrypoint,
         limit_mm_per_prompt=cfg.limit_mm_per_prompt,
         enable_extensible_kv_cache=cfg.enable_extensible_kv_cache,
         gpu_memory_in_use_gib=cfg.gpu_memory_in_use_gib,

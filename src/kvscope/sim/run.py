@@ -95,6 +95,7 @@ class SimConfig:
     cold_compile: bool = False  # vLLM --cold-compile (plan's profiling peak)
     hipblaslt: bool = True  # ROCm: --no-hipblaslt (plan's non-torch memory)
     language_model_only: bool = False  # vLLM --language-model-only (no vision tower)
+    entrypoint: str = "serve"  # serve or offline (vLLM's LLM() class: plan's token budget)
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None  # vLLM items a prompt
     enable_extensible_kv_cache: bool | None = None  # vLLM 0.34+ (plan's KV sizing path)
     gpu_memory_in_use_gib: float = 0.0  # --gpu-memory-in-use (plan's shared_gpu)
