@@ -78,6 +78,8 @@ def test_human_table_has_units() -> None:
 def test_disable_custom_all_reduce_leaves_nccl_buffers_and_is_repeated(engine: str) -> None:
     args = ("--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--tp", "4")
     args += ("--engine", engine, "--max-model-len", "8192", "--json")
+    if engine == "vllm":  # from 0.26.0 an NVSwitch group grows what one GPU grows either way
+        args += ("--engine-version", "0.25.0")
     on = run(*args)
     off = run(*args, "--disable-custom-all-reduce")
     assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
@@ -222,3 +224,16 @@ def test_entrypoint_offline_takes_the_llm_class_budget() -> None:
     bad = run_kvscope(*base, "--entrypoint", "llm")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "--entrypoint must be serve or offline" in bad.stderr
+
+
+@pytest.mark.integration
+def test_from_vllm_026_the_flag_leaves_an_nvswitch_pool_as_it_is() -> None:
+    # vLLM 0.26.0+ runs the profiling pass's all-gather on the communicator built before the
+    # worker's snapshot (kvscope.plan.vllm_collectives): on H100s the flag frees nothing
+    args = ("--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--tp", "4")
+    args += ("--max-model-len", "8192", "--engine-version", "0.31.0", "--json")
+    on, off = run(*args), run(*args, "--disable-custom-all-reduce")
+    assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
+    on_doc, off_doc = json.loads(on.stdout), json.loads(off.stdout)
+    assert off_doc["non_torch_gib"] == pytest.approx(on_doc["non_torch_gib"])
+    assert on_doc["non_torch_gib"] < 1.0

@@ -50,14 +50,15 @@ def test_hand_checked_dollars_per_million_tokens(capsys: pytest.CaptureFixture[s
 
 def test_default_context_is_typical_not_the_maximum(capsys: pytest.CaptureFixture[str]) -> None:
     """DeepSeek-V3 on 8 H200: priced at its 163,840-token maximum a request's KV leaves room
-    for 3 requests and $35.9/M tokens; the default prices a typical 8,192-token request."""
+    for 3 requests and $34.5/M tokens; the default prices a typical 8,192-token request."""
     argv = ("plan", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--json")
     default = run_json(capsys, *argv)["cost"]
     longest = run_json(capsys, *argv, "--target-context", "163840")["cost"]
     assert default["context_tokens"] == 8192
     assert "163,840" in default["context_source"] and "typical" in default["context_source"]
     assert longest["context_tokens"] == 163840
-    assert longest["usd_per_million_tokens"] == pytest.approx(35.9, rel=0.01)
+    # $35.9 while the TP group was charged vLLM's 2.1 GiB of NCCL buffers (up to 0.25)
+    assert longest["usd_per_million_tokens"] == pytest.approx(34.5, rel=0.01)
     assert default["usd_per_million_tokens"] < longest["usd_per_million_tokens"] / 5
 
 

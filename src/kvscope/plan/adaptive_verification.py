@@ -96,10 +96,9 @@ def profiling_cache_bytes(
         act = activation_peak(model, par, t, max_num_seqs, last_stage, 0)
         v4 = dsv4_attention_peak(model, gpu, par.tp, t, eng.version, fp4, False, aux)
         if v4 is not None:
+            # v4.layer is the profiling branch's (no metadata); these runs take the running one
             act = replace(
-                act,
-                residual=max(act.residual, v4.stream),
-                attention=max(act.attention, v4.layer) + v4.aux,
+                act, residual=max(act.residual, v4.stream), attention=act.attention + v4.aux
             )
         # these runs carry attention metadata: V4's layer runs attention (the pass skips it)
         run = running_attention_bytes(model, gpu, par.tp, t, eng.version, fp4)

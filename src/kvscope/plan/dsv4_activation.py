@@ -1,6 +1,6 @@
 """DeepSeek V4's layer in vLLM's profiling pass: the tensors alive at its peak on one GPU,
-bytes: the mHC streams for vLLM 0.23.0-0.32.x, the attention layer's own tensors and the MTP
-drafter's peak for 0.23.0-0.26.x (other releases keep the generic terms).
+bytes: the mHC streams for vLLM 0.23.0-0.32.x, the attention layer's own tensors for 0.23.0-0.26.x
+and 0.29.0-0.32.x, the MTP drafter's peak for 0.23.0-0.26.x (other releases keep the generic terms).
 
 The generic rule (:mod:`kvscope.plan.activation`) prices a layer's attention at its local
 heads and the residual stream at ``2 T h``. V4's layer (``DeepseekV4Attention``,
@@ -44,13 +44,13 @@ the layer through an inner ``mla_attn`` module, and 0.27.0-0.28.x add an eager s
 (models/deepseek_v4/eager_scratch.py: the padded query, the compressor scratch and the fp4
 indexer query become model-wide buffers made at load); those keep the generic attention term.
 The 0.29.0-0.32.0 wheels drop the pool and allocate ``o_padded`` and the ``F.pad`` copy per
-call again (``_alloc_attn_out``, ``_fused_qnorm_rope_kv_insert``), but this term is not
-wired there: their starts' own "Actual usage" lines (vLLM 0.30-0.31 on 8x H100) put
-0.9-1.9 GiB in "consumed" beyond the weights, where the planner's non-torch figure and
-workspace hold 2.9-3.4, so the activation the planner lacks is already paid for there
-(benchmarks/RESULTS.md, h19-drafter). The same tensors are priced where a dummy run does
-run attention: adaptive verification's profiling runs (:func:`running_attention_bytes`,
-:mod:`kvscope.plan.adaptive_verification`).
+call again (``_alloc_attn_out``, ``_fused_qnorm_rope_kv_insert``), so the term applies there
+again (:data:`POOL_DROPPED_SINCE`). It waited until the TP group's 2.1 GiB of non-torch
+memory was shown to end at 0.26.0 (:mod:`kvscope.plan.vllm_collectives`): with both, the
+V4-Flash-0731 start on 8x H100 at 0.31 plans within 0.2 % of its logged pool, its own
+"Actual usage" line splitting the same memory. Adaptive verification's profiling runs carry
+attention metadata, so there the running layer is priced instead
+(:func:`running_attention_bytes`, :mod:`kvscope.plan.adaptive_verification`).
 
 The two-stream rule outlives the attention rule: the 0.27.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0
 and 0.32.0 wheels keep the same ``DeepseekV4Model.forward`` loop and decoder layer
@@ -101,6 +101,9 @@ SINCE = (0, 23, 0)
 #: First release with the SM12x FlashInfer attention class.
 SM120_CLASS_SINCE = (0, 24, 0)
 UNTIL = (0, 27, 0)
+#: First release without the eager scratch pool (``eager_scratch.py`` absent from the 0.29.0
+#: wheel; ``o_padded`` and the padded query allocated per call again, to 0.32.0).
+POOL_DROPPED_SINCE = (0, 29, 0)
 #: Releases whose profiling pass holds two mHC streams: [SINCE, STREAM_UNTIL) (wheels read
 #: up to 0.32.0).
 STREAM_UNTIL = (0, 33, 0)
@@ -189,10 +192,12 @@ def dsv4_attention_peak(
     # runs, and mhc_fused_post_pre_tilelang returns new tensors: two streams alive
     stream = 2 * one
     aux = _aux_bytes(model, t, aux_layers) if version >= AUX_SINCE else 0.0
-    if version >= UNTIL:  # the eager scratch pool: the generic attention term stays
-        return Dsv4AttentionPeak(float(stream), 0.0, 0.0, aux)
     layers = _dsv4_layers(model)
+    if UNTIL <= version < POOL_DROPPED_SINCE:  # the eager scratch pool: generic attention term
+        return Dsv4AttentionPeak(float(stream), 0.0, 0.0, aux)
     layer = _widest_layer(layers, gpu, tp, t, version, indexer_fp4)
+    if version >= UNTIL:  # 0.29+: the layer again; the MTP drafter's pass is not modelled
+        return Dsv4AttentionPeak(float(stream), layer, 0.0, aux)
     draft = 0.0
     if mtp_drafter and layers and model.num_mtp_layers:
         # target output + drafter embedding + enorm output (T, h) and hnorm output (T, hc, h)

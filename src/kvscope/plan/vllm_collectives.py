@@ -91,6 +91,23 @@ profiling peak (0.48 left for non-torch); MiniMax-M2.7 at TP4 on four A100-SXM4-
 0.22.1rc1, 14.46 GiB of KV a GPU against 13.15 planned with 2.1 (rows ``intl-zh-2xa100-*``
 and ``intl-it-4xa100-*`` of tests/plan/data/engine_logs_h22intl.csv, public Chinese and
 Italian write-ups).
+
+Where the 2.1 GiB comes from, and why it stops at 0.26.0: the profiling pass gathers the logits
+over the TP group (``LogitsProcessor._gather_logits``: ``use_all_gather`` is True on CUDA). Up
+to 0.25.0 ``CudaCommunicator`` has no ``all_gather`` of its own, so the base class calls
+``torch.distributed.all_gather_into_tensor`` on the group's device group
+(device_communicators/base_device_communicator.py), whose ProcessGroupNCCL starts its NCCL
+communicator at that first use, after the worker's snapshot: on an NVSwitch node that new
+communicator's buffers are the 2.1 GiB (NCCL's per-channel peer and NVLS buffers: how they
+split is NCCL's and changes with its release). From 0.26.0 ``CudaCommunicator.all_gather``
+runs on the ``PyNcclCommunicator`` built before the snapshot (cuda_communicator.py of the
+0.26.0, 0.27.1, 0.29.0 and 0.31.0 wheels; the 0.20.0, 0.22.0, 0.24.0 and 0.25.0 wheels have no
+such override), so no communicator starts inside the measured span and the TP group grows what
+one GPU grows. Logged: Llama-3.1-8B on two NVSwitch H100 at vLLM 0.30.0 leaves the same memory
+outside the KV pool at TP1 and TP2 (rows ``roy6n23-*`` of tests/plan/data/engine_logs_h26tpa.csv:
+the 2.1 GiB planned 2.08 GiB more than the TP2 start used); V4-Flash-0731 at TP8 on 0.31
+logs 0.91 GiB of "consumed" beyond the weights, its 0.75 GiB workspace included; a GB200 TP4
+start of 0.26.0 logs 0.95 GiB of non-torch memory.
 """
 
 from __future__ import annotations
@@ -123,6 +140,9 @@ V0_BASELINE_SINCE = (0, 6, 5)
 CUSTOM_AR_GROWTH_SINCE = (0, 11, 0)
 #: First NVIDIA compute capability whose NVLink start-ups grow the 2.1 GiB (module text).
 NVLINK_GIGABYTES_SINCE_CC = (9, 0)
+#: First release whose logits all-gather runs on the communicator built before the worker's
+#: snapshot (``CudaCommunicator.all_gather`` over PyNccl, module text): no 2.1 GiB from it on.
+PYNCCL_ALL_GATHER_SINCE = (0, 26, 0)
 #: ROCm architectures whose platform keeps custom all-reduce (gfx94x, gfx95x).
 ROCM_CUSTOM_AR_ARCHS = ("CDNA 3", "CDNA 4")
 
@@ -159,6 +179,10 @@ def non_torch_bytes(
         return NON_TORCH_GIB["tp1_v0_baseline"] * GIB
     if par.tp > 1 and v < CUSTOM_AR_GROWTH_SINCE:
         gib = NON_TORCH_GIB["tp_old"]
+    elif par.tp > 1 and v >= PYNCCL_ALL_GATHER_SINCE and _nvlink_gigabytes(gpu):
+        # from 0.26.0 no communicator starts in the profiled span, with or without custom
+        # all-reduce: the group grows what one GPU grows (module text)
+        gib = _one_gpu(v, par)
     elif custom_all_reduce_runs(gpu, par, v, disable_custom_all_reduce):
         # the 2.1 GiB was read over NVSwitch on SM 9.0+; a PCIe pair, a bridged group and
         # NVLink Ampere keep NCCL's figure (module text)
@@ -166,9 +190,14 @@ def non_torch_bytes(
     elif par.tp > 1:
         gib = NON_TORCH_GIB["tp_pcie"]  # custom all-reduce off: NCCL's buffers only
     else:
-        tp1 = NON_TORCH_GIB["tp1_consumed" if v >= CONSUMED_SINCE else "tp1"]
-        gib = tp1 + (NON_TORCH_GIB["pp_only"] if par.pp > 1 else 0.0)
+        gib = _one_gpu(v, par)
     return gib * GIB
+
+
+def _one_gpu(v: tuple[int, int, int], par: Parallelism) -> float:
+    """What one GPU's start grows outside torch at release ``v``, GiB (module text)."""
+    tp1 = NON_TORCH_GIB["tp1_consumed" if v >= CONSUMED_SINCE else "tp1"]
+    return tp1 + (NON_TORCH_GIB["pp_only"] if par.pp > 1 else 0.0)
 
 
 def _nvlink_gigabytes(gpu: GPUSpec) -> bool:
