@@ -73,6 +73,13 @@ def test_human_table_has_units() -> None:
     assert "python -m sglang.launch_server" in proc.stdout
 
 
+def _with_and_without_custom_all_reduce(args: tuple[str, ...]) -> tuple[dict, dict]:
+    """``plan ARGS`` as JSON, then the same with ``--disable-custom-all-reduce``."""
+    on, off = run(*args), run(*args, "--disable-custom-all-reduce")
+    assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
+    return json.loads(on.stdout), json.loads(off.stdout)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_disable_custom_all_reduce_leaves_nccl_buffers_and_is_repeated(engine: str) -> None:
@@ -80,10 +87,7 @@ def test_disable_custom_all_reduce_leaves_nccl_buffers_and_is_repeated(engine: s
     args += ("--engine", engine, "--max-model-len", "8192", "--json")
     if engine == "vllm":  # from 0.26.0 an NVSwitch group grows what one GPU grows either way
         args += ("--engine-version", "0.25.0")
-    on = run(*args)
-    off = run(*args, "--disable-custom-all-reduce")
-    assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
-    on_doc, off_doc = json.loads(on.stdout), json.loads(off.stdout)
+    on_doc, off_doc = _with_and_without_custom_all_reduce(args)
     assert off_doc["non_torch_gib"] < on_doc["non_torch_gib"] - 0.5
     assert off_doc["kv_cache_gib"] > on_doc["kv_cache_gib"]
     assert off_doc["advice"]["command"].endswith("--disable-custom-all-reduce")
@@ -232,8 +236,6 @@ def test_from_vllm_026_the_flag_leaves_an_nvswitch_pool_as_it_is() -> None:
     # worker's snapshot (kvscope.plan.vllm_collectives): on H100s the flag frees nothing
     args = ("--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--tp", "4")
     args += ("--max-model-len", "8192", "--engine-version", "0.31.0", "--json")
-    on, off = run(*args), run(*args, "--disable-custom-all-reduce")
-    assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
-    on_doc, off_doc = json.loads(on.stdout), json.loads(off.stdout)
+    on_doc, off_doc = _with_and_without_custom_all_reduce(args)
     assert off_doc["non_torch_gib"] == pytest.approx(on_doc["non_torch_gib"])
     assert on_doc["non_torch_gib"] < 1.0
