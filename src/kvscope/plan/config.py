@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 #: Engines the planner models.
 ENGINES = ("vllm", "sglang")
+#: How the engine is started (``--entrypoint``): ``vllm serve`` / SGLang's server, or vLLM's
+#: offline ``LLM()`` class / SGLang's ``Engine`` (:mod:`kvscope.plan.vllm_batch_defaults`).
+ENTRYPOINTS = ("serve", "offline")
 #: vLLM ``--mamba-cache-mode`` values (vllm/config/cache.py ``MambaCacheMode``, v0.24.0)
 MAMBA_CACHE_MODES = ("none", "align", "all")
 
@@ -284,8 +287,10 @@ class EngineConfig:
         count(self.speculative_layers, "speculative layers", high=MAX_GPUS)
         count(self.decode_context_parallel_size, "--decode-context-parallel-size", low=1,
               high=MAX_GPUS)  # fmt: skip
-        if self.entrypoint not in ("serve", "offline"):
-            raise KvscopeError(f"--entrypoint must be serve or offline, got '{self.entrypoint}'.")
+        if self.entrypoint not in ENTRYPOINTS:
+            raise KvscopeError(
+                f"--entrypoint must be {' or '.join(ENTRYPOINTS)}, got '{self.entrypoint}'."
+            )
         if self.mm_encoder_tp_mode not in ("weights", "data"):
             raise KvscopeError(
                 f"--mm-encoder-tp-mode must be weights or data, got '{self.mm_encoder_tp_mode}'."

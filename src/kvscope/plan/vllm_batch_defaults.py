@@ -17,7 +17,6 @@ budget is larger on every tier: 16384 where the server takes 8192 or 16384, 8192
 - From 0.8.5 the device total decides (``current_platform.get_device_total_memory()``, the
   figure the GPU catalogue keeps as ``memory_bytes``): >= 70 GiB is large; from 0.9.0 an A100
   is small whatever its memory (vllm PR #17885: "Use small max_num_batched_tokens for A100").
-
 - 0.9.0 up to 0.27.x: >= 70 GiB and not an A100 ("For GPUs like H100 and H200"): 8192 / 1024;
   any other GPU: 2048 / 256.
 - From 0.28.0 a tier above it: >= 160 GiB ("for GPUs like B200/B300 with >= 160GB memory, use
@@ -58,8 +57,6 @@ MEMORY_TIER_SINCE = (0, 8, 5)
 A100_SMALL_SINCE = (0, 9, 0)
 #: First release whose V1 sequence cap follows the tier (0.8.4 wheel; 0.8.0-0.8.3: 1024).
 SEQS_BY_TIER_SINCE = (0, 8, 4)
-#: The usage contexts modelled: ``vllm serve`` and the offline ``LLM()`` class.
-ENTRYPOINTS = ("serve", "offline")
 #: First release that caps a defaulted token budget at ``max_num_seqs x max_model_len`` and a
 #: defaulted sequence cap at the token budget (``EngineArgs._set_default_max_num_seqs_and_
 #: batched_tokens_args``, vllm/engine/arg_utils.py of 0.12.0, 0.13.0, 0.17.0, 0.19.0, 0.27.1
