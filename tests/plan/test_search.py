@@ -118,3 +118,21 @@ def test_searches_at_least_ten_thousand_configurations_per_second() -> None:
     r = search(m, 8192, 256, counts=(1, 2, 4, 8, 16, 32, 64))
     assert r.evaluated > 5000
     assert r.configs_per_s >= 10_000
+
+
+def test_the_quick_screen_reserves_what_the_release_grows_outside_torch() -> None:
+    # The screen's per-GPU reserve follows vLLM's non-torch memory by GPU, TP and release
+    # (kvscope.plan.vllm_collectives): 2.1 GiB on an NVSwitch TP group up to 0.25, one GPU's
+    # figure from 0.26; SGLang keeps the 0.19-era constants.
+    from kvscope.plan.config import EngineConfig
+    from kvscope.plan.search import RESERVE_GIB_TP, quick_reserve
+    from kvscope.specs.hardware import GIB, get_gpu
+
+    pool = [get_gpu("H100"), get_gpu("RTX PRO 6000")]
+    old = quick_reserve(pool, [1, 2], EngineConfig(engine_version="0.25.0")) / GIB
+    new = quick_reserve(pool, [1, 2], EngineConfig(engine_version="0.31.0")) / GIB
+    sgl = quick_reserve(pool, [1, 2], EngineConfig(engine="sglang")) / GIB
+    assert old[0, 2] == pytest.approx(1.5 + 2.1) and new[0, 2] == pytest.approx(1.5 + 0.13)
+    assert old[1, 2] == pytest.approx(1.5 + 0.25)  # PCIe: NCCL's figure in every release
+    assert new[0, 1] == pytest.approx(new[0, 2])
+    assert sgl[0, 2] == pytest.approx(RESERVE_GIB_TP)

@@ -25,6 +25,7 @@ Throughput is steady decode with every request at the target context
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -51,6 +52,7 @@ from kvscope.plan.step_costs import (
     per_gpu_weight_bytes,
     step_costs,
 )
+from kvscope.plan.vllm_collectives import non_torch_bytes
 from kvscope.specs.dtypes import resolve_kv_dtype
 from kvscope.specs.hardware import GIB, GPUSpec, list_gpus
 from kvscope.specs.model import ModelSpec
@@ -58,12 +60,14 @@ from kvscope.validate import count
 
 F64 = NDArray[np.float64]
 
-#: Activation peak and runtime buffers kept out of the KV budget, per GPU. vLLM 0.19 logs
-#: show non-torch memory of about 0.25 GiB at TP 1 and 2.1 GiB at TP >= 2
-#: (``vllm/v1/worker/gpu_worker.py::Worker.determine_available_memory``); the activation
-#: peak of a profile run at the default 8192 batched tokens is a GiB or two for 7-70B models.
-RESERVE_GIB_TP1 = 1.5 + 0.25
-RESERVE_GIB_TP = 1.5 + 2.1
+#: Activation peak and runtime buffers kept out of the KV budget, per GPU: the activation
+#: peak of a profile run at the default 8192 batched tokens is a GiB or two for 7-70B models,
+#: plus vLLM's non-torch memory for the GPU, TP size and release
+#: (:func:`kvscope.plan.vllm_collectives.non_torch_bytes`). SGLang keeps the 0.19-era
+#: figures: about 0.25 GiB at TP 1 and 2.1 GiB at TP >= 2.
+QUICK_ACTIVATION_GIB = 1.5
+RESERVE_GIB_TP1 = QUICK_ACTIVATION_GIB + 0.25
+RESERVE_GIB_TP = QUICK_ACTIVATION_GIB + 2.1
 
 
 @dataclass(frozen=True)
@@ -195,12 +199,32 @@ def _beta(pool: Sequence[GPUSpec], gpu_idx: NDArray[np.int64], group: F64) -> F6
 
 
 def memory_fits(
-    weights: F64, kv: F64, tp: F64, memory_bytes: F64, mem_utilization: float
+    weights: F64, kv: F64, reserve: F64, memory_bytes: F64, mem_utilization: float
 ) -> NDArray[np.bool_]:
     """Whether weights + KV + reserve fit in ``memory x mem_utilization`` (per GPU)."""
-    reserve = np.where(tp > 1, RESERVE_GIB_TP, RESERVE_GIB_TP1) * GIB
     fits: NDArray[np.bool_] = weights + kv + reserve <= memory_bytes * mem_utilization
     return fits
+
+
+def quick_reserve(pool: Sequence[GPUSpec], tps: Sequence[int], engine: EngineConfig) -> F64:
+    """The quick screen's reserve, bytes, indexed ``[pool index, TP size]`` (see
+    :data:`RESERVE_GIB_TP`)."""
+    return _quick_reserve(tuple(pool), tuple(tps), engine.engine, engine.version).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _quick_reserve(
+    pool: tuple[GPUSpec, ...], tps: tuple[int, ...], engine: str, version: tuple[int, int, int]
+) -> F64:
+    out = np.zeros((len(pool), max(tps) + 1))
+    for i, gpu in enumerate(pool):
+        for tp in tps:
+            if engine == "vllm":
+                nt = non_torch_bytes(gpu, Parallelism(tp=tp), version)
+                out[i, tp] = QUICK_ACTIVATION_GIB * GIB + nt
+            else:
+                out[i, tp] = (RESERVE_GIB_TP if tp > 1 else RESERVE_GIB_TP1) * GIB
+    return out
 
 
 @dataclass(frozen=True)
@@ -326,7 +350,8 @@ def search(
     conc = np.ceil(target_concurrency / g.dp)  # requests per replica
     weights = stored_weight_bytes(model, g.tp, g.pp, ep_size)
     kv_gpu = conc * kv_held[g.kv_idx, tp_i] / g.pp
-    ok = memory_fits(weights, kv_gpu, g.tp, mem, mem_utilization)
+    reserve = quick_reserve(pool, tps, engine or EngineConfig())[g.gpu_idx, tp_i]
+    ok = memory_fits(weights, kv_gpu, reserve, mem, mem_utilization)
 
     micro = np.ceil(conc / g.pp)
     group = np.where(g.ep, micro * g.dp, micro)
