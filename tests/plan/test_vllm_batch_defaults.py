@@ -15,6 +15,8 @@ from kvscope.plan.vllm_budget import resolve_defaults
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
+from .log_cases import case_by_id
+
 LLAMA = load_model("meta-llama/Llama-3.1-8B")
 
 
@@ -166,8 +168,6 @@ def test_offline_rows_reproduce_their_logged_budget() -> None:
     """Start-up logs of LLM() runs carry no batch flag; the rule gives the budget they log:
     LMCache's H200 probe at 0.35 x 141 GB logs 16384, its 2,048-token control with
     max_num_seqs=6 logs 12288 (= 6 x 2048, the 0.12+ cap), the L20 start 8192."""
-    from .log_cases import case_by_id
-
     for row_id, logged in (
         ("lmcache-h200-qwen3-0.6b-probe-0.25.0", 16384),
         ("lmcache-h200-qwen2-vl-2b-2k-0.23.0", 12288),

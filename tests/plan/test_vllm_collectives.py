@@ -18,7 +18,7 @@ from kvscope.plan.vllm_collectives import custom_all_reduce_runs, non_torch_byte
 from kvscope.specs.hardware import GIB, get_gpu
 from kvscope.specs.registry import load_model
 
-from .log_cases import Case, load_cases
+from .log_cases import Case, case_by_id, evaluate, load_cases
 
 V026, V027 = (0, 26, 0), (0, 27, 0)
 #: "--disable-custom-all-reduce" in its docker-compose, "Using ['PYNCCL']" in its log.
@@ -138,8 +138,6 @@ def test_from_026_the_tp_group_grows_what_one_gpu_grows() -> None:
         assert non_torch_bytes(h100, Parallelism(tp=1), version) / GIB <= 0.25
     # Llama-3.1-8B on two NVSwitch H100 at 0.30.0 (roy6n23/vllm-tp2-profiling): TP1 and TP2
     # plan within 2 % of their logged pools; the 2.1 GiB put TP2 4.7 % low
-    from .log_cases import case_by_id, evaluate
-
     for row in ("roy6n23-2xh100-llama31-8b-tp1-0.30", "roy6n23-2xh100-llama31-8b-tp2-0.30"):
         err = evaluate(case_by_id(row)).tokens_err
         assert err is not None and err < 0.02, row
