@@ -54,8 +54,9 @@ def test_tp_across_sparks_keeps_only_nccl_buffers(tmp_path: Path) -> None:
     eng = EngineConfig(engine="vllm", engine_version="0.21.0", max_model_len=8192)
     spark = get_gpu("GB10")
     across = plan_memory(model, spark, Parallelism(tp=2), eng)
-    # The figure vLLM leaves where custom all-reduce cannot run (4 PCIe GPUs, no NVLink).
-    pcie4 = plan_memory(model, get_gpu("L40S"), Parallelism(tp=4), eng)
+    # The figure vLLM leaves where custom all-reduce cannot run (4 PCIe GPUs, no NVLink) on a
+    # part of the Spark's class (SM 12.x; pre-Hopper PCIe groups grow less, vllm_collectives).
+    pcie4 = plan_memory(model, get_gpu("RTX PRO 6000"), Parallelism(tp=4), eng)
     assert across.non_torch_gib == pcie4.non_torch_gib
     single = plan_memory(model, spark, Parallelism(tp=1), eng)
     assert across.non_torch_gib == single.non_torch_gib

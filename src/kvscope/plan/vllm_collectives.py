@@ -68,9 +68,23 @@ whose constructor runs "a small all_reduce for warmup" (pynccl.py), and every ot
 compute capability is not a key of ``SYMM_MEM_ALL_REDUCE_MAX_SIZES`` (8.6, 8.9 and 12.0 are not;
 symm_mem.py); FlashInfer's all-reduce is off unless ``VLLM_ALLREDUCE_USE_FLASHINFER=1`` and quick
 all-reduce is ROCm-only. So the TP group of GeForce / RTX PRO / L4 / L40S cards keeps the TP1
-figure: the planner's residuals there (0.18-0.19 4x RTX 3090 TP4 0.16-0.38 GiB over, 0.27.1
-2x RTX 3090 TP2 0.14-0.64 under) follow TP1 rows of the same parts (0.11-0.26 TP1 rows on
-non-NVLink NVIDIA cards sit a median 0.2 GiB over) and the model, not the collectives.
+figure of its card (below), from 0.11 up to 0.26; before 0.11 such groups logged 0.2-0.3 GiB
+(L40S TP2 at 0.7.1, TP8 at 0.10.2) and keep the NCCL figure, and from 0.27 the "consumed"
+figure of a PCIe pair is larger (0.27.1 2x RTX 3090: 0.6-0.9 GiB beside the weights) and keeps
+it too. NVLink Ampere and bridged groups keep NCCL's 0.25 (below).
+
+The one-GPU figure of a part below compute capability 9.0 (Ampere, Ada, Turing, Volta) is
+0.08 GiB, not H100's 0.25, where the V1 engine measures growth since its snapshot (0.9.1 to
+0.26; 0.8.0-0.9.0 charge the whole non-torch footprint, CUDA context included, see
+:mod:`kvscope.plan.shared_gpu`): the engine's own printouts of that growth on such parts read
+0.01-0.14 GiB, median 0.08 (the V0 prints above, made by the same ``memory_profiling`` with a
+baseline snapshot, and a V1 0.26.0 start on an RTX 4080 that prints 0.06), against 0.13-0.25
+on H100 / H200. What grows there is the CUDA modules and local memory the first kernels load,
+which scale with the part: the CUDA context itself is ~0.27 GiB before Hopper and ~0.51 on
+Hopper (:data:`kvscope.plan.sglang_budget.CONTEXT_GIB`). With 0.25 the 51 start-up logs this
+moves (one card or a PCIe group) sat a median 0.16 GiB of KV pool under their logged one; with
+0.08, +0.01 (benchmarks/RESULTS.md, "h27: the pre-Hopper one-GPU figure"). Blackwell client parts
+(SM 12.x: RTX 5090, RTX PRO 6000, DGX Spark) print no such figure here and keep 0.25.
 
 What the 2.1 GiB matches is NCCL's NVLink SHARP (NVLS) buffers, which NCCL sets up by default
 where the GPUs meet in an NVSwitch (``NCCL_NVLS_ENABLE``, NCCL user guide, environment
@@ -113,6 +127,7 @@ start of 0.26.0 logs 0.95 GiB of non-torch memory.
 from __future__ import annotations
 
 from kvscope.plan.config import Parallelism
+from kvscope.plan.shared_gpu import CHECKED_SINCE
 from kvscope.specs.hardware import GIB, GPUSpec
 
 NON_TORCH_GIB = {
@@ -123,6 +138,8 @@ NON_TORCH_GIB = {
     "tp_pcie": 0.25,
     "pp_only": 0.07,
     "tp1_v0_baseline": 0.08,
+    # the same printed growth on parts below SM 9.0, for V1 0.9.1-0.26 (module text)
+    "tp1_pre_hopper": 0.08,
 }
 
 #: First release whose profiler subtracts the free-memory drop since the worker's snapshot
@@ -182,22 +199,45 @@ def non_torch_bytes(
     elif par.tp > 1 and v >= PYNCCL_ALL_GATHER_SINCE and _nvlink_gigabytes(gpu):
         # from 0.26.0 no communicator starts in the profiled span, with or without custom
         # all-reduce: the group grows what one GPU grows (module text)
-        gib = _one_gpu(v, par)
+        gib = _one_gpu(v, par, gpu, v0)
     elif custom_all_reduce_runs(gpu, par, v, disable_custom_all_reduce):
         # the 2.1 GiB was read over NVSwitch on SM 9.0+; a PCIe pair, a bridged group and
         # NVLink Ampere keep NCCL's figure (module text)
-        gib = NON_TORCH_GIB["tp_custom_ar" if _nvlink_gigabytes(gpu) else "tp_pcie"]
+        gib = NON_TORCH_GIB["tp_custom_ar"] if _nvlink_gigabytes(gpu) else _no_nvls(gpu, par, v)
     elif par.tp > 1:
-        gib = NON_TORCH_GIB["tp_pcie"]  # custom all-reduce off: NCCL's buffers only
+        gib = _no_nvls(gpu, par, v)  # custom all-reduce off: NCCL's buffers only
     else:
-        gib = _one_gpu(v, par)
+        gib = _one_gpu(v, par, gpu, v0)
     return gib * GIB
 
 
-def _one_gpu(v: tuple[int, int, int], par: Parallelism) -> float:
+def _one_gpu(v: tuple[int, int, int], par: Parallelism, gpu: GPUSpec, v0: bool) -> float:
     """What one GPU's start grows outside torch at release ``v``, GiB (module text)."""
-    tp1 = NON_TORCH_GIB["tp1_consumed" if v >= CONSUMED_SINCE else "tp1"]
+    if v >= CONSUMED_SINCE:
+        tp1 = NON_TORCH_GIB["tp1_consumed"]
+    elif _pre_hopper_growth(gpu, v, v0):
+        tp1 = NON_TORCH_GIB["tp1_pre_hopper"]
+    else:
+        tp1 = NON_TORCH_GIB["tp1"]
     return tp1 + (NON_TORCH_GIB["pp_only"] if par.pp > 1 else 0.0)
+
+
+def _no_nvls(gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int]) -> float:
+    """A TP group that builds no NVLS buffers, GiB: NCCL's 0.25, except a group of pre-Hopper
+    cards with no NVLink at all from 0.11 to 0.26, which grows what one such card grows
+    (module text)."""
+    if gpu.nvlink_bandwidth <= 0 and _pre_hopper_growth(gpu, v, False):
+        return _one_gpu(v, par, gpu, False)
+    return NON_TORCH_GIB["tp_pcie"]
+
+
+def _pre_hopper_growth(gpu: GPUSpec, v: tuple[int, int, int], v0: bool) -> bool:
+    """Whether the V1 engine of release ``v`` measures non-torch growth since its snapshot
+    (0.9.1 to 0.26) on an NVIDIA part below compute capability 9.0 (module text)."""
+    if v0 or not CHECKED_SINCE <= v < CONSUMED_SINCE:
+        return False
+    cap = gpu.capability
+    return gpu.vendor == "nvidia" and cap is not None and cap < NVLINK_GIGABYTES_SINCE_CC
 
 
 def _nvlink_gigabytes(gpu: GPUSpec) -> bool:
