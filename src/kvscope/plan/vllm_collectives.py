@@ -203,9 +203,9 @@ def non_torch_bytes(
     elif custom_all_reduce_runs(gpu, par, v, disable_custom_all_reduce):
         # the 2.1 GiB was read over NVSwitch on SM 9.0+; a PCIe pair, a bridged group and
         # NVLink Ampere keep NCCL's figure (module text)
-        gib = NON_TORCH_GIB["tp_custom_ar"] if _nvlink_gigabytes(gpu) else _no_nvls(gpu, par, v)
+        gib = NON_TORCH_GIB["tp_custom_ar"] if _nvlink_gigabytes(gpu) else _no_nvls(gpu, par, v, v0)
     elif par.tp > 1:
-        gib = _no_nvls(gpu, par, v)  # custom all-reduce off: NCCL's buffers only
+        gib = _no_nvls(gpu, par, v, v0)  # custom all-reduce off: NCCL's buffers only
     else:
         gib = _one_gpu(v, par, gpu, v0)
     return gib * GIB
@@ -222,12 +222,12 @@ def _one_gpu(v: tuple[int, int, int], par: Parallelism, gpu: GPUSpec, v0: bool) 
     return tp1 + (NON_TORCH_GIB["pp_only"] if par.pp > 1 else 0.0)
 
 
-def _no_nvls(gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int]) -> float:
+def _no_nvls(gpu: GPUSpec, par: Parallelism, v: tuple[int, int, int], v0: bool) -> float:
     """A TP group that builds no NVLS buffers, GiB: NCCL's 0.25, except a group of pre-Hopper
     cards with no NVLink at all from 0.11 to 0.26, which grows what one such card grows
     (module text)."""
-    if gpu.nvlink_bandwidth <= 0 and _pre_hopper_growth(gpu, v, False):
-        return _one_gpu(v, par, gpu, False)
+    if gpu.nvlink_bandwidth <= 0 and _pre_hopper_growth(gpu, v, v0):
+        return _one_gpu(v, par, gpu, v0)
     return NON_TORCH_GIB["tp_pcie"]
 
 
