@@ -46,6 +46,18 @@ def vllm(version: str, **kw):  # type: ignore[no-untyped-def]
         ("GB10", "0.32.0", 2048, 256),
         ("GB10", "0.33.0", 2048, 256),
         ("GB10", "0.34.0", 2048, 256),
+        # The tier before get_batch_defaults, read in each wheel's vllm/engine/arg_utils.py:
+        # 0.8.0-0.8.4 pick it by the CUDA name ("h100" / "h200"), so a 96 GB H20 and a B200
+        # are small and a GH200 large; 0.8.0-0.8.3 cap sequences at 1024 on every GPU; 0.8.5
+        # picks by memory (an 80 GB A100 is large), 0.9.0 keeps the A100 small (PR #17885).
+        ("H20", "0.8.2", 2048, 1024),
+        ("B200", "0.8.3", 2048, 1024),
+        ("H20", "0.8.4", 2048, 256),
+        ("GH200", "0.8.4", 8192, 1024),
+        ("H100", "0.8.0", 8192, 1024),
+        ("H20", "0.8.5", 8192, 1024),
+        ("A100-80GB", "0.8.5", 8192, 1024),
+        ("A100-80GB", "0.9.0", 2048, 256),
     ],
 )
 def test_serve_defaults_follow_the_release_tiers(
@@ -99,30 +111,6 @@ def test_a_release_past_034_is_newer_than_the_modelled_ones() -> None:
     assert "newer than the newest release kvscope models (0.34.0)" in note
     (sglang_note,) = EngineConfig(engine="sglang", engine_version="0.9.0").version_warnings()
     assert "extensible" not in sglang_note
-
-
-@pytest.mark.parametrize(
-    ("gpu", "version", "tokens", "seqs"),
-    # The tier before get_batch_defaults, read in each wheel's vllm/engine/arg_utils.py:
-    # 0.8.0-0.8.4 pick it by the CUDA name ("h100" / "h200"), so a 96 GB H20 and a B200 are
-    # small and a GH200 large; 0.8.0-0.8.3 cap sequences at 1024 on every GPU; 0.8.5 picks by
-    # memory (an 80 GB A100 is large), 0.9.0 keeps the A100 small (vllm PR #17885).
-    [
-        ("H20", "0.8.2", 2048, 1024),
-        ("B200", "0.8.3", 2048, 1024),
-        ("H20", "0.8.4", 2048, 256),
-        ("GH200", "0.8.4", 8192, 1024),
-        ("H100", "0.8.0", 8192, 1024),
-        ("H20", "0.8.5", 8192, 1024),
-        ("A100-80GB", "0.8.5", 8192, 1024),
-        ("A100-80GB", "0.9.0", 2048, 256),
-    ],
-)
-def test_serve_defaults_before_get_batch_defaults(
-    gpu: str, version: str, tokens: int, seqs: int
-) -> None:
-    d = resolve_defaults(LLAMA, get_gpu(gpu), vllm(version))
-    assert (d.max_num_batched_tokens, d.max_num_seqs) == (tokens, seqs)
 
 
 @pytest.mark.parametrize(
