@@ -121,6 +121,9 @@ ODD_MODES = (
     "html", "json", "silent", "mute-headers",
     # answer the preflight's short requests (max_tokens <= 2) like a server, then misbehave:
     "garbage-sse", "http-500", "close", "close-mid", "huge-usage", "echo",
+    # answer each connection's first request in full, keep-alive, then hang up on the next one
+    # unanswered: what a client sees when it reuses a connection the server has just closed
+    "close-reused",
 )  # fmt: skip
 
 
@@ -197,8 +200,21 @@ def _odd_app(mode: str) -> object:
         page = f"vllm:num_requests_running{{model_name={plain}}} 1\n"
         return web.Response(text=page, content_type="text/plain")
 
+    used: set[object] = set()
+
     async def handle(request: web.Request) -> web.StreamResponse:
         raw = await request.read()
+        if mode == "close-reused":
+            assert request.transport is not None
+            conn = request.transport.get_extra_info("peername")
+            if conn in used:
+                request.transport.close()
+                await asyncio.sleep(1)
+                return web.Response()
+            used.add(conn)
+            body = json.loads(raw or b"{}")
+            n, words = int(body.get("max_tokens") or 3), len(str(body.get("prompt")).split())  # type: ignore[call-overload]
+            return await sse(request, _good_sse(n, words))
         if mode not in ODD_MODES[:4]:
             if request.path == "/metrics":
                 return await metrics(request)

@@ -15,10 +15,9 @@ TTFT counts to the first chunk with non-empty text, TPOT excludes the first toke
 gap between chunks. Output tokens come from the stream's final ``usage`` (requested with
 ``stream_options.include_usage``); when a server sends none, content chunks are counted.
 
-The pool has no connection cap (``limit=0``): a hidden cap silently lowers concurrency
-(GuideLLM issue #487, httpx's default of 100). The read buffer is 4 MiB because aiohttp's
-64 KiB default throttles long prompts and answers (vLLM issue #39963; SGLang raised its own
-to 10 MB).
+The shared pool, and when a request goes out again because the pool handed it a connection
+the server had already closed, belong to :mod:`kvscope.bench.pool`; ``sent_s`` stays the
+first send's time, so a resend's delay counts in the request's latency.
 
 Two time limits (:class:`~kvscope.bench.config.ClientConfig`): ``request_timeout_s`` bounds a
 whole request, ``stream_timeout_s`` each silence of the server (aiohttp's ``sock_read``,
@@ -44,9 +43,9 @@ import aiohttp
 from kvscope.bench.config import ClientConfig as ClientConfig
 from kvscope.bench.config import Endpoint as Endpoint
 from kvscope.bench.config import normalize_base_url as normalize_base_url
+from kvscope.bench.pool import MAX_RESENDS, Attempt, stale_connection
 from kvscope.redact import redact_text
 
-READ_BUFSIZE = 4 * 1024 * 1024
 #: Where a token chunk's text starts: ``"text":"`` (completions) or ``"content":"`` (chat).
 _TEXT_KEY = re.compile(rb'"(?:text|content|reasoning_content)"\s*:\s*"')
 #: Keys opening a chunk's text, compact JSON (as vLLM, SGLang and llama.cpp write it).
@@ -106,25 +105,6 @@ def make_body(cfg: ClientConfig, prompt: str, max_tokens: int, stream: bool = Tr
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def make_session(cfg: ClientConfig) -> aiohttp.ClientSession:
-    """One shared pool for the whole run: no connection cap, large read buffer."""
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=3600)
-    timeout = aiohttp.ClientTimeout(
-        total=cfg.request_timeout_s,
-        sock_connect=cfg.connect_timeout_s,
-        # aiohttp restarts this timer on every read from the socket: it bounds each silence
-        # of the server (headers, first token, between chunks), not the whole answer
-        sock_read=cfg.stream_timeout_s,
-    )
-    return aiohttp.ClientSession(
-        connector=connector,
-        timeout=timeout,
-        read_bufsize=READ_BUFSIZE,
-        auto_decompress=False,
-        skip_auto_headers=("User-Agent",),
-    )
-
-
 @dataclass(slots=True)
 class Trace:
     """One request in flight: its schedule, its timestamps (s from run start), its outcome."""
@@ -148,6 +128,7 @@ class Trace:
     done_marker: bool = False
     error_kind: str = ""
     error: str = ""
+    resends: int = 0
 
     @property
     def output_tokens(self) -> int:
@@ -330,6 +311,25 @@ def _tokens(value: Any) -> int:
     return int(value)
 
 
+async def _read_answer(
+    resp: aiohttp.ClientResponse, parser: StreamParser, trace: Trace, t0: float
+) -> None:
+    clock = time.perf_counter
+    trace.http_status = resp.status
+    if resp.status != 200:
+        text = (await resp.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
+        trace.fail(ErrorKind.HTTP_STATUS, f"http {resp.status}: {' '.join(text.split())}")
+    elif not resp.content_type.startswith("text/event-stream"):
+        trace.fail(
+            ErrorKind.MALFORMED_STREAM,
+            f"response is {resp.content_type or 'untyped'}, not an event stream",
+        )
+    else:
+        async for data in resp.content.iter_any():
+            parser.feed(data, clock() - t0)
+        parser.close(clock() - t0)
+
+
 async def stream_request(
     session: aiohttp.ClientSession,
     cfg: ClientConfig,
@@ -341,30 +341,27 @@ async def stream_request(
     """Send one streaming request and record everything about it in ``trace``."""
     clock = time.perf_counter
     parser = StreamParser(trace, cfg.endpoint is Endpoint.CHAT)
-    try:
-        trace.sent_s = clock() - t0
-        async with session.post(cfg.url, data=body, headers=headers) as resp:
-            trace.first_byte_s = clock() - t0
-            trace.http_status = resp.status
-            if resp.status != 200:
-                text = (await resp.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
-                trace.fail(ErrorKind.HTTP_STATUS, f"http {resp.status}: {' '.join(text.split())}")
-            elif not resp.content_type.startswith("text/event-stream"):
-                trace.fail(
-                    ErrorKind.MALFORMED_STREAM,
-                    f"response is {resp.content_type or 'untyped'}, not an event stream",
-                )
-            else:
-                async for data in resp.content.iter_any():
-                    parser.feed(data, clock() - t0)
-                parser.close(clock() - t0)
-    except asyncio.CancelledError:
-        trace.fail(ErrorKind.CANCELLED, "run interrupted before the answer finished")
-        trace.end_s = clock() - t0
-        raise
-    except Exception as err:  # every failure is data: classify and keep the request
-        kind, text = _classify(err, cfg)
-        trace.fail(kind, text)
+    trace.sent_s = clock() - t0
+    while True:
+        attempt = Attempt()
+        try:
+            async with session.post(
+                cfg.url, data=body, headers=headers, trace_request_ctx=attempt
+            ) as resp:
+                trace.first_byte_s = clock() - t0
+                await _read_answer(resp, parser, trace, t0)
+        except asyncio.CancelledError:
+            trace.fail(ErrorKind.CANCELLED, "run interrupted before the answer finished")
+            trace.end_s = clock() - t0
+            raise
+        except Exception as err:  # every failure is data: classify and keep the request
+            answered = not math.isnan(trace.first_byte_s)
+            if trace.resends < MAX_RESENDS and stale_connection(err, attempt, answered):
+                trace.resends += 1
+                continue
+            kind, text = _classify(err, cfg)
+            trace.fail(kind, text)
+        break
     trace.end_s = clock() - t0
     if trace.error_kind:
         return

@@ -167,6 +167,9 @@ def summarize(
         if k == "http_status"
     )
     figures["errors_by_http_status"] = {str(k): v for k, v in sorted(http.items())}
+    # runs written before the column existed have no resends
+    resends = table.column("resends").to_pylist() if "resends" in table.column_names else []
+    figures["resends"] = int(sum(r or 0 for r in resends))
     n_meas = measured.num_rows
     figures["error_rate"] = statuses.get("error", 0) / n_meas if n_meas else 0.0
     figures["max_error_rate"] = max_error_rate

@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from kvscope.bench.client import ClientConfig, ErrorKind, Trace, make_session, stream_request
+from kvscope.bench.client import ClientConfig, ErrorKind, Trace, stream_request
+from kvscope.bench.pool import make_session
 from kvscope.bench.prompts import Calibration, PromptBuilder, calibration_words, fit_calibration
 from kvscope.errors import KvscopeError
 from kvscope.workload.request import Request

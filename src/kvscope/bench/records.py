@@ -2,7 +2,8 @@
 
 The shared columns (``kvscope.results.REQUEST_SCHEMA``, the same ones ``kvscope simulate``
 writes) come first, then the client-side ones: release and send times, dispatch lag,
-concurrency-cap delay, targets, server usage, chunk count, HTTP status, error class, phase.
+concurrency-cap delay, targets, server usage, chunk count, HTTP status, error class, phase,
+resends.
 Times are seconds from the run's start.
 """
 
@@ -29,6 +30,8 @@ BENCH_EXTRA_FIELDS = [
     ("error_kind", pa.string()),
     ("finish_reason", pa.string()),
     ("phase", pa.string()),
+    # times the request went out again because the pool's connection was already closed
+    ("resends", pa.int64()),
 ]
 #: ``requests.parquet`` of a bench run: the shared schema plus client-side columns.
 BENCH_REQUEST_SCHEMA = pa.schema(list(REQUEST_SCHEMA) + [pa.field(*f) for f in BENCH_EXTRA_FIELDS])
@@ -79,5 +82,6 @@ def request_row(tr: Trace, cap_delay_s: float, phase: str) -> tuple[dict[str, An
         error_kind=kind,
         finish_reason=tr.finish_reason,
         phase=phase,
+        resends=tr.resends,
     )
     return row, status

@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvscope.bench.client import ClientConfig, ErrorKind, Trace, make_session, stream_request
+from kvscope.bench.client import ClientConfig, ErrorKind, Trace, stream_request
 from kvscope.bench.config import LoadConfig as LoadConfig
 from kvscope.bench.eager import start_eagerly
+from kvscope.bench.pool import make_session
 from kvscope.bench.records import BENCH_REQUEST_SCHEMA, CHUNK_SCHEMA, request_row
 from kvscope.bench.server_probe import SERVER_SCHEMA, ServerProbe, metrics_url
 from kvscope.redact import basic_auth
